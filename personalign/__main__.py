@@ -1,0 +1,3 @@
+from personalign.cli import main
+
+main()

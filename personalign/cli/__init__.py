@@ -1,0 +1,110 @@
+"""The ``personalign`` command line (typer + rich). Thin: it parses flags and calls the Python API.
+
+Importing this module imports only typer (and click/rich through it): ``personalign --help``
+never loads dspy, litellm, torch or llama_cpp. Every command imports its machinery when run.
+Errors caused by input (:class:`personalign.errors.PersonalignError`) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from personalign import __version__
+from personalign.errors import find_personalign_error
+
+app = typer.Typer(
+    name="personalign",
+    help="Compile human-aligned LLM personalization pipelines: typed DSPy programs measured against human labels.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: keeps `personalign --help` fast (no rich/markdown import)
+)
+compare_app = typer.Typer(help="Compare strategies of a stage on the same held-out split.", no_args_is_help=True,
+                          rich_markup_mode=None)
+app.add_typer(compare_app, name="compare")
+
+
+from personalign.cli.data import app as _data_app  # noqa: E402  (light: typer only)
+
+app.add_typer(_data_app, name="data", help="Validate and describe data files.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"personalign {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """personalign command line."""
+
+
+LM_HELP = "Model: local/smollm2-135m-instruct (default), local/gemma-3-270m, or any litellm model string."
+
+
+@app.command()
+def doctor(
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    bench: bool = typer.Option(False, "--bench", help="Also measure prompt and generation tokens/s here."),
+    lm: str = typer.Option("local/smollm2-135m-instruct", "--lm", help="Local model for --bench."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache)."),
+) -> None:
+    """Versions, backend, model files (sha256), threads, cache dir; with --bench, tokens/s."""
+    from personalign.cli._doctor import run_doctor
+
+    run_doctor(json_out=json_out, bench=bench, lm=lm, cache_dir=cache_dir)
+
+
+@compare_app.command("relevance")
+def compare_relevance(
+    data: Path = typer.Option(..., "--data", help="Relevance JSONL (recenter format or personalign canonical)."),
+    split: str = typer.Option("val", "--split", help="Split to evaluate on."),
+    train_split: str = typer.Option("train", "--train-split", help="Split trainable strategies are fitted on."),
+    strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategies (default zero-shot,minilm-cosine)."),
+    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP),
+    seed: int = typer.Option(0, "--seed", help="Seed of every stochastic step."),
+    n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap resamples for the 95% CIs."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Evaluate only the first N examples of the split."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Disable the LM cache."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db)."),
+    no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
+) -> None:
+    """Compare relevance strategies on one split against the human majority labels."""
+    from personalign.cli._compare import run_compare_relevance
+
+    run_compare_relevance(
+        data=data, split=split, train_split=train_split, strategies=strategies, lm=lm, seed=seed,
+        n_boot=n_boot, limit=limit, cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
+        no_track=no_track, json_out=json_out,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the app; input errors become one line on stderr and exit code 2."""
+    try:
+        app(args=argv, standalone_mode=True)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        raise SystemExit(130) from None
+    except BaseException as exc:  # noqa: BLE001
+        ours = find_personalign_error(exc)
+        if ours is None:
+            raise
+        sys.stderr.write(f"error: {ours}\n")
+        raise SystemExit(ours.exit_code) from None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,108 @@
+"""``personalign doctor``: what this installation is and how fast it runs here."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("personalign", "dspy", "litellm", "llama_cpp_python", "torch", "sentence-transformers", "mlflow",
+            "optuna", "pydantic", "numpy", "scikit-learn", "scipy", "bm25s", "typer", "rich")
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def bench_model(model: str, *, prompt_tokens: int = 256, gen_tokens: int = 64) -> dict:
+    """Prompt-processing and generation speed of an embedded model, in tokens/s (one run each)."""
+    from personalign.lm._engine import get_engine
+
+    eng = get_engine(model)
+    text = " ".join(["The user enjoys hiking in the mountains and reading history books."] * 40)
+    toks = eng.llm.tokenize(text.encode(), add_bos=False)[:prompt_tokens]
+    with eng.lock:
+        eng.llm.reset()
+        t0 = time.perf_counter()
+        eng.llm.eval(toks)
+        t_prompt = time.perf_counter() - t0
+        eng.llm.reset()
+        t0 = time.perf_counter()
+        story, _ = eng.render([{"role": "user", "content": "Write a long story about a dragon."}])
+        out = eng.llm.create_completion(prompt=story, max_tokens=gen_tokens, temperature=0.0, stop=[],
+                                        repeat_penalty=1.0, logit_bias={eng.llm.token_eos(): -1e9})
+        t_gen = time.perf_counter() - t0
+    n_gen = out["usage"]["completion_tokens"]
+    return {"model": model, "prompt_tokens": len(toks), "prompt_tokens_per_s": round(len(toks) / t_prompt, 1),
+            "gen_tokens": n_gen, "gen_tokens_per_s": round(n_gen / t_gen, 1)}
+
+
+def collect(*, bench: bool, lm: str, cache_dir: Path | None) -> dict:
+    import personalign  # noqa: F401
+    from personalign.lm import configure_cache
+    from personalign.lm._engine import current_settings
+    from personalign.lm._models import MODELS, model_file
+    from personalign.lm._provider import grammar_constrained
+    from personalign.settings import default_tracking_uri
+
+    cache = configure_cache(cache_dir)
+    settings = current_settings()
+    models = {}
+    for spec in MODELS.values():
+        path, sha = model_file(spec.model_string)
+        models[spec.model_string] = {
+            "file": str(path), "sha256": sha, "verified": True, "bytes": path.stat().st_size,
+            "chat_format": "gguf template" if spec.template == "gguf" else "gemma turns (applied by personalign)",
+            "grammar_constrained": grammar_constrained(spec.model_string),
+        }
+    import llama_cpp
+
+    info = {
+        "personalign": _version("personalign"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "versions": {p: _version(p) for p in PACKAGES},
+        "backend": "llama.cpp in-process via litellm custom provider 'local'",
+        "llama_cpp_system_info": llama_cpp.llama_print_system_info().decode().strip(),
+        "default_model": "local/smollm2-135m-instruct",
+        "models": models,
+        "grammar_constrained": all(m["grammar_constrained"] for m in models.values()),
+        "threads": settings.n_threads,
+        "n_ctx": settings.n_ctx,
+        "seed": settings.seed,
+        "cache_dir": str(cache),
+        "tracking_uri": default_tracking_uri(),
+        "offline": {k: os.environ.get(k) for k in ("LITELLM_LOCAL_MODEL_COST_MAP", "HF_HUB_OFFLINE")},
+    }
+    if bench:
+        info["bench"] = [bench_model(m) for m in ([lm] if lm else list(models))]
+    return info
+
+
+def run_doctor(*, json_out: bool, bench: bool, lm: str, cache_dir: Path | None) -> None:
+    info = collect(bench=bench, lm=lm, cache_dir=cache_dir)
+    if json_out:
+        sys.stdout.write(json.dumps(info) + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"personalign {info['personalign']} doctor", show_header=False)
+    for key in ("python", "platform", "backend", "default_model", "grammar_constrained", "threads", "n_ctx",
+                "cache_dir", "tracking_uri"):
+        table.add_row(key, str(info[key]))
+    for name, m in info["models"].items():
+        table.add_row(name, f"{m['file']}\nsha256 {m['sha256']} (verified)\n{m['chat_format']}")
+    table.add_row("versions", ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v))
+    for b in info.get("bench", []):
+        table.add_row(f"bench {b['model']}", f"prompt {b['prompt_tokens_per_s']} tok/s, generation {b['gen_tokens_per_s']} tok/s")
+    console.print(table)

@@ -1,0 +1,94 @@
+"""``personalign data validate|stats PATH --kind KIND`` — check and describe data files.
+
+Imports only typer at module level; loaders are imported inside the commands. Bad input
+raises :class:`personalign.errors.DataError` (one line naming file, line and field), which
+the root CLI turns into exit code 2. Run standalone with ``python -m personalign.cli.data``.
+Neither command writes anything.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="Validate and describe data files.", no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_enable=False, rich_markup_mode=None)
+
+_KIND_HELP = ("Data kind: relevance, recenter-raw, verification, extraction, rating, mcq, profile, "
+              "prefeval-explicit, prefeval-persona, prefeval-choice, prefeval-mcq, personamem, cupid.")
+
+
+@app.command()
+def validate(
+    path: Path = typer.Argument(..., help="File (or PrefEval folder) to check."),
+    kind: str = typer.Option(..., "--kind", "-k", help=_KIND_HELP),
+) -> None:
+    """Read every record of PATH as KIND; print a one-line summary, or fail on the first bad record."""
+    from personalign.data.kinds import validate as _validate
+
+    n = _validate(path, kind)
+    typer.echo(f"ok: {n} {kind} records in {path}")
+
+
+@app.command()
+def stats(
+    path: Path = typer.Argument(..., help="File (or PrefEval folder) to describe."),
+    kind: str = typer.Option(..., "--kind", "-k", help=_KIND_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+) -> None:
+    """Counts, label balance, splits, group counts and text-length percentiles (characters)."""
+    import json
+
+    from personalign.data.kinds import stats as _stats
+
+    s = _stats(path, kind)
+    if as_json:
+        typer.echo(json.dumps(s, ensure_ascii=False))
+        return
+    typer.echo(f"{s['path']}  ({s['kind']})")
+    typer.echo(f"  records: {s['n']}")
+    if "labels" in s:
+        labels = ", ".join(f"{k}: {v}" for k, v in s["labels"].items())
+        rate = f"  (positive rate {s['label_rate']:.3f})" if "label_rate" in s else ""
+        typer.echo(f"  labels: {labels}{rate}")
+    if "splits" in s:
+        typer.echo("  splits: " + ", ".join(f"{k}: {v}" for k, v in s["splits"].items()))
+    if s.get("groups"):
+        typer.echo("  distinct: " + ", ".join(f"{k}: {v}" for k, v in s["groups"].items()))
+    for field, p in s.get("lengths", {}).items():
+        typer.echo(f"  length of {field} (chars): min {p['min']}, p5 {p['p5']:.0f}, median {p['p50']:.0f}, "
+                   f"p95 {p['p95']:.0f}, max {p['max']}")
+    if "turns" in s:
+        p = s["turns"]
+        typer.echo(f"  turns: min {p['min']}, median {p['p50']:.0f}, max {p['max']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sub-app standalone, mapping PersonalignError to one stderr line and exit 2."""
+    from personalign.errors import PersonalignError, find_personalign_error
+
+    try:
+        app(args=argv, standalone_mode=False)
+    except PersonalignError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except Exception as exc:  # click usage errors and wrapped PersonalignErrors
+        import click
+
+        err = find_personalign_error(exc)
+        if err is not None:
+            typer.echo(f"error: {err}", err=True)
+            return err.exit_code
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

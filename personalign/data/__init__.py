@@ -1,0 +1,61 @@
+"""Data layer: load and validate real formats into typed examples, derive tasks, split.
+
+Importing this package is light (pydantic only; no dspy/torch). Public API:
+
+* schemas — :class:`RelevanceExample`, :class:`VerificationExample`,
+  :class:`ExtractionExample`, :class:`PreferenceRatingExample`, :class:`MCQExample`,
+  :class:`ProfileExample`, :class:`Turn`, :class:`Session`, :class:`UserHistory`,
+  :class:`Attribute`; each example has ``to_dspy()`` with its inputs marked.
+* recenter relevance — :func:`load_relevance`, :func:`iter_relevance`,
+  :func:`load_recenter_annotations`, :func:`attach_annotator_labels`.
+* PrefEval — :func:`load_prefeval`, :func:`prefeval_mcq`, :func:`prefeval_choice_mcq`;
+  derived tasks :func:`relevance_pairs`, :func:`verification_pairs`,
+  :func:`extraction_targets`.
+* PersonaMem — :func:`load_personamem`; CUPID — :func:`load_cupid`, :func:`cupid_extraction`.
+* canonical JSONL — :func:`read_examples`, :func:`iter_examples`, :func:`write_examples`.
+* splits — :func:`group_split`, :func:`assert_no_leakage`, :func:`find_leaks`,
+  :func:`assign_split`.
+"""
+
+from personalign.data.canonical import example_type, iter_examples, read_examples, write_examples
+from personalign.data.cupid import CupidInstance, cupid_extraction, load_cupid
+from personalign.data.derive import extraction_targets, relevance_pairs, verification_pairs
+from personalign.data.personamem import load_personamem
+from personalign.data.prefeval import PrefEvalRecord, load_prefeval, prefeval_choice_mcq, prefeval_mcq
+from personalign.data.recenter import (
+    AnnotationRecord,
+    AnnotatorJudgment,
+    annotator_votes,
+    attach_annotator_labels,
+    iter_relevance,
+    load_recenter_annotations,
+    load_relevance,
+)
+from personalign.data.schemas import (
+    EXAMPLE_TYPES,
+    Attribute,
+    ExtractionExample,
+    MCQExample,
+    PreferenceRatingExample,
+    ProfileExample,
+    RelevanceExample,
+    Session,
+    TaskExample,
+    Turn,
+    UserHistory,
+    VerificationExample,
+)
+from personalign.data.splits import assert_no_leakage, assign_split, find_leaks, group_split
+
+__all__ = [
+    "EXAMPLE_TYPES", "Attribute", "ExtractionExample", "MCQExample", "PreferenceRatingExample",
+    "ProfileExample", "RelevanceExample", "Session", "TaskExample", "Turn", "UserHistory",
+    "VerificationExample",
+    "AnnotationRecord", "AnnotatorJudgment", "annotator_votes", "attach_annotator_labels",
+    "iter_relevance", "load_recenter_annotations", "load_relevance",
+    "PrefEvalRecord", "load_prefeval", "prefeval_choice_mcq", "prefeval_mcq",
+    "extraction_targets", "relevance_pairs", "verification_pairs",
+    "load_personamem", "CupidInstance", "cupid_extraction", "load_cupid",
+    "example_type", "iter_examples", "read_examples", "write_examples",
+    "assert_no_leakage", "assign_split", "find_leaks", "group_split",
+]

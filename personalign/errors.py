@@ -1,0 +1,58 @@
+"""User-facing errors.
+
+Every error a user can cause (bad flags, bad files, missing models, unwritable directories)
+is a :class:`PersonalignError`. The CLI prints its message on one line and exits with
+``exit_code`` (2), without a traceback. Library callers catch it like any exception.
+"""
+
+from __future__ import annotations
+
+
+class PersonalignError(Exception):
+    """Base class of errors caused by input or configuration; message is one line."""
+
+    exit_code = 2
+
+
+class ConfigurationError(PersonalignError):
+    """A setting, flag or environment variable has an unusable value."""
+
+
+class UnknownModelError(ConfigurationError):
+    """A ``local/...`` model string names no embedded model."""
+
+
+class ModelFileError(PersonalignError):
+    """A model file is missing, unreadable or fails its sha256 check."""
+
+
+class CacheDirError(ConfigurationError):
+    """The cache directory cannot be created or written."""
+
+
+class ContextWindowError(PersonalignError):
+    """A prompt does not fit the model's context window (n_ctx tokens)."""
+
+
+class DataError(PersonalignError):
+    """A data file is malformed. The message names the file, the line and the field."""
+
+    def __init__(self, path: object, line: int | None, field: str | None, problem: str):
+        self.path, self.line, self.field, self.problem = str(path), line, field, problem
+        where = self.path if line is None else f"{self.path}:{line}"
+        what = f"field '{field}': " if field else ""
+        super().__init__(f"{where}: {what}{problem}")
+
+
+def find_personalign_error(exc: BaseException | None) -> PersonalignError | None:
+    """Return the first :class:`PersonalignError` in an exception's cause/context chain.
+
+    LM libraries (litellm, DSPy) wrap errors raised inside a provider; this recovers ours.
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, PersonalignError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None

@@ -1,0 +1,207 @@
+"""LM backends: the embedded llama.cpp models behind litellm, settings, cache and call counting.
+
+Public API::
+
+    lm = personalign.lm.make_lm("local/smollm2-135m-instruct")   # or any litellm model string
+    with personalign.lm.use(lm):                                  # dspy.context(lm=..., adapter=...)
+        dspy.Predict(MySignature)(...)
+
+``make_lm`` validates the model string (an unknown ``local/NAME`` or a string litellm cannot route
+raises :class:`~personalign.errors.UnknownModelError`), registers the ``local`` litellm provider,
+and for embedded models checks the model file (sha256) before the first call. ``use`` picks DSPy's
+JSONAdapter for embedded models, so every typed output is grammar-constrained (see
+:mod:`personalign.lm._provider`), and ChatAdapter (DSPy's default) for other models.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from personalign.errors import CacheDirError, UnknownModelError
+from personalign.lm._models import DEFAULT_MODEL, MODELS, PROVIDER, get_spec, is_local, model_file
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODELS",
+    "LocalSettings",
+    "CallCounter",
+    "configure_cache",
+    "configure_local",
+    "make_lm",
+    "model_file",
+    "use",
+    "is_local",
+]
+
+
+def __getattr__(name: str):
+    if name == "LocalSettings":
+        from personalign.lm._engine import LocalSettings
+
+        return LocalSettings
+    raise AttributeError(name)
+
+
+_SECRET_KWARGS = ("api_key", "api_base", "base_url", "token")
+
+
+def configure_local(**settings: Any) -> None:
+    """Change the embedded backend's settings (n_ctx, n_threads, seed, temperature, max_tokens,
+    max_string_chars, max_list_items); see :class:`LocalSettings`."""
+    from dataclasses import replace
+
+    from personalign.lm._engine import configure_settings, current_settings
+
+    configure_settings(replace(current_settings(), **settings))
+
+
+def configure_cache(cache_dir: str | os.PathLike | None = None, *, enabled: bool = True) -> Path | None:
+    """Point DSPy's disk + memory cache at ``cache_dir`` (default ``runs/cache``).
+
+    Returns the directory (None when disabled).
+
+    Raises:
+        CacheDirError: the directory cannot be created or written (one-line message with the path).
+    """
+    import personalign  # noqa: F401
+    from personalign.settings import cache_dir as default_cache_dir
+
+    path = Path(cache_dir).expanduser().absolute() if cache_dir else default_cache_dir()
+    if enabled:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            probe = path / f".write-test-{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise CacheDirError(
+                f"cache dir {path} is not writable ({exc.strerror or exc}); pass --cache-dir DIR, set "
+                "PERSONALIGN_CACHE_DIR, or --no-cache"
+            ) from None
+    os.environ.setdefault("DSPY_CACHEDIR", str(path))
+    import dspy
+
+    dspy.configure_cache(
+        enable_disk_cache=enabled,
+        enable_memory_cache=enabled,
+        disk_cache_dir=str(path),
+    )
+    return path if enabled else None
+
+
+def _check_routable(model: str) -> None:
+    import litellm
+
+    try:
+        litellm.get_llm_provider(model=model)
+    except Exception:
+        raise UnknownModelError(
+            f"unknown model string '{model}': litellm cannot route it; use local/smollm2-135m-instruct, "
+            "local/gemma-3-270m, or a litellm string such as openai/gpt-4o-mini or ollama_chat/llama3"
+        ) from None
+
+
+def make_lm(model: str = DEFAULT_MODEL, *, temperature: float | None = None, max_tokens: int | None = None,
+            cache: bool = True, num_retries: int = 2, load: bool = True, **kwargs: Any):
+    """Build a ``dspy.LM`` for an embedded model (``local/NAME``) or any litellm model string.
+
+    Args:
+        model: ``local/smollm2-135m-instruct`` (default), ``local/gemma-3-270m`` or a litellm string.
+        temperature: sampling temperature (default 0.0 for embedded models, DSPy's default otherwise).
+        max_tokens: output budget in tokens (default 512 for embedded models).
+        cache: use DSPy's cache (configure where with :func:`configure_cache`).
+        num_retries: litellm retries of transient failures.
+        load: for embedded models, load and verify the model now (errors surface here, not mid-run).
+
+    Raises:
+        UnknownModelError: unknown ``local/NAME`` or a string litellm cannot route.
+        ModelFileError: the embedded model file is missing or fails its sha256 check.
+    """
+    import personalign  # noqa: F401
+
+    from personalign.lm._provider import register
+
+    if is_local(model):
+        get_spec(model)
+        register()
+        if load:
+            from personalign.lm._engine import get_engine
+
+            get_engine(model)
+        temperature = 0.0 if temperature is None else temperature
+        max_tokens = 512 if max_tokens is None else max_tokens
+    else:
+        register()
+        _check_routable(model)
+    import dspy
+
+    extra = dict(kwargs)
+    if temperature is not None:
+        extra["temperature"] = temperature
+    if max_tokens is not None:
+        extra["max_tokens"] = max_tokens
+    return dspy.LM(model, cache=cache, num_retries=num_retries, **extra)
+
+
+def adapter_for(model: str):
+    """JSONAdapter (grammar-constrained typed outputs) for embedded models, ChatAdapter otherwise."""
+    import dspy
+
+    return dspy.JSONAdapter() if is_local(model) else dspy.ChatAdapter()
+
+
+@contextlib.contextmanager
+def use(lm) -> Iterator[Any]:
+    """``dspy.context`` with ``lm`` and its adapter. Safe from worker threads (never ``dspy.configure``)."""
+    import dspy
+
+    with dspy.context(lm=lm, adapter=adapter_for(lm.model)):
+        yield lm
+
+
+class CallCounter:
+    """Counts LM calls that reached a model (cache hits excluded) inside a ``with`` block.
+
+    Uses DSPy's usage tracker, which records one usage entry per non-cached call.
+    ``calls`` is an int; ``tokens`` maps model -> {prompt_tokens, completion_tokens}.
+    """
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.tokens: dict[str, dict[str, int]] = {}
+        self._cm = None
+
+    def __enter__(self) -> "CallCounter":
+        import dspy
+
+        self._cm = dspy.track_usage()
+        self._tracker = self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._collect()
+        self._cm.__exit__(*exc)
+
+    def _collect(self) -> None:
+        data = getattr(self._tracker, "usage_data", {}) or {}
+        self.calls = sum(len(v) for v in data.values())
+        self.tokens = {
+            model: {
+                "prompt_tokens": int(sum((e.get("prompt_tokens") or 0) for e in entries)),
+                "completion_tokens": int(sum((e.get("completion_tokens") or 0) for e in entries)),
+            }
+            for model, entries in data.items()
+        }
+
+    def snapshot(self) -> int:
+        """Calls so far (inside the block)."""
+        self._collect()
+        return self.calls
+
+
+def redact(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Copy of LM kwargs with secrets (api keys, tokens, bases) replaced by ``"***"``."""
+    return {k: ("***" if any(s in k.lower() for s in _SECRET_KWARGS) else v) for k, v in kwargs.items()}

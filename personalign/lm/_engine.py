@@ -1,0 +1,318 @@
+"""In-process llama.cpp engine for the embedded models (the only module that imports llama_cpp).
+
+One :class:`LocalEngine` per model per process, created on first use and shared by every
+thread; calls into llama.cpp are serialized by a per-engine lock (a llama.cpp context is not
+thread-safe). Typed outputs are grammar-constrained: a JSON schema becomes a GBNF grammar
+(llama.cpp's own ``json_schema_to_gbnf``), after bounding every free string and list so that a
+constrained answer always ends inside ``max_tokens``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import threading
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any
+
+from personalign.errors import ContextWindowError, ModelFileError
+from personalign.lm._models import LocalModelSpec, get_spec, model_file
+
+GEMMA_BOS = "<bos>"
+GEMMA_STOP = ["<end_of_turn>", "<start_of_turn>"]
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    """Settings of the embedded backend.
+
+    Attributes:
+        n_ctx: context window in tokens (prompt + output).
+        n_threads: CPU threads for llama.cpp (default: all cores).
+        seed: sampling seed; with temperature > 0 each call gets seed + call index, so samples differ
+            but a rerun of the same sequence of calls is identical.
+        temperature: default sampling temperature (0 = greedy).
+        max_tokens: default output budget in tokens.
+        max_string_chars: upper bound on every free-text string in a constrained JSON answer.
+        max_list_items: upper bound on every list in a constrained JSON answer.
+    """
+
+    n_ctx: int = 4096
+    n_threads: int = field(default_factory=lambda: max(1, os.cpu_count() or 1))
+    seed: int = 0
+    temperature: float = 0.0
+    max_tokens: int = 512
+    max_string_chars: int = 600
+    max_list_items: int = 12
+
+    @classmethod
+    def from_env(cls) -> "LocalSettings":
+        """Settings overridden by ``PERSONALIGN_N_CTX``, ``PERSONALIGN_THREADS``, ``PERSONALIGN_SEED``."""
+        s = cls()
+        env = os.environ
+        if env.get("PERSONALIGN_N_CTX"):
+            s = replace(s, n_ctx=int(env["PERSONALIGN_N_CTX"]))
+        if env.get("PERSONALIGN_THREADS"):
+            s = replace(s, n_threads=int(env["PERSONALIGN_THREADS"]))
+        if env.get("PERSONALIGN_SEED"):
+            s = replace(s, seed=int(env["PERSONALIGN_SEED"]))
+        return s
+
+
+@dataclass
+class Completion:
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def bound_schema(schema: dict[str, Any], max_string_chars: int, max_list_items: int) -> dict[str, Any]:
+    """Return a copy of a JSON schema in which every free string has ``maxLength`` and every array
+    ``maxItems`` (existing, tighter bounds are kept). Enums and consts are left alone.
+
+    Bounded values make the grammar finite, so a constrained answer cannot be cut off by the
+    token budget and fail to parse.
+    """
+    out = copy.deepcopy(schema)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            typ = node.get("type")
+            types = typ if isinstance(typ, list) else [typ]
+            if "string" in types and "enum" not in node and "const" not in node and "pattern" not in node:
+                node["maxLength"] = min(int(node.get("maxLength", max_string_chars)), max_string_chars)
+            if "array" in types:
+                node["maxItems"] = min(int(node.get("maxItems", max_list_items)), max_list_items)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(out)
+    return out
+
+
+def schema_from_response_format(response_format: Any) -> dict[str, Any] | None:
+    """Extract a JSON schema from an OpenAI-style ``response_format`` (dict or pydantic model class).
+
+    ``{"type": "json_object"}`` maps to "any JSON object"; ``None`` or ``{"type": "text"}`` to None.
+    """
+    if response_format is None:
+        return None
+    if isinstance(response_format, type) and hasattr(response_format, "model_json_schema"):
+        return response_format.model_json_schema()
+    if isinstance(response_format, dict):
+        kind = response_format.get("type")
+        if kind == "json_schema":
+            js = response_format.get("json_schema") or {}
+            return js.get("schema") or {"type": "object"}
+        if kind == "json_object":
+            return response_format.get("schema") or {"type": "object"}
+    return None
+
+
+@lru_cache(maxsize=64)
+def _grammar_for(schema_json: str):
+    from llama_cpp import LlamaGrammar
+
+    return LlamaGrammar.from_json_schema(schema_json, verbose=False)
+
+
+class LocalEngine:
+    """A loaded embedded model. Use :func:`get_engine`, not the constructor."""
+
+    def __init__(self, spec: LocalModelSpec, settings: LocalSettings):
+        from llama_cpp import Llama
+
+        self.spec = spec
+        self.settings = settings
+        self.path, self.sha256 = model_file(spec.model_string)
+        try:
+            self.llm = Llama(
+                model_path=str(self.path),
+                n_ctx=settings.n_ctx,
+                n_threads=settings.n_threads,
+                n_threads_batch=settings.n_threads,
+                seed=settings.seed,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise ModelFileError(f"llama.cpp could not load {self.path}: {exc}") from None
+        self.lock = threading.RLock()
+        self.calls = 0
+        self._formatter = None
+        if spec.template == "gguf":
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            meta = self.llm.metadata
+            template = meta.get("tokenizer.chat_template")
+            if not template:
+                raise ModelFileError(f"{self.path} carries no chat template")
+            vocab = self.llm._model  # token text for BOS/EOS as the template expects
+            bos = vocab.token_get_text(self.llm.token_bos()) if self.llm.token_bos() >= 0 else ""
+            eos = vocab.token_get_text(self.llm.token_eos()) if self.llm.token_eos() >= 0 else ""
+            self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+            self._stop = [eos] if eos else []
+        else:
+            self._stop = list(GEMMA_STOP)
+
+    # ---------------------------------------------------------------- prompts
+    def render(self, messages: list[dict[str, Any]]) -> tuple[str, list[str]]:
+        """Render chat messages into the model's prompt text; return (prompt, stop strings)."""
+        msgs = [{"role": m.get("role", "user"), "content": _content_text(m.get("content"))} for m in messages]
+        if self._formatter is not None:
+            out = self._formatter(messages=msgs)
+            stop = out.stop if isinstance(out.stop, list) else ([out.stop] if out.stop else [])
+            return out.prompt, sorted(set(stop + self._stop))
+        return _gemma_prompt(msgs), list(self._stop)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    # ------------------------------------------------------------- generation
+    def complete(
+        self,
+        prompt: str,
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        stop: list[str] | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> Completion:
+        """Generate from a rendered prompt, optionally constrained to a JSON schema.
+
+        Raises:
+            ContextWindowError: the prompt leaves fewer than 8 tokens of the n_ctx window.
+        """
+        s = self.settings
+        temperature = s.temperature if temperature is None else float(temperature)
+        max_tokens = s.max_tokens if max_tokens is None else int(max_tokens)
+        grammar = None
+        if schema is not None:
+            bounded = bound_schema(schema, s.max_string_chars, s.max_list_items)
+            grammar = _grammar_for(json.dumps(bounded, sort_keys=True))
+        tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        room = s.n_ctx - len(tokens)
+        if room < 8:
+            raise ContextWindowError(
+                f"prompt of {len(tokens)} tokens does not fit the {s.n_ctx}-token context of {self.spec.model_string}; "
+                "shorten the input or raise n_ctx (PERSONALIGN_N_CTX)"
+            )
+        with self.lock:
+            self.calls += 1
+            if seed is None:
+                seed = s.seed if temperature == 0 else s.seed + self.calls
+            out = self.llm.create_completion(
+                prompt=tokens,
+                max_tokens=min(max_tokens, room),
+                temperature=temperature,
+                seed=seed,
+                stop=stop if stop is not None else self._stop,
+                grammar=grammar,
+                repeat_penalty=1.0,
+            )
+        choice = out["choices"][0]
+        usage = out.get("usage", {})
+        return Completion(
+            text=choice["text"],
+            finish_reason=choice.get("finish_reason") or "stop",
+            prompt_tokens=int(usage.get("prompt_tokens", len(tokens))),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+        )
+
+    def next_token_logprobs(self, prompt: str, candidates: list[str]) -> dict[str, tuple[int, float]]:
+        """Log-probability of each candidate's first token as the next token after ``prompt``.
+
+        Used for yes/no scoring (the log-probability margin of "yes" over "no"). Returns, per
+        candidate, (first token id, natural-log probability); candidates sharing a first token
+        share its id, so callers can de-duplicate.
+        """
+        import numpy as np
+
+        tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        if len(tokens) >= self.settings.n_ctx:
+            raise ContextWindowError(
+                f"prompt of {len(tokens)} tokens does not fit the {self.settings.n_ctx}-token context"
+            )
+        with self.lock:
+            self.calls += 1
+            self.llm.reset()
+            self.llm.eval(tokens)
+            logits = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.llm.n_vocab(),)).astype(np.float64)
+        logz = np.logaddexp.reduce(logits)
+        result = {}
+        for cand in candidates:
+            ids = self.llm.tokenize(cand.encode("utf-8"), add_bos=False, special=False)
+            result[cand] = (ids[0], float(logits[ids[0]] - logz)) if ids else (-1, float("-inf"))
+        return result
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def _gemma_prompt(messages: list[dict[str, str]]) -> str:
+    """Gemma's turn format (Gemma has no system role: system text opens the first user turn)."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    turns = [m for m in messages if m["role"] != "system"]
+    parts = [GEMMA_BOS]
+    for i, m in enumerate(turns):
+        role = "model" if m["role"] == "assistant" else "user"
+        text = m["content"]
+        if i == 0 and system:
+            text = f"{system}\n\n{text}" if role == "user" else text
+        parts.append(f"<start_of_turn>{role}\n{text}<end_of_turn>\n")
+    if not turns and system:
+        parts.append(f"<start_of_turn>user\n{system}<end_of_turn>\n")
+    parts.append("<start_of_turn>model\n")
+    return "".join(parts)
+
+
+_engines: dict[str, LocalEngine] = {}
+_engines_lock = threading.Lock()
+_settings: LocalSettings | None = None
+
+
+def configure_settings(settings: LocalSettings) -> None:
+    """Set the backend settings; an already loaded model is reloaded on next use if n_ctx/threads change."""
+    global _settings
+    with _engines_lock:
+        _settings = settings
+        for name, eng in list(_engines.items()):
+            if (eng.settings.n_ctx, eng.settings.n_threads) != (settings.n_ctx, settings.n_threads):
+                del _engines[name]
+            else:
+                eng.settings = settings
+
+
+def current_settings() -> LocalSettings:
+    global _settings
+    if _settings is None:
+        _settings = LocalSettings.from_env()
+    return _settings
+
+
+def get_engine(model: str) -> LocalEngine:
+    """The process-wide engine for a ``local/NAME`` model, loaded on first use (thread-safe)."""
+    spec = get_spec(model)
+    with _engines_lock:
+        eng = _engines.get(spec.name)
+        if eng is None:
+            eng = LocalEngine(spec, current_settings())
+            _engines[spec.name] = eng
+        return eng
+
+
+def loaded_engines() -> dict[str, LocalEngine]:
+    return dict(_engines)

@@ -1,0 +1,42 @@
+"""Yes/no scoring with an embedded model: the log-probability margin of "Yes" over "No".
+
+Given chat messages that end with a yes/no question, the model's next-token distribution at the
+start of the answer gives ``log p(Yes) - log p(No)`` (a real-valued score; threshold it, or
+rank by it for AUC). The seed study reports LLM relevance judges near chance on this task; this
+is the cheapest way to measure how much signal a local model has.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+YES = ("Yes", " Yes", "yes")
+NO = ("No", " No", "no")
+
+
+def yes_no_margin(model: str, messages: Sequence[dict]) -> float:
+    """``logsumexp(log p(yes variants)) - logsumexp(log p(no variants))`` for the next token.
+
+    Raises:
+        ContextWindowError: the prompt does not fit n_ctx.
+    """
+    import numpy as np
+
+    from personalign.lm._engine import get_engine
+
+    engine = get_engine(model)
+    prompt, _ = engine.render(list(messages))
+    lp = engine.next_token_logprobs(prompt, list(YES + NO))
+    yes = np.logaddexp.reduce(list({lp[c][0]: lp[c][1] for c in YES}.values()))
+    no = np.logaddexp.reduce(list({lp[c][0]: lp[c][1] for c in NO}.values()))
+    return float(yes - no)
+
+
+def relevance_messages(attribute: str, prompt: str) -> list[dict]:
+    """The yes/no question used to score relevance (attribute, prompt)."""
+    return [
+        {"role": "system", "content": "You decide whether a fact about a user should change how an assistant answers."},
+        {"role": "user", "content": f"User fact: {attribute}\n\nUser's request: {prompt}\n\n"
+                                    "Should the answer to this request be different because of the user fact? "
+                                    "Answer Yes or No."},
+    ]

@@ -1,0 +1,49 @@
+"""Non-LLM baseline: MiniLM cosine similarity with a decision threshold.
+
+Source: the seed study's sentence-embedding baseline (F1 0.384 on its full set). The threshold
+is a learned parameter, fitted on train by :class:`personalign.optimizers.ThresholdFit`; it is
+saved in the program's JSON state.
+"""
+
+from __future__ import annotations
+
+import dspy
+
+
+class EmbeddingSimilarity(dspy.Module):
+    """Predict relevant when cos(MiniLM(attribute), MiniLM(prompt)) >= ``threshold``.
+
+    Attributes:
+        threshold: cosine similarity in [-1, 1]; None until fitted (then predicting raises).
+    """
+
+    uses_lm = False
+
+    def __init__(self, threshold: float | None = None) -> None:
+        super().__init__()
+        self.threshold = threshold
+
+    def score_batch(self, examples) -> "list[float]":
+        """Cosine similarity for each example (shape (n,)); embeds unique texts once."""
+        from personalign.lm.embedder import cosine_pairs
+
+        return [float(s) for s in cosine_pairs([e.attribute for e in examples], [e.prompt for e in examples])]
+
+    def _decide(self, score: float) -> bool:
+        if self.threshold is None:
+            raise RuntimeError("EmbeddingSimilarity has no threshold: compile it with ThresholdFit first")
+        return score >= self.threshold
+
+    def predict_batch(self, examples) -> "list[dspy.Prediction]":
+        return [dspy.Prediction(relevant=self._decide(s), score=s) for s in self.score_batch(examples)]
+
+    def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
+        (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
+        return pred
+
+    def dump_state(self, *args, **kwargs) -> dict:
+        return {"threshold": self.threshold}
+
+    def load_state(self, state: dict) -> "EmbeddingSimilarity":
+        self.threshold = state.get("threshold")
+        return self
