@@ -96,6 +96,57 @@ def bound_schema(schema: dict[str, Any], max_string_chars: int, max_list_items: 
     return out
 
 
+def _max_chars(node: Any, defs: dict[str, Any], depth: int = 0) -> int:
+    """Upper bound on the JSON text length of a value of ``node`` (counting one char per string
+    character and one per separator): finite once every string and list is bounded."""
+    if depth > 20 or not isinstance(node, dict):
+        return 64
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[-1]
+        return _max_chars(defs.get(name, {}), defs, depth + 1)
+    for key in ("anyOf", "oneOf"):
+        if key in node:
+            return max((_max_chars(n, defs, depth + 1) for n in node[key]), default=64)
+    if "enum" in node:
+        return max((len(json.dumps(v)) for v in node["enum"]), default=4)
+    if "const" in node:
+        return len(json.dumps(node["const"]))
+    typ = node.get("type")
+    if isinstance(typ, list):
+        return max(_max_chars({**node, "type": t}, defs, depth + 1) for t in typ)
+    if typ == "string":
+        return int(node.get("maxLength", 10_000)) + 2
+    if typ == "integer":
+        return 18
+    if typ == "number":
+        return 40
+    if typ == "boolean":
+        return 5
+    if typ == "null":
+        return 4
+    if typ == "array":
+        return 2 + int(node.get("maxItems", 1_000)) * (_max_chars(node.get("items", {}), defs, depth + 1) + 2)
+    props = node.get("properties", {})
+    return 2 + sum(len(k) + 6 + _max_chars(v, defs, depth + 1) for k, v in props.items())
+
+
+def fit_schema(schema: dict[str, Any], max_string_chars: int, max_list_items: int, budget: int) -> dict[str, Any]:
+    """Bound a schema (:func:`bound_schema`) and tighten the bounds until its longest possible
+    answer fits ``budget`` output tokens (a token is at least one character), shortening strings
+    first (down to 16 chars) and then lists (down to 1 item). Returns the bounded schema."""
+    defs = schema.get("$defs", {}) or schema.get("definitions", {})
+    chars, items = max_string_chars, max_list_items
+    while True:
+        bounded = bound_schema(schema, chars, items)
+        bdefs = bounded.get("$defs", {}) or bounded.get("definitions", {}) or defs
+        if _max_chars(bounded, bdefs) <= budget or (chars <= 16 and items <= 1):
+            return bounded
+        if chars > 16:
+            chars = max(16, int(chars * 0.75))
+        else:
+            items = max(1, items - 1)
+
+
 def schema_from_response_format(response_format: Any) -> dict[str, Any] | None:
     """Extract a JSON schema from an OpenAI-style ``response_format`` (dict or pydantic model class).
 
@@ -116,10 +167,17 @@ def schema_from_response_format(response_format: Any) -> dict[str, Any] | None:
 
 
 @lru_cache(maxsize=64)
+def _gbnf_for(schema_json: str) -> str:
+    """GBNF text for a JSON schema (llama.cpp's json_schema_to_gbnf; cached per schema)."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return json_schema_to_gbnf(schema_json)
+
+
 def _grammar_for(schema_json: str):
     from llama_cpp import LlamaGrammar
 
-    return LlamaGrammar.from_json_schema(schema_json, verbose=False)
+    return LlamaGrammar.from_string(_gbnf_for(schema_json), verbose=False)
 
 
 class LocalEngine:
@@ -192,10 +250,6 @@ class LocalEngine:
         s = self.settings
         temperature = s.temperature if temperature is None else float(temperature)
         max_tokens = s.max_tokens if max_tokens is None else int(max_tokens)
-        grammar = None
-        if schema is not None:
-            bounded = bound_schema(schema, s.max_string_chars, s.max_list_items)
-            grammar = _grammar_for(json.dumps(bounded, sort_keys=True))
         tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
         room = s.n_ctx - len(tokens)
         if room < 8:
@@ -203,17 +257,29 @@ class LocalEngine:
                 f"prompt of {len(tokens)} tokens does not fit the {s.n_ctx}-token context of {self.spec.model_string}; "
                 "shorten the input or raise n_ctx (PERSONALIGN_N_CTX)"
             )
+        max_tokens = min(max_tokens, room)
+        grammar_text = None
+        if schema is not None:
+            bounded = fit_schema(schema, s.max_string_chars, s.max_list_items, budget=max_tokens)
+            grammar_text = _gbnf_for(json.dumps(bounded, sort_keys=True))
         with self.lock:
             self.calls += 1
             if seed is None:
                 seed = s.seed if temperature == 0 else s.seed + self.calls
+            if grammar_text is not None:
+                from personalign.lm._constrained import generate_constrained
+
+                ids, finish = generate_constrained(self.llm, tokens, grammar_text, max_tokens=max_tokens,
+                                                   temperature=temperature, seed=seed)
+                text = self.llm.detokenize(ids).decode("utf-8", errors="replace")
+                return Completion(text=text, finish_reason=finish, prompt_tokens=len(tokens),
+                                  completion_tokens=len(ids))
             out = self.llm.create_completion(
                 prompt=tokens,
-                max_tokens=min(max_tokens, room),
+                max_tokens=max_tokens,
                 temperature=temperature,
                 seed=seed,
                 stop=stop if stop is not None else self._stop,
-                grammar=grammar,
                 repeat_penalty=1.0,
             )
         choice = out["choices"][0]
@@ -291,6 +357,7 @@ def configure_settings(settings: LocalSettings) -> None:
         _settings = settings
         for name, eng in list(_engines.items()):
             if (eng.settings.n_ctx, eng.settings.n_threads) != (settings.n_ctx, settings.n_threads):
+                eng.llm.close()
                 del _engines[name]
             else:
                 eng.settings = settings
@@ -316,3 +383,20 @@ def get_engine(model: str) -> LocalEngine:
 
 def loaded_engines() -> dict[str, LocalEngine]:
     return dict(_engines)
+
+
+def close_all() -> None:
+    """Free every loaded model (registered atexit: llama.cpp objects freed during interpreter
+    teardown print spurious errors)."""
+    with _engines_lock:
+        for eng in _engines.values():
+            try:
+                eng.llm.close()
+            except Exception:  # noqa: BLE001 -- best effort at exit
+                pass
+        _engines.clear()
+
+
+import atexit  # noqa: E402
+
+atexit.register(close_all)

@@ -1,12 +1,19 @@
 """Stage 2 strategies: decide which user attributes should change the answer to a prompt.
 
 Every strategy is a ``dspy.Module`` whose ``forward(attribute, prompt)`` returns a
-``dspy.Prediction`` with ``relevant: bool`` (the :class:`RelevanceSignature` output) and, when
-the strategy scores, ``score: float``. Strategies that score in bulk also implement
-``predict_batch(examples) -> list[Prediction]``.
+``dspy.Prediction`` with ``relevant: bool`` (the :class:`RelevanceSignature` output) and
+``score: float | None``. Strategies that score in bulk also implement
+``predict_batch(examples) -> list[Prediction]``; trainable ones are compiled by their registry
+default optimizer (``optimizer=``) and save their learned parameters with ``dump_state()`` (JSON)
+and, for array weights, ``save_weights(dir)`` / ``load_weights(dir)`` (npz / safetensors, no pickle).
+
+The Python call for predictions is :func:`personalign.programs.relevance.api.predict_relevance`
+(re-exported here, imported lazily).
 """
 
 from personalign.programs._registry import Registry, StrategyInfo
+
+_OPT = "personalign.optimizers"
 
 STRATEGIES = Registry(
     "relevance",
@@ -19,16 +26,88 @@ STRATEGIES = Registry(
             trainable=False,
         ),
         StrategyInfo(
+            "cot",
+            "personalign.programs.relevance.judges:ChainOfThoughtJudge",
+            "LLM judge: dspy.ChainOfThought (reasoning, then the verdict)",
+            uses_lm=True,
+            trainable=False,
+        ),
+        StrategyInfo(
+            "criteria",
+            "personalign.programs.relevance.judges:CriteriaJudge",
+            "LLM judge with the annotation criteria (explicit or implicit change of the answer) in its instructions",
+            uses_lm=True,
+            trainable=False,
+        ),
+        StrategyInfo(
+            "batch",
+            "personalign.programs.relevance.batch:BatchJudge",
+            "LLM judge of all attributes of one user for a prompt in one call (list of relevant numbers)",
+            uses_lm=True,
+            trainable=False,
+        ),
+        StrategyInfo(
+            "yes-prob",
+            "personalign.programs.relevance.yes_prob:YesProbability",
+            "log p(Yes) - log p(No) of an embedded model, threshold fitted on train",
+            uses_lm=True,
+            trainable=True,
+            optimizer=f"{_OPT}.threshold:ThresholdFit",
+        ),
+        StrategyInfo(
+            "bm25",
+            "personalign.programs.relevance.bm25:BM25Relevance",
+            "BM25 of prompt against attribute (bm25s), normalized per prompt, threshold fitted on train",
+            uses_lm=False,
+            trainable=True,
+            optimizer=f"{_OPT}.cv_threshold:CorpusThresholdFit",
+        ),
+        StrategyInfo(
             "minilm-cosine",
             "personalign.programs.relevance.similarity:EmbeddingSimilarity",
             "MiniLM cosine similarity of attribute and prompt, threshold fitted on train",
             uses_lm=False,
             trainable=True,
-            optimizer="personalign.optimizers.threshold:ThresholdFit",
+            optimizer=f"{_OPT}.threshold:ThresholdFit",
+        ),
+        StrategyInfo(
+            "minilm-logreg",
+            "personalign.programs.relevance.learned:MiniLMLogReg",
+            "learned: logistic regression on MiniLM features of attribute, prompt and their interaction",
+            uses_lm=False,
+            trainable=True,
+            optimizer=f"{_OPT}.learned:LearnedSelectorFit",
+        ),
+        StrategyInfo(
+            "cross-encoder",
+            "personalign.programs.relevance.cross_encoder:MiniLMCrossEncoder",
+            "learned: MiniLM cross-encoder fine-tuned on (prompt, attribute) pairs on the CPU (minutes)",
+            uses_lm=False,
+            trainable=True,
+            optimizer=f"{_OPT}.learned:LearnedSelectorFit",
+        ),
+        StrategyInfo(
+            "ensemble",
+            "personalign.programs.relevance.ensemble:LearnedPlusLLM",
+            "learned MiniLM selector stacked with the embedded model's yes/no margin",
+            uses_lm=True,
+            trainable=True,
+            optimizer=f"{_OPT}.learned:LearnedSelectorFit",
         ),
     ],
 )
 
 DEFAULT_STRATEGIES = "zero-shot,minilm-cosine"
+DEFAULT_PREDICT_STRATEGY = "minilm-logreg"
 
-__all__ = ["STRATEGIES", "DEFAULT_STRATEGIES"]
+
+def __getattr__(name: str):
+    if name in ("predict_relevance", "compile_strategy", "save_program", "load_program"):
+        from personalign.programs.relevance import api
+
+        return getattr(api, name)
+    raise AttributeError(name)
+
+
+__all__ = ["STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_PREDICT_STRATEGY", "predict_relevance",
+           "compile_strategy", "save_program", "load_program"]

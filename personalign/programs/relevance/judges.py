@@ -1,24 +1,63 @@
-"""LLM judges for relevance."""
+"""LLM judges for relevance: one LM call per (attribute, prompt) pair.
+
+All three share the stage's output (``relevant: bool``) and have no score (``score=None``); each
+is a plain DSPy module whose only parameter is its ``judge`` predictor, so any DSPy teleprompter
+(few-shot bootstrapping, instruction search) can compile it. Untrained: the registry marks them
+``trainable=False`` and ``compare`` runs them as they are.
+
+* :class:`ZeroShotJudge` -- ``dspy.Predict(RelevanceSignature)``.
+* :class:`ChainOfThoughtJudge` -- ``dspy.ChainOfThought(RelevanceSignature)`` (a ``reasoning``
+  field is generated before the verdict; more output tokens per call).
+* :class:`CriteriaJudge` -- ``dspy.Predict(RelevanceCriteriaSignature)``: the instructions state
+  the annotation criterion of the seed study in our own words (YES when the answer would change
+  explicitly or implicitly -- tone, vocabulary, examples, detail, framing; NO when a thoughtful
+  assistant would answer the same without the attribute).
+
+Source of the task and of the human yes-rate (~20%) vs LLM judges (40-60%): "Re-Centering Humans
+in LLM Personalization" (relevance task).
+"""
 
 from __future__ import annotations
 
 import dspy
 
-from personalign.signatures.relevance import RelevanceSignature
+from personalign.signatures.relevance import RelevanceCriteriaSignature, RelevanceSignature
 
 
-class ZeroShotJudge(dspy.Module):
+class _Judge(dspy.Module):
+    uses_lm = True
+
+    def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
+        out = self.judge(attribute=attribute, prompt=prompt)
+        return dspy.Prediction(relevant=bool(out.relevant), score=None)
+
+
+class ZeroShotJudge(_Judge):
     """Zero-shot judge: ``dspy.Predict(RelevanceSignature)``; one LM call per (attribute, prompt).
 
-    Compilable by any DSPy teleprompter (its only parameter is the ``judge`` predictor).
+    Returns ``Prediction(relevant: bool, score=None)``. LM errors propagate (``run_program``
+    retries and counts them).
     """
-
-    uses_lm = True
 
     def __init__(self) -> None:
         super().__init__()
         self.judge = dspy.Predict(RelevanceSignature)
 
-    def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
-        out = self.judge(attribute=attribute, prompt=prompt)
-        return dspy.Prediction(relevant=bool(out.relevant))
+
+class ChainOfThoughtJudge(_Judge):
+    """Chain-of-thought judge: ``dspy.ChainOfThought(RelevanceSignature)``; one LM call per pair
+    (reasoning then verdict in the same answer). Returns ``Prediction(relevant, score=None)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.judge = dspy.ChainOfThought(RelevanceSignature)
+
+
+class CriteriaJudge(_Judge):
+    """Criteria-prompt judge: ``dspy.Predict(RelevanceCriteriaSignature)`` whose instructions spell
+    out when an attribute counts as relevant (explicit or implicit change of the answer) and that
+    most attributes are not. One LM call per pair; ``Prediction(relevant, score=None)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.judge = dspy.Predict(RelevanceCriteriaSignature)

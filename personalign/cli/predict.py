@@ -1,0 +1,73 @@
+"""``personalign predict``: run one stage's strategy on new inputs. Imports typer only at module level."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
+                  help="Predict with a strategy (compiled on the fly, or a saved program).")
+
+LM_HELP = "Model: local/smollm2-135m-instruct (default), local/gemma-3-270m, or any litellm model string."
+
+
+@app.command("relevance")
+def relevance(
+    prompt: str = typer.Option(..., "--prompt", help="The user's new request."),
+    attribute: Optional[List[str]] = typer.Option(None, "--attribute", "-a",
+                                                  help="A user attribute (repeatable)."),
+    attributes_file: Optional[Path] = typer.Option(None, "--attributes-file",
+                                                   help="A text file with one attribute per line."),
+    strategy: Optional[str] = typer.Option(None, "--strategy",
+                                           help="Relevance strategy (default minilm-logreg)."),
+    program: Optional[Path] = typer.Option(None, "--program", help="A saved program directory (see --save)."),
+    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP),
+    data: Optional[Path] = typer.Option(None, "--data",
+                                        help="Labelled relevance JSONL to fit a trainable strategy on "
+                                             "(default examples/relevance_demo.jsonl)."),
+    save: Optional[Path] = typer.Option(None, "--save", help="Save the compiled program to this directory."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the fit."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Which of a user's attributes should change the answer to a prompt."""
+    import personalign  # noqa: F401
+    from personalign.errors import ConfigurationError, DataError
+
+    attrs = list(attribute or [])
+    if attributes_file is not None:
+        if not attributes_file.exists():
+            raise DataError(attributes_file, None, None, "file not found")
+        attrs += [line.strip() for line in attributes_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not attrs:
+        raise ConfigurationError("give at least one --attribute or an --attributes-file")
+    if program is not None and strategy is not None:
+        raise ConfigurationError("give --strategy or --program, not both")
+
+    from personalign.programs.relevance.api import compile_strategy, predict_relevance, save_program
+
+    compiled = None
+    if save is not None and program is None:
+        from personalign.lm import DEFAULT_MODEL, make_lm
+        from personalign.programs.relevance import DEFAULT_PREDICT_STRATEGY, STRATEGIES
+
+        name = strategy or DEFAULT_PREDICT_STRATEGY
+        lm_obj = make_lm(lm or DEFAULT_MODEL) if STRATEGIES.info(name).uses_lm else None
+        compiled, info = compile_strategy(name, data=data, lm=lm_obj, seed=seed)
+        save_program(compiled, save, strategy=name, lm=lm_obj.model if lm_obj else None, compile_info=info)
+        program = save
+    rows = predict_relevance(attrs, prompt, strategy=strategy, program=program, lm=lm, data=data, seed=seed)
+    if json_out:
+        out = {"prompt": prompt, "strategy": strategy, "program": str(program) if program else None,
+               "predictions": rows}
+        sys.stdout.write(json.dumps(out) + "\n")
+        return
+    for row in rows:
+        mark = "?" if row["relevant"] is None else ("YES" if row["relevant"] else "no ")
+        score = "" if row["score"] is None else f" ({row['score']:.3f})"
+        typer.echo(f"{mark}{score}  {row['attribute']}")
+    if save is not None:
+        typer.echo(f"saved: {save}")

@@ -1,0 +1,203 @@
+"""Python API for relevance predictions: compile a strategy, save/load it, predict.
+
+    from personalign.programs.relevance import predict_relevance
+    predict_relevance(["The user is vegetarian.", "The user plays chess."],
+                      "Suggest a weekly dinner plan.")
+    # -> [{"attribute": ..., "relevant": True, "score": 0.71}, {...}]
+
+Saved program layout (no pickle; loading never unpickles): a directory with ``program.json``
+``{"stage": "relevance", "strategy", "state": <strategy.dump_state()>, "lm", "compile",
+"data", "data_sha256", "versions"}`` plus the strategy's weight files written by its
+``save_weights(dir)`` (``minilm_logreg.npz`` or ``cross_encoder/`` safetensors).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from personalign.errors import ConfigurationError, DataError
+
+PROGRAM_FILE = "program.json"
+
+
+def default_training_data() -> Path:
+    """``examples/relevance_demo.jsonl`` of the project checkout (the demo labels)."""
+    return Path(__file__).resolve().parents[3] / "examples" / "relevance_demo.jsonl"
+
+
+def compile_strategy(strategy: str, *, data: str | Path | None = None, split: str | None = None,
+                     lm=None, seed: int = 0, **kwargs):
+    """Build ``strategy`` from the registry and, when trainable, compile it with its default optimizer.
+
+    Args:
+        strategy: a registry name (``personalign.programs.relevance.STRATEGIES``).
+        data: labelled relevance JSONL to fit on (default :func:`default_training_data`).
+        split: fit on this split only (None: every row of ``data``).
+        lm: a ``dspy.LM`` made active while compiling (LLM-scored strategies record its model).
+        seed: optimizer seed. ``kwargs`` go to the strategy's constructor.
+
+    Returns:
+        ``(program, compile_info | None)``; ``compile_info`` is ``CompileResult.to_dict()``.
+
+    Raises:
+        ConfigurationError: unknown strategy. DataError: unreadable data or no examples.
+    """
+    import contextlib
+
+    from personalign.data import load_relevance
+    from personalign.programs.relevance import STRATEGIES
+
+    info = STRATEGIES.info(strategy)
+    program = STRATEGIES.create(strategy, **kwargs)
+    if not info.trainable:
+        return program, None
+    path = Path(data) if data else default_training_data()
+    if not path.exists():
+        raise DataError(path, None, None, f"training data for '{strategy}' not found (pass --data PATH)")
+    rows = load_relevance(path, split=split)
+    trainset = [r.to_dspy() for r in rows]
+    optimizer = STRATEGIES.default_optimizer(strategy, seed=seed)
+    if lm is not None:
+        from personalign.lm import use
+
+        ctx = use(lm)
+    else:
+        ctx = contextlib.nullcontext()
+    with ctx:
+        compiled, result = optimizer.compile(program, trainset=trainset)
+    info_dict = result.to_dict()
+    info_dict["data"] = str(path)
+    return compiled, info_dict
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("personalign", "dspy", "scikit-learn", "sentence-transformers", "numpy"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def save_program(program, directory: str | Path, *, strategy: str, lm: str | None = None,
+                 compile_info: dict | None = None) -> Path:
+    """Save ``program`` as ``directory/program.json`` plus weight files; returns the directory."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if hasattr(program, "save_weights") and getattr(program, "fitted", True):
+        program.save_weights(directory)
+    meta: dict[str, Any] = {"stage": "relevance", "strategy": strategy, "state": program.dump_state(),
+                            "lm": lm, "compile": compile_info, "versions": _versions()}
+    data = (compile_info or {}).get("data")
+    if data and Path(data).exists():
+        from personalign.compare import file_sha256
+
+        meta["data"], meta["data_sha256"] = data, file_sha256(data)
+    tmp = directory / (PROGRAM_FILE + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=2, default=str))
+    tmp.replace(directory / PROGRAM_FILE)
+    return directory
+
+
+def load_program(directory: str | Path):
+    """Load a program saved by :func:`save_program`. Returns ``(program, metadata dict)``.
+
+    Raises:
+        ConfigurationError: not a saved relevance program, or an unknown strategy.
+    """
+    from personalign.programs.relevance import STRATEGIES
+
+    directory = Path(directory)
+    path = directory / PROGRAM_FILE if directory.is_dir() else directory
+    if not path.exists():
+        raise ConfigurationError(f"no saved program at {path}")
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(f"{path} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    if meta.get("stage") != "relevance" or "strategy" not in meta:
+        raise ConfigurationError(f"{path} is not a saved relevance program")
+    program = STRATEGIES.create(meta["strategy"])
+    program.load_state(meta.get("state") or {})
+    if hasattr(program, "load_weights") and (meta.get("state") or {}).get("fitted", True):
+        program.load_weights(path.parent)
+    return program, meta
+
+
+def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy: str | None = None,
+                      program=None, lm: str | None = None, data: str | Path | None = None,
+                      seed: int = 0) -> list[dict[str, Any]]:
+    """Which of a user's ``attributes`` should change the answer to ``prompt``.
+
+    Args:
+        attributes: one attribute or a list (one user's); judged together by batch strategies.
+        prompt: the user's new request.
+        strategy: registry name (default ``minilm-logreg``); ignored when ``program`` is given.
+        program: a compiled program, or the path of one saved by :func:`save_program`.
+        lm: model string for LLM strategies (default ``local/smollm2-135m-instruct``).
+        data: training data for a trainable strategy compiled on the fly (default
+            ``examples/relevance_demo.jsonl``; every row is used).
+
+    Returns:
+        one dict per attribute, in order: ``{"attribute", "relevant": bool | None, "score": float | None}``
+        (``relevant`` None when an LM call failed).
+
+    Raises:
+        ConfigurationError: unknown strategy/model, bad saved program. DataError: bad training data.
+    """
+    import contextlib
+
+    import dspy
+
+    from personalign.programs.relevance import DEFAULT_PREDICT_STRATEGY, STRATEGIES
+
+    attrs = [attributes] if isinstance(attributes, str) else list(attributes)
+    if not attrs:
+        return []
+    if not prompt or not prompt.strip():
+        raise ConfigurationError("the prompt is empty")
+    model_string = lm
+    if program is not None and not isinstance(program, dspy.Module):
+        program, meta = load_program(program)
+        model_string = model_string or meta.get("lm")
+        name = meta["strategy"]
+    elif program is None:
+        name = strategy or DEFAULT_PREDICT_STRATEGY
+    else:
+        name = None
+    uses_lm = bool(getattr(program, "uses_lm", False)) if name is None else STRATEGIES.info(name).uses_lm
+    lm_obj = None
+    if uses_lm:
+        from personalign.lm import DEFAULT_MODEL, make_lm
+
+        lm_obj = make_lm(model_string or DEFAULT_MODEL)
+    if program is None:
+        program, _ = compile_strategy(name, data=data, lm=lm_obj, seed=seed)
+    examples = [dspy.Example(attribute=a, prompt=prompt, prompt_id="predict", user_id="predict")
+                .with_inputs("attribute", "prompt") for a in attrs]
+    if lm_obj is not None:
+        from personalign.lm import use
+
+        ctx = use(lm_obj)
+    else:
+        ctx = contextlib.nullcontext()
+    with ctx:
+        if hasattr(program, "predict_batch"):
+            preds = program.predict_batch(examples)
+        else:
+            preds = [program(attribute=a, prompt=prompt) for a in attrs]
+    out = []
+    for a, p in zip(attrs, preds):
+        rel = getattr(p, "relevant", None)
+        score = getattr(p, "score", None)
+        out.append({"attribute": a, "relevant": None if rel is None else bool(rel),
+                    "score": None if score is None else float(score)})
+    return out
+
+
+__all__ = ["compile_strategy", "default_training_data", "load_program", "predict_relevance", "save_program"]

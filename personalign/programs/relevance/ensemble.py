@@ -1,0 +1,141 @@
+"""Ensemble: a learned selector stacked with an LLM signal (the yes-probability margin).
+
+Members: :class:`~personalign.programs.relevance.learned.MiniLMLogReg` (trained on human labels)
+and the embedded model's ``log p(Yes) - log p(No)`` margin
+(:func:`personalign.programs.relevance.yes_prob.cached_margin`, no generation). A 2-feature
+``LogisticRegression(class_weight="balanced")`` stacker combines ``logit(p_learned)`` and the
+margin. Stacking without leakage: inside :meth:`LearnedPlusLLM.fit`, the learned member's
+stacker inputs are its out-of-fold scores (grouped by prompt,
+:func:`personalign.programs.relevance._cv.out_of_fold_scores`), then the member is refit on all
+examples. :class:`personalign.optimizers.LearnedSelectorFit` adds the outer grouped CV that fixes
+the decision threshold, so train labels never set the threshold through in-sample scores.
+
+The stacker's margin weight shows how much the LLM adds: near 0 when the model is at chance.
+
+Saving (no pickle): :meth:`LearnedPlusLLM.dump_state` -> JSON ``{"threshold", "model",
+"stacker": {"coef": [w_learned, w_margin], "intercept": b}, "learned": <member state>}``;
+:meth:`LearnedPlusLLM.save_weights(dir)` writes the member's ``minilm_logreg.npz``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import dspy
+
+from personalign.programs.relevance.learned import MiniLMLogReg
+from personalign.programs.relevance.yes_prob import cached_margin, resolve_model
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+class LearnedPlusLLM(dspy.Module):
+    """Relevant when ``sigmoid(w1 * logit(p_learned) + w2 * margin + b) >= threshold``.
+
+    Args:
+        model: embedded model for the margin; None = the LM of the current dspy context (else the
+            default model), recorded at fit time and reused for predicting.
+        learned: the learned member (default ``MiniLMLogReg()``).
+        threshold: decision threshold on the stacked probability; None until compiled.
+
+    Cost per pair: one MiniLM embedding lookup and one prompt evaluation of the embedded model.
+
+    Raises:
+        ConfigurationError: a non-embedded model (no next-token log-probabilities).
+        RuntimeError: scoring before fitting, predicting without a threshold.
+    """
+
+    uses_lm = True
+
+    def __init__(self, model: str | None = None, learned: MiniLMLogReg | None = None,
+                 threshold: float | None = None) -> None:
+        super().__init__()
+        self.model = model
+        self.learned = learned or MiniLMLogReg()
+        self.threshold = threshold
+        self.fitted_model: str | None = None
+        self.stacker: dict | None = None
+
+    def _model(self) -> str:
+        from personalign.errors import ConfigurationError
+        from personalign.lm import is_local
+
+        model = resolve_model(self.model or self.fitted_model)
+        if not is_local(model):
+            raise ConfigurationError(f"the ensemble's LLM signal needs an embedded model (local/...); got '{model}'")
+        return model
+
+    def _features(self, learned_scores: Sequence[float], examples: Sequence, model: str):
+        import numpy as np
+
+        margins = [cached_margin(model, ex.attribute, ex.prompt) for ex in examples]
+        return np.array([[_logit(p), m] for p, m in zip(learned_scores, margins)], dtype=float)
+
+    def fit(self, examples: Sequence, *, seed: int = 0) -> "LearnedPlusLLM":
+        """Fit the learned member (out-of-fold for the stacker, then on all) and the stacker."""
+        import numpy as np
+        from sklearn.linear_model import LogisticRegression
+
+        from personalign.programs.relevance._cv import out_of_fold_scores
+
+        model = self._model()
+
+        def fit_and_score(tr, te):
+            member = self.learned.deepcopy()
+            member.fit(tr, seed=seed)
+            return member.score_batch(te)
+
+        oof, _ = out_of_fold_scores(fit_and_score, examples)
+        X = self._features(oof, examples, model)
+        y = np.array([bool(e.relevant) for e in examples], dtype=int)
+        clf = LogisticRegression(class_weight="balanced", random_state=seed).fit(X, y)
+        self.stacker = {"coef": [float(v) for v in clf.coef_[0]], "intercept": float(clf.intercept_[0])}
+        self.learned.fit(examples, seed=seed)
+        self.fitted_model = model
+        return self
+
+    def score_batch(self, examples: Sequence) -> list[float]:
+        """Stacked probability of relevant per example (shape (n,))."""
+        import numpy as np
+
+        if self.stacker is None:
+            raise RuntimeError("LearnedPlusLLM is not fitted: compile it with LearnedSelectorFit first")
+        if not examples:
+            return []
+        X = self._features(self.learned.score_batch(examples), examples, self._model())
+        z = X @ np.array(self.stacker["coef"]) + self.stacker["intercept"]
+        return [float(v) for v in 1.0 / (1.0 + np.exp(-z))]
+
+    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
+        if self.threshold is None:
+            raise RuntimeError("LearnedPlusLLM has no threshold: compile it with LearnedSelectorFit first")
+        return [dspy.Prediction(relevant=s >= self.threshold, score=s) for s in self.score_batch(examples)]
+
+    def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
+        (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
+        return pred
+
+    def dump_state(self, *args, **kwargs) -> dict:
+        return {"threshold": self.threshold, "model": self.fitted_model, "stacker": self.stacker,
+                "learned": self.learned.dump_state()}
+
+    def load_state(self, state: dict) -> "LearnedPlusLLM":
+        self.threshold = state.get("threshold")
+        self.fitted_model = state.get("model")
+        self.stacker = state.get("stacker")
+        if state.get("learned"):
+            self.learned.load_state(state["learned"])
+        return self
+
+    def save_weights(self, directory: Path) -> Path:
+        """Write the learned member's weights (``minilm_logreg.npz``) into ``directory``."""
+        return self.learned.save_weights(directory)
+
+    def load_weights(self, directory: Path) -> "LearnedPlusLLM":
+        self.learned.load_weights(directory)
+        return self

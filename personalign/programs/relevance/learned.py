@@ -1,0 +1,182 @@
+"""Learned selector: logistic regression on MiniLM features of attribute, prompt and their interaction.
+
+Source of the approach: the seed study's finding that selectors trained on human labels beat
+prompted LLM judges; here the cheapest trained selector -- frozen all-MiniLM-L6-v2 embeddings
+(:func:`personalign.lm.embedder.embed`, L2-normalized, 384-d) and scikit-learn's
+``LogisticRegression(class_weight="balanced")`` for the rare positive class (~18%).
+
+Features of a pair (a = attribute embedding, p = prompt embedding), by ``features`` groups:
+``attribute`` a (384), ``prompt`` p (384), ``product`` a*p (384), ``absdiff`` |a-p| (384),
+``cosine`` a.p (1). Standardized by a ``StandardScaler`` fitted on train.
+
+Fitting happens in ``compile`` (:class:`personalign.optimizers.LearnedSelectorFit`): out-of-fold
+scores from leave-one-prompt-out models fix the threshold, then the model is refit on all of train.
+
+Saving (no pickle): :meth:`MiniLMLogReg.dump_state` -> JSON ``{"threshold", "features", "C",
+"fitted"}``; :meth:`MiniLMLogReg.save_weights` writes ``minilm_logreg.npz`` (``coef`` (d,),
+``intercept`` (), ``mean`` (d,), ``scale`` (d,)) and :meth:`MiniLMLogReg.load_weights` reads it
+with ``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import dspy
+
+FEATURE_GROUPS = ("attribute", "prompt", "product", "absdiff", "cosine")
+DEFAULT_FEATURES = ("attribute", "product", "absdiff", "cosine")
+WEIGHTS_FILE = "minilm_logreg.npz"
+_CACHE_MAX = 20000
+_cache: "dict[str, object]" = {}
+
+
+def _embed_cached(texts: Sequence[str]):
+    """MiniLM embeddings (n, 384) with a process-wide text -> vector cache (CV refits embed once)."""
+    import numpy as np
+
+    from personalign.lm.embedder import embed
+
+    missing = [t for t in texts if t not in _cache]
+    if missing:
+        if len(_cache) + len(missing) > _CACHE_MAX:
+            _cache.clear()
+        for t, v in zip(missing, embed(missing)):
+            _cache[t] = v
+    if not texts:
+        return np.zeros((0, 384), dtype=np.float32)
+    return np.stack([_cache[t] for t in texts])
+
+
+def pair_features(attributes: Sequence[str], prompts: Sequence[str], groups: Sequence[str] = FEATURE_GROUPS):
+    """MiniLM feature matrix, float32 of shape (n, d) with d = 384 per vector group + 1 for cosine.
+
+    Raises:
+        ValueError: unknown feature group or unequal lengths.
+    """
+    import numpy as np
+
+    bad = [g for g in groups if g not in FEATURE_GROUPS]
+    if bad:
+        raise ValueError(f"unknown feature group(s) {bad}; choose from {FEATURE_GROUPS}")
+    if len(attributes) != len(prompts):
+        raise ValueError(f"{len(attributes)} attributes vs {len(prompts)} prompts")
+    uniq = sorted(set(attributes) | set(prompts))
+    index = {t: i for i, t in enumerate(uniq)}
+    vecs = _embed_cached(uniq)
+    a = vecs[[index[t] for t in attributes]] if attributes else np.zeros((0, vecs.shape[1]), np.float32)
+    p = vecs[[index[t] for t in prompts]] if prompts else np.zeros((0, vecs.shape[1]), np.float32)
+    parts = {"attribute": a, "prompt": p, "product": a * p, "absdiff": np.abs(a - p),
+             "cosine": np.sum(a * p, axis=1, keepdims=True)}
+    return np.concatenate([parts[g] for g in groups], axis=1).astype(np.float32)
+
+
+class MiniLMLogReg(dspy.Module):
+    """Relevant when ``P(relevant | MiniLM features) >= threshold`` (probability in [0, 1]).
+
+    Args:
+        features: feature groups (see module doc); default attribute, product, absdiff, cosine --
+            the prompt embedding alone is left out because train has only 3 prompts, so it can
+            only learn per-prompt offsets that do not transfer to a new prompt.
+        C: inverse L2 regularization strength of the logistic regression (0.01: strong, for
+            ~340 examples x 1153 features).
+        threshold: decision threshold on the probability; None until compiled.
+
+    Raises:
+        RuntimeError: scoring before :meth:`fit` / :meth:`load_weights`, or predicting without a
+            threshold.
+    """
+
+    uses_lm = False
+    weights_file = WEIGHTS_FILE
+
+    def __init__(self, features: Sequence[str] = DEFAULT_FEATURES, C: float = 0.01,
+                 threshold: float | None = None) -> None:
+        super().__init__()
+        self.features = list(features)
+        self.C = float(C)
+        self.threshold = threshold
+        self._w = None  # dict of numpy arrays: coef, intercept, mean, scale
+
+    # -- fitting (called by the optimizer) ------------------------------------------------------
+    def fit(self, examples: Sequence, *, seed: int = 0) -> "MiniLMLogReg":
+        """Fit scaler + logistic regression on ``examples`` (their ``relevant`` labels)."""
+        import numpy as np
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.preprocessing import StandardScaler
+
+        X = pair_features([e.attribute for e in examples], [e.prompt for e in examples], self.features)
+        y = np.array([bool(e.relevant) for e in examples], dtype=int)
+        if len(set(y.tolist())) < 2:
+            raise ValueError("MiniLMLogReg.fit needs both relevant and irrelevant examples")
+        scaler = StandardScaler().fit(X)
+        clf = LogisticRegression(C=self.C, class_weight="balanced", max_iter=2000, random_state=seed)
+        clf.fit(scaler.transform(X), y)
+        self._w = {"coef": clf.coef_[0].astype(np.float64), "intercept": np.asarray(clf.intercept_[0], np.float64),
+                   "mean": scaler.mean_.astype(np.float64), "scale": scaler.scale_.astype(np.float64)}
+        return self
+
+    @property
+    def fitted(self) -> bool:
+        return self._w is not None
+
+    # -- scoring --------------------------------------------------------------------------------
+    def score_batch(self, examples: Sequence) -> list[float]:
+        """Probability of relevant per example (shape (n,)), from the fitted weights."""
+        import numpy as np
+
+        if self._w is None:
+            raise RuntimeError("MiniLMLogReg is not fitted: compile it with LearnedSelectorFit or load_weights()")
+        if not examples:
+            return []
+        X = pair_features([e.attribute for e in examples], [e.prompt for e in examples], self.features)
+        z = ((X - self._w["mean"]) / self._w["scale"]) @ self._w["coef"] + self._w["intercept"]
+        return [float(v) for v in 1.0 / (1.0 + np.exp(-z))]
+
+    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
+        if self.threshold is None:
+            raise RuntimeError("MiniLMLogReg has no threshold: compile it with LearnedSelectorFit first")
+        return [dspy.Prediction(relevant=s >= self.threshold, score=s) for s in self.score_batch(examples)]
+
+    def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
+        (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
+        return pred
+
+    # -- state ----------------------------------------------------------------------------------
+    def dump_state(self, *args, **kwargs) -> dict:
+        return {"threshold": self.threshold, "features": list(self.features), "C": self.C, "fitted": self.fitted}
+
+    def load_state(self, state: dict) -> "MiniLMLogReg":
+        self.threshold = state.get("threshold")
+        self.features = list(state.get("features", self.features))
+        self.C = float(state.get("C", self.C))
+        return self
+
+    def save_weights(self, directory: Path) -> Path:
+        """Write ``minilm_logreg.npz`` into ``directory`` (created); returns its path."""
+        import numpy as np
+
+        if self._w is None:
+            raise RuntimeError("MiniLMLogReg is not fitted: nothing to save")
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / WEIGHTS_FILE
+        np.savez(path, **self._w)
+        return path
+
+    def load_weights(self, directory: Path) -> "MiniLMLogReg":
+        """Read ``minilm_logreg.npz`` from ``directory`` (``allow_pickle=False``).
+
+        Raises:
+            FileNotFoundError: no weights file; ValueError: wrong array shapes for ``features``.
+        """
+        import numpy as np
+
+        with np.load(Path(directory) / WEIGHTS_FILE, allow_pickle=False) as z:
+            w = {k: np.asarray(z[k], dtype=np.float64) for k in ("coef", "intercept", "mean", "scale")}
+        d = 384 * sum(g != "cosine" for g in self.features) + ("cosine" in self.features)
+        if w["coef"].shape != (d,) or w["mean"].shape != (d,) or w["scale"].shape != (d,):
+            raise ValueError(f"weights have dimension {w['coef'].shape}, features {self.features} need ({d},)")
+        self._w = w
+        return self
