@@ -1,0 +1,163 @@
+"""The command line as a user runs it: subprocesses, exit codes, one-line errors, outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DEMO, ROOT, cli_env
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "personalign", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env or cli_env(), timeout=timeout)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_help_is_light_and_lists_commands():
+    code = ("import sys; sys.argv=['personalign','--help']\n"
+            "from personalign.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "heavy=[m for m in ('dspy','litellm','torch','llama_cpp','mlflow','sentence_transformers','optuna') if m in sys.modules]\n"
+            "print('HEAVY=' + ','.join(heavy))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert "HEAVY=\n" in proc.stdout or proc.stdout.rstrip().endswith("HEAVY="), proc.stdout
+    for cmd in ("doctor", "compare", "data"):
+        assert cmd in proc.stdout
+
+
+def test_unknown_local_model_is_a_one_line_error(tmp_path):
+    proc = run_cli("compare", "relevance", "--data", str(DEMO), "--lm", "local/no-such-model", "--no-track",
+                   env=cli_env(tmp_path / "runs"))
+    assert_one_line_error(proc, "unknown local model", "local/smollm2-135m-instruct")
+    assert not (tmp_path / "runs" / "compare").exists(), "no output on error"
+
+
+def test_unroutable_model_string_is_a_one_line_error(tmp_path):
+    proc = run_cli("compare", "relevance", "--data", str(DEMO), "--lm", "nonsense-model-xyz", "--no-track",
+                   env=cli_env(tmp_path / "runs"))
+    assert_one_line_error(proc, "unknown model string")
+
+
+def test_corrupted_model_file_is_a_one_line_error(tmp_path):
+    from personalign.lm._models import MODELS, model_file
+
+    src, _ = model_file("local/smollm2-135m-instruct", verify=False)
+    bad = tmp_path / "bad.gguf"
+    shutil.copyfile(src, bad)
+    with open(bad, "r+b") as fh:
+        fh.seek(1000)
+        fh.write(b"\x00\x01\x02\x03")
+    env = cli_env(tmp_path / "runs", **{MODELS["smollm2-135m-instruct"].env_override: str(bad)})
+    proc = run_cli("compare", "relevance", "--data", str(DEMO), "--no-track", env=env)
+    assert_one_line_error(proc, "corrupted", "sha256")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere; covered by the read-only-file case below")
+def test_unwritable_cache_dir_is_a_one_line_error_nonroot(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    proc = run_cli("compare", "relevance", "--data", str(DEMO), "--cache-dir", str(ro / "cache"), "--no-track",
+                   env=cli_env(tmp_path / "runs"))
+    assert_one_line_error(proc, "not writable")
+
+
+def test_cache_dir_that_is_a_file_is_a_one_line_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    proc = run_cli("compare", "relevance", "--data", str(DEMO), "--cache-dir", str(blocker / "cache"),
+                   "--no-track", env=cli_env(tmp_path / "runs"))
+    assert_one_line_error(proc, "cache dir", "not writable")
+
+
+def test_missing_data_file_and_unknown_split_and_strategy(tmp_path):
+    env = cli_env(tmp_path / "runs")
+    assert_one_line_error(run_cli("compare", "relevance", "--data", str(tmp_path / "nope.jsonl"), "--no-track", env=env),
+                          "nope.jsonl")
+    assert_one_line_error(run_cli("compare", "relevance", "--data", str(DEMO), "--split", "test", "--no-track",
+                                  "--strategies", "minilm-cosine", env=env), "split")
+    assert_one_line_error(run_cli("compare", "relevance", "--data", str(DEMO), "--strategies", "magic",
+                                  "--no-track", env=env), "unknown relevance strategy 'magic'")
+
+
+def test_malformed_data_names_file_line_and_field(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    good = DEMO.read_text().splitlines()
+    row = json.loads(good[3])
+    row["relevant"] = "perhaps"
+    bad.write_text("\n".join(good[:3] + [json.dumps(row)] + good[4:]) + "\n")
+    proc = run_cli("compare", "relevance", "--data", str(bad), "--no-track", env=cli_env(tmp_path / "runs"))
+    assert_one_line_error(proc, "bad.jsonl:4", "relevant")
+    assert not (tmp_path / "runs" / "compare").exists()
+
+
+@pytest.mark.slow
+def test_doctor_json_reports_grammar_constrained_backend(tmp_path):
+    proc = run_cli("doctor", "--json", env=cli_env(tmp_path / "runs"))
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["grammar_constrained"] is True
+    assert set(info["models"]) == {"local/smollm2-135m-instruct", "local/gemma-3-270m"}
+    for m in info["models"].values():
+        assert len(m["sha256"]) == 64 and m["verified"] is True
+    assert info["cache_dir"].startswith(str(tmp_path))
+    assert info["versions"]["dspy"] and info["versions"]["litellm"]
+
+
+@pytest.mark.slow
+def test_compare_relevance_demo_end_to_end_with_mlflow(tmp_path):
+    runs = tmp_path / "runs"
+    secret = "sk-test-THIS-IS-A-FAKE-KEY-1234567890"
+    env = cli_env(runs, OPENAI_API_KEY=secret)
+    proc = run_cli("compare", "relevance", "--data", str(DEMO), "--split", "val", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)  # stdout is exactly one JSON object
+    assert out["stage"] == "relevance" and out["split"] == "val" and out["n"] == 27
+    rows = {r["name"]: r for r in out["strategies"]}
+    assert set(rows) == {"zero-shot", "minilm-cosine"}
+    for r in rows.values():
+        assert 0.0 <= r["f1"] <= 1.0 and r["f1_ci"][0] <= r["f1"] <= r["f1_ci"][1]
+        assert 0.0 <= r["yes_rate"] <= 1.0
+        assert r["failures"] == 0
+    assert rows["zero-shot"]["lm_calls"] == 27  # one call per pair, nothing cached in a fresh runs dir
+    assert rows["minilm-cosine"]["lm_calls"] == 0
+    assert rows["minilm-cosine"]["compile"]["details"]["threshold"] is not None
+    assert Path(out["result_file"]).exists()
+
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{runs / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("personalign")
+    parent = client.get_run(out["mlflow_run_id"])
+    assert parent.data.params["stage"] == "relevance"
+    children = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert {c.info.run_name for c in children} == {"zero-shot", "minilm-cosine"}
+    for c in children:
+        assert "f1" in c.data.metrics and "f1_ci_low" in c.data.metrics and c.info.status == "FINISHED"
+
+    # the fake key never reaches the MLflow store (database or artifacts)
+    for path in runs.rglob("*"):
+        if path.is_file() and path.suffix != ".gguf":
+            assert secret.encode() not in path.read_bytes(), path
+
+    # same seed and cache: identical metrics on a second run, with no LM calls
+    again = json.loads(run_cli("compare", "relevance", "--data", str(DEMO), "--split", "val", "--json", "--no-track",
+                               env=env).stdout)
+    for a, b in zip(out["strategies"], again["strategies"]):
+        assert (a["f1"], a["f1_ci"], a["yes_rate"]) == (b["f1"], b["f1_ci"], b["yes_rate"])
+    assert {r["name"]: r["lm_calls"] for r in again["strategies"]}["zero-shot"] == 0
