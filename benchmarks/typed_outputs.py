@@ -7,7 +7,7 @@ bool, Literal, int, list[str] and list[pydantic model]) go through
 (b) DSPy's default ChatAdapter with no constraint and no JSON fallback (for comparison).
 Inputs differ per call; the cache is off. A failure is any exception from the predictor or an
 output that does not validate against its annotated type.
-Usage: python benchmarks/typed_outputs.py [--n 200] [--models local/smollm2-135m-instruct,local/gemma-3-270m]
+Usage: python benchmarks/typed_outputs.py [--n 200] [--n-unconstrained 50] [--models local/smollm2-135m-instruct,local/gemma-3-270m]
 """
 
 
@@ -116,14 +116,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--models", default="local/smollm2-135m-instruct,local/gemma-3-270m")
-    ap.add_argument("--skip-unconstrained", action="store_true")
+    ap.add_argument("--n-unconstrained", type=int, default=50,
+                    help="calls per model for the unconstrained comparison (0 to skip); it generates up to 256 tokens of free text per call")
     args = ap.parse_args()
     quiet_logs()
     out = {"benchmark": "typed_outputs", "n_per_model": args.n, "models": {}}
     for model in args.models.split(","):
         row = {"constrained_json_adapter": run(model, args.n, True)}
-        if not args.skip_unconstrained:
-            row["unconstrained_chat_adapter"] = run(model, args.n, False)
+        if args.n_unconstrained:
+            row["unconstrained_chat_adapter"] = run(model, args.n_unconstrained, False)
         out["models"][model] = row
     out["total_constrained_failures"] = sum(r["constrained_json_adapter"]["failures"] for r in out["models"].values())
     out["target_constrained_failures"] = 0
