@@ -1,16 +1,18 @@
 """Per-call overhead of dspy.Predict over llama.cpp on the embedded model (target ratio <= 1.10).
 
 For each of N different prompts (~300 tokens in), the same rendered prompt and the same settings
-(greedy, max_tokens 16, the same JSON grammar, outputs bounded to ~16 tokens) go through
-(a) ``llama_cpp.Llama.create_completion`` directly and (b) ``dspy.Predict`` -> litellm -> the
-``local`` provider, interleaved a/b/a/b. The DSPy cache is off. Reports ms per call and b/a.
+(greedy, max_tokens 16, the same JSON-schema grammar) go through
+(a) the llama.cpp engine directly (``LocalEngine.complete``: tokenize, llama_cpp decode with the
+    grammar-constrained sampler; no DSPy, no litellm) and
+(b) ``dspy.Predict`` -> JSONAdapter -> litellm -> the ``local`` provider -> the same engine,
+interleaved a/b/a/b, the KV cache reset before each call. The DSPy cache is off. Reports ms per
+call, b/a, and how many outputs were identical (they should all be).
 Usage: python benchmarks/lm_overhead.py [--n 24] [--model local/smollm2-135m-instruct]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 
@@ -41,8 +43,7 @@ def main() -> None:
     import dspy
 
     import personalign.lm as plm
-    from personalign.lm._engine import _grammar_for, bound_schema, get_engine
-    from personalign.lm._engine import current_settings
+    from personalign.lm._engine import get_engine
 
     plm.configure_local(max_string_chars=32)
     lm = plm.make_lm(args.model, cache=False, max_tokens=16)
@@ -60,8 +61,6 @@ def main() -> None:
     from dspy.adapters.json_adapter import _get_structured_outputs_response_format
 
     schema = _get_structured_outputs_response_format(Answer).model_json_schema()
-    s = current_settings()
-    grammar = _grammar_for(json.dumps(bound_schema(schema, s.max_string_chars, s.max_list_items), sort_keys=True))
 
     direct_ms, dspy_ms, prompt_tokens, out_tokens, same_text = [], [], [], [], 0
     for i in range(args.n + 2):  # 2 warm-up rounds, not counted
@@ -70,8 +69,7 @@ def main() -> None:
         prompt, stop = engine.render(messages)
         engine.llm.reset()  # no KV-prefix reuse between the two paths: each evaluates the full prompt
         t0 = time.perf_counter()
-        a = engine.llm.create_completion(prompt=prompt, max_tokens=16, temperature=0.0, seed=s.seed, stop=stop,
-                                         grammar=grammar, repeat_penalty=1.0)
+        a = engine.complete(prompt, max_tokens=16, temperature=0.0, stop=stop, schema=schema)
         ta = time.perf_counter() - t0
         n_hist = len(lm.history)
         engine.llm.reset()
@@ -83,10 +81,10 @@ def main() -> None:
             continue
         direct_ms.append(ta * 1000)
         dspy_ms.append(tb * 1000)
-        prompt_tokens.append(a["usage"]["prompt_tokens"])
-        out_tokens.append(a["usage"]["completion_tokens"])
+        prompt_tokens.append(a.prompt_tokens)
+        out_tokens.append(a.completion_tokens)
         hist = lm.history[n_hist:]
-        if hist and hist[-1]["outputs"] and hist[-1]["outputs"][0] == a["choices"][0]["text"]:
+        if hist and hist[-1]["outputs"] and hist[-1]["outputs"][0] == a.text:
             same_text += 1
     ma, mb = statistics.mean(direct_ms), statistics.mean(dspy_ms)
     emit({"benchmark": "lm_overhead", "model": args.model, "n_prompts": args.n,

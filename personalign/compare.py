@@ -9,6 +9,7 @@ child run per strategy.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -63,7 +64,7 @@ def compare_relevance(
     """
     from personalign.data import load_relevance
     from personalign.evaluation import filled_predictions, run_program
-    from personalign.lm import DEFAULT_MODEL, make_lm
+    from personalign.lm import DEFAULT_MODEL, make_lm, use
     from personalign.metrics import binary_report
     from personalign.programs.relevance import DEFAULT_STRATEGIES, STRATEGIES
     from personalign.signatures.relevance import INPUTS, LABEL
@@ -110,7 +111,8 @@ def compare_relevance(
                 if not trainset:
                     raise DataError(data, None, "split", f"strategy '{name}' needs a '{train_split}' split to fit on")
                 optimizer = STRATEGIES.default_optimizer(name, seed=seed)
-                program, compiled = optimizer.compile(program, trainset=trainset)
+                with use(lm_obj) if info.uses_lm else contextlib.nullcontext():
+                    program, compiled = optimizer.compile(program, trainset=trainset)
                 compile_info = compiled.to_dict()
             outcome = run_program(program, evalset, inputs=INPUTS, output=LABEL,
                                   lm=lm_obj if info.uses_lm else None, description=name, progress=progress)

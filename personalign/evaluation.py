@@ -9,6 +9,7 @@ never stops the run. Configuration errors (missing model file, unknown model) do
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -84,7 +85,8 @@ def run_program(
     with counter, _progress(description, len(examples), progress) as bar:
         task = bar.add_task(description, total=len(examples))
         if hasattr(program, "predict_batch"):
-            outs = program.predict_batch(examples)
+            with use(lm) if lm is not None else contextlib.nullcontext():
+                outs = program.predict_batch(examples)
             for i, out in enumerate(outs):
                 preds[i] = getattr(out, output)
                 scores[i] = getattr(out, "score", None)

@@ -31,7 +31,10 @@ app.add_typer(compare_app, name="compare")
 
 from personalign.cli.data import app as _data_app  # noqa: E402  (light: typer only)
 
+from personalign.cli.predict import app as _predict_app  # noqa: E402  (light: typer only)
+
 app.add_typer(_data_app, name="data", help="Validate and describe data files.")
+app.add_typer(_predict_app, name="predict", help="Predict with one strategy of a stage: which attributes are relevant to a prompt.")
 
 
 def _version(value: bool) -> None:

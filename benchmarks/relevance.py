@@ -1,0 +1,176 @@
+"""Stage 2 relevance: every registered strategy on real human labels; prints one JSON object.
+
+Data: ``../shared/data/recenter_relevance/relevance_labels.jsonl`` (train = prompts 0, 2, 3; val =
+prompt 4) and PrefEval-derived pairs (explicit preferences; records split by topic into halves,
+pairs derived within each half by :func:`personalign.data.relevance_pairs`, 3 negatives per
+positive). Trainable strategies are compiled on train with their registry default optimizer;
+nothing is fitted on the evaluation split.
+
+Per strategy: F1, precision, recall, yes-rate (each with a 95% percentile-bootstrap CI over items),
+ROC AUC when the strategy scores, n used, LM calls (cache disabled, so every call reaches the
+model), seconds (compile + predict), compile facts. Bounds so the run fits ~15 min on 2 cores:
+per-pair LLM judges (zero-shot, cot, criteria) run on the first ``--max-lm-pairs`` val pairs; the
+batch judge runs on all of val and on that same subset; ``cross-encoder`` runs only with
+``--cross-encoder`` (4 CPU fine-tunings); on PrefEval only LM-free strategies run unless
+``--prefeval-lm``.
+
+Usage: ``python benchmarks/relevance.py [--lm local/smollm2-135m-instruct] [--max-lm-pairs 20]
+[--cross-encoder] [--strategies a,b] [--n-boot 1000] [--seed 0]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+
+from _common import ROOT, emit, quiet_logs, shared_data  # noqa: F401
+
+import personalign  # noqa: E402,F401
+
+PER_PAIR_JUDGES = ("zero-shot", "cot", "criteria")
+
+
+def _auc(gold, scores):
+    from sklearn.metrics import roc_auc_score
+
+    if any(s is None for s in scores) or len(set(gold)) < 2:
+        return None
+    return round(float(roc_auc_score(gold, scores)), 4)
+
+
+def evaluate(name, trainset, evalset, *, lm, n_boot, seed):
+    """Compile (if trainable) and run one strategy; returns its row."""
+    from personalign.evaluation import filled_predictions, run_program
+    from personalign.lm import CallCounter, use
+    from personalign.metrics import binary_report
+    from personalign.programs.relevance import STRATEGIES
+    from personalign.signatures.relevance import INPUTS, LABEL
+
+    info = STRATEGIES.info(name)
+    t0 = time.perf_counter()
+    program = STRATEGIES.create(name)
+    compile_info = None
+    compile_calls = 0
+    import contextlib
+
+    ctx = use(lm) if info.uses_lm else contextlib.nullcontext()
+    with ctx:
+        if info.trainable:
+            with CallCounter() as cc:
+                program, res = STRATEGIES.default_optimizer(name, seed=seed).compile(program, trainset=trainset)
+            compile_calls = cc.calls
+            compile_info = {k: v for k, v in res.to_dict().items() if k in ("optimizer", "config", "train_score", "seconds")}
+            d = res.details
+            compile_info.update({k: d[k] for k in ("threshold", "oof_auc", "oof_yes_rate") if k in d})
+            if "folds" in d:
+                compile_info["folds"] = [{k: f.get(k) for k in ("held_out", "auc", "seconds")} for f in d["folds"]]
+            if hasattr(program, "stacker") and program.stacker:
+                compile_info["stacker"] = program.stacker
+        # run_program applies the LM only on the per-example path; predict_batch runs in this context
+        outcome = run_program(program, evalset, inputs=INPUTS, output=LABEL, lm=lm if info.uses_lm else None,
+                              description=name, progress=False)
+    gold = [bool(getattr(e, LABEL)) for e in evalset]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = binary_report(gold, filled_predictions(gold, outcome.predictions), n_boot=n_boot, seed=seed)
+    row = {"name": name, "n": len(evalset), **{k: rep[k] for k in ("f1", "f1_ci", "precision", "precision_ci",
+                                                                  "recall", "recall_ci", "yes_rate", "yes_rate_ci")},
+           "gold_yes_rate": rep["gold_yes_rate"], "auc": _auc(gold, outcome.scores),
+           "lm_calls": outcome.lm_calls, "compile_lm_calls": compile_calls,
+           "seconds": round(time.perf_counter() - t0, 2), "failures": outcome.failures,
+           "errors": outcome.errors[:3], "compile": compile_info}
+    if hasattr(program, "last_errors") and program.last_errors:
+        row["errors"] = (row["errors"] + program.last_errors)[:3]
+    return row
+
+
+def prefeval_sets(base, seed, per_topic):
+    from personalign.data import group_split, load_prefeval, relevance_pairs
+
+    path = base / "prefeval" / "explicit_preference"
+    records = load_prefeval(path, "explicit")
+    by_topic: dict = {}
+    for r in records:
+        by_topic.setdefault(r.topic, []).append(r)
+    records = [r for t in sorted(by_topic) for r in by_topic[t][:per_topic]]
+    halves = group_split(records, by="topic", fractions={"train": 0.5, "val": 0.5}, seed=seed)
+    return ([e.to_dspy() for e in relevance_pairs(halves["train"], seed=seed)],
+            [e.to_dspy() for e in relevance_pairs(halves["val"], seed=seed)])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lm", default="local/smollm2-135m-instruct")
+    ap.add_argument("--strategies", default=None, help="comma-separated (default: all but cross-encoder)")
+    ap.add_argument("--max-lm-pairs", type=int, default=20)
+    ap.add_argument("--cross-encoder", action="store_true")
+    ap.add_argument("--prefeval-lm", action="store_true")
+    ap.add_argument("--prefeval-per-topic", type=int, default=10)
+    ap.add_argument("--n-boot", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    base = shared_data()
+    data = base / "recenter_relevance" / "relevance_labels.jsonl"
+    out: dict = {"benchmark": "relevance", "data": str(data), "lm": args.lm}
+    if not data.exists():
+        emit({**out, "skipped": f"data not found at {data} (set PERSONALIGN_SHARED_DATA)"})
+        return 0
+    quiet_logs()
+    warnings.filterwarnings("ignore")
+    from personalign.data import load_relevance
+    from personalign.lm import configure_cache, make_lm
+    from personalign.programs.relevance import STRATEGIES
+
+    configure_cache(enabled=False)  # count every LM call
+    t_all = time.perf_counter()
+    rows = load_relevance(data)
+    train = [r.to_dspy() for r in rows if r.split == "train"]
+    val = [r.to_dspy() for r in rows if r.split == "val"]
+    names = STRATEGIES.parse(args.strategies) if args.strategies else [
+        n for n in STRATEGIES.names() if n != "cross-encoder" or args.cross_encoder]
+    if args.cross_encoder and "cross-encoder" not in names:
+        names.append("cross-encoder")
+    lm = make_lm(args.lm, cache=False)
+    subset = val[: args.max_lm_pairs]
+    out.update(n_train=len(train), n_val=len(val), gold_yes_rate_val=sum(e.relevant for e in val) / len(val),
+               max_lm_pairs=args.max_lm_pairs, n_boot=args.n_boot, seed=args.seed,
+               lm_subset_gold_yes_rate=sum(e.relevant for e in subset) / len(subset))
+    results = []
+    for name in names:
+        evalset = subset if name in PER_PAIR_JUDGES else val
+        results.append(evaluate(name, train, evalset, lm=lm, n_boot=args.n_boot, seed=args.seed))
+        if name == "batch":  # same subset as the per-pair judges, for the LM-call comparison
+            row = evaluate(name, train, subset, lm=lm, n_boot=args.n_boot, seed=args.seed)
+            row["name"] = "batch@subset"
+            results.append(row)
+    out["val"] = results
+    best = max((r for r in results if r["n"] == len(val)), key=lambda r: r["f1"])
+    per_pair_calls = len(val)
+    batch_row = next((r for r in results if r["name"] == "batch"), None)
+    out["summary"] = {
+        "best": best["name"], "best_f1": best["f1"], "best_yes_rate": best["yes_rate"],
+        "target_f1_0.50_met": best["f1"] >= 0.50,
+        "yes_rate_within_10pts": abs(best["yes_rate"] - out["gold_yes_rate_val"]) <= 0.10,
+        "batch_lm_calls_val": batch_row["lm_calls"] if batch_row else None,
+        "per_pair_lm_calls_val": per_pair_calls,
+        "batch_call_ratio": (batch_row["lm_calls"] / per_pair_calls) if batch_row else None,
+    }
+    pe = base / "prefeval" / "explicit_preference"
+    if pe.exists():
+        pe_train, pe_val = prefeval_sets(base, args.seed, args.prefeval_per_topic)
+        pe_names = [n for n in names if not STRATEGIES.info(n).uses_lm or args.prefeval_lm]
+        pe_rows = []
+        for name in pe_names:
+            evalset = pe_val[: args.max_lm_pairs] if name in PER_PAIR_JUDGES else pe_val
+            pe_rows.append(evaluate(name, pe_train, evalset, lm=lm, n_boot=args.n_boot, seed=args.seed))
+        out["prefeval"] = {"n_train": len(pe_train), "n_val": len(pe_val), "per_topic": args.prefeval_per_topic,
+                           "gold_yes_rate_val": sum(e.relevant for e in pe_val) / len(pe_val), "strategies": pe_rows}
+    out["seconds"] = round(time.perf_counter() - t_all, 1)
+    emit(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
