@@ -161,3 +161,10 @@ def test_compare_relevance_demo_end_to_end_with_mlflow(tmp_path):
     for a, b in zip(out["strategies"], again["strategies"]):
         assert (a["f1"], a["f1_ci"], a["yes_rate"]) == (b["f1"], b["f1_ci"], b["yes_rate"])
     assert {r["name"]: r["lm_calls"] for r in again["strategies"]}["zero-shot"] == 0
+
+
+@pytest.mark.slow
+def test_prompt_longer_than_context_window_is_a_one_line_error(tmp_path):
+    proc = run_cli("predict", "relevance", "--strategy", "zero-shot", "-a", "The user is vegan.",
+                   "--prompt", "word " * 5000, env=cli_env(tmp_path / "runs", PERSONALIGN_N_CTX="2048"))
+    assert_one_line_error(proc, "does not fit the 2048-token context", "PERSONALIGN_N_CTX")
