@@ -1,4 +1,14 @@
-"""The optimizer contract."""
+"""The optimizer contract.
+
+Every optimizer takes all of its settings, seed included, in ``__init__`` and exposes one
+keyword-only call::
+
+    compiled, result = optimizer.compile(program, trainset=train, valset=val)
+
+``program`` is never modified; ``result`` is a :class:`CompileResult`. Optimizers that call an LM
+also answer :meth:`Optimizer.projected_lm_calls` (an upper bound computed from their settings)
+before they run and report the actual count after.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +25,17 @@ class CompileResult:
         optimizer: optimizer name.
         config: every setting of the optimizer (JSON-serializable), seed included.
         train_score / val_score: the optimizer's objective after compiling (None if not computed).
+            Teleprompter wrappers set ``val_score`` to ``score_after``.
         lm_calls: LM calls that reached a model during compile (cache hits excluded).
         seconds: wall time.
-        details: optimizer-specific facts (e.g. the fitted threshold).
+        details: optimizer-specific facts (e.g. the fitted threshold). Teleprompter wrappers add
+            ``over_budget_reason`` when ``actual_lm_calls > projected_lm_calls``.
+        score_before / score_before_ci: mean metric of the input program on ``valset`` and its
+            95% percentile-bootstrap CI (None when not measured).
+        score_after / score_after_ci: the same for the compiled program.
+        projected_lm_calls: the upper bound announced before running (None: not projected).
+        actual_lm_calls: LM calls counted while compiling, scoring included (None: not counted).
+        seed: the seed the optimizer ran with.
     """
 
     optimizer: str
@@ -27,6 +45,13 @@ class CompileResult:
     lm_calls: int = 0
     seconds: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    score_before: float | None = None
+    score_before_ci: list[float] | None = None
+    score_after: float | None = None
+    score_after_ci: list[float] | None = None
+    projected_lm_calls: int | None = None
+    actual_lm_calls: int | None = None
+    seed: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -34,7 +59,13 @@ class CompileResult:
 
 class Optimizer(abc.ABC):
     """Base class. Subclasses set ``name`` and implement :meth:`compile`; ``config()`` returns the
-    settings given to ``__init__`` (logged with every run)."""
+    settings given to ``__init__`` (logged with every run).
+
+    Contract (pinned by ``tests/optimizers/test_conformance.py`` for every registered optimizer):
+    ``compile(program, *, trainset, valset=None)`` is keyword-only after ``program``, returns
+    ``(compiled_program, CompileResult)``, leaves ``program`` unchanged, and gives the same
+    compiled state for the same seed.
+    """
 
     name: str = "optimizer"
 
@@ -43,6 +74,11 @@ class Optimizer(abc.ABC):
 
     def config(self) -> dict[str, Any]:
         return {"seed": self.seed}
+
+    def projected_lm_calls(self, program, trainset: Sequence, valset: Sequence | None = None) -> int | None:
+        """Upper bound of the LM calls :meth:`compile` will make; None when the optimizer cannot
+        know (e.g. fitting a scorer whose LM use depends on the program)."""
+        return None
 
     @abc.abstractmethod
     def compile(self, program, *, trainset: Sequence, valset: Sequence | None = None):
