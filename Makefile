@@ -29,7 +29,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(BIN)/personalign compare relevance --data examples/relevance_demo.jsonl --split val
+	$(BIN)/personalign compare relevance --data examples/relevance_demo.jsonl --split val \
+	  --strategies zero-shot,zero-shot@bootstrap,minilm-cosine,minilm-logreg
 
 test: setup
 	$(BIN)/python -m pytest

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,6 +29,42 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def parse_strategy_specs(spec: str | None, default: str) -> list[tuple[str, str | None]]:
+    """Parse ``"zero-shot,zero-shot@bootstrap,minilm-cosine"`` into (strategy, optimizer or None).
+
+    ``NAME@OPT`` compiles strategy NAME with optimizer OPT (a name of
+    :data:`personalign.optimizers.OPTIMIZERS`) on the train split before evaluation.
+
+    Raises:
+        ConfigurationError: unknown strategy or optimizer name, or an empty list.
+    """
+    from personalign.errors import ConfigurationError
+    from personalign.optimizers import OPTIMIZERS
+    from personalign.programs.relevance import STRATEGIES
+
+    out = []
+    for item in [s.strip() for s in (spec or default).split(",") if s.strip()]:
+        name, _, opt = item.partition("@")
+        STRATEGIES.info(name)
+        if opt:
+            OPTIMIZERS.info(opt)
+        out.append((name, opt or None))
+    if not out:
+        raise ConfigurationError(f"no strategies given; available: {', '.join(STRATEGIES.names())}")
+    return out
+
+
+def _dev_split(trainset: list, seed: int) -> tuple[list, list | None]:
+    """Hold out whole prompts of train as the teleprompters' dev set (never the eval split)."""
+    from personalign.data.splits import group_split
+
+    groups = {getattr(ex, "prompt_id", None) for ex in trainset}
+    if len(groups) < 2 or None in groups:
+        return trainset, None
+    parts = group_split(trainset, by=lambda ex: ex.prompt_id, fractions={"fit": 0.75, "dev": 0.25}, seed=seed)
+    return parts["fit"], parts["dev"] or None
+
+
 def compare_relevance(
     *,
     data: str | Path,
@@ -40,6 +77,7 @@ def compare_relevance(
     limit: int | None = None,
     tracker=None,
     progress: bool = True,
+    out_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run the relevance comparison and return its result as a JSON-serializable dict.
 
@@ -52,6 +90,9 @@ def compare_relevance(
         n_boot: bootstrap resamples for the 95% CIs.
         limit: evaluate only the first ``limit`` examples of the split (smoke runs).
         tracker: a :class:`personalign.tracking.Tracker` (None: no tracking).
+        out_dir: when given, the result JSON and an F1 chart (PNG, 95% CI bars) are written there
+            (atomically) and logged as MLflow artifacts; their paths are in ``result_file`` and
+            ``chart_file``.
 
     Returns:
         ``{"stage", "data", "data_sha256", "split", "n", "gold_yes_rate", "lm", "seed", "strategies": [...]}``
@@ -65,11 +106,12 @@ def compare_relevance(
     from personalign.data import load_relevance
     from personalign.evaluation import filled_predictions, run_program
     from personalign.lm import DEFAULT_MODEL, make_lm, use
-    from personalign.metrics import binary_report
+    from personalign.metrics import binary_report, mcnemar_exact, paired_bootstrap_diff
     from personalign.programs.relevance import DEFAULT_STRATEGIES, STRATEGIES
     from personalign.signatures.relevance import INPUTS, LABEL
 
-    names = STRATEGIES.parse(strategies or DEFAULT_STRATEGIES)
+    specs = parse_strategy_specs(strategies, DEFAULT_STRATEGIES)
+    names = [f"{n}@{o}" if o else n for n, o in specs]
     model = lm or DEFAULT_MODEL
     rows = load_relevance(data)
     evalset = [r.to_dspy() for r in rows if r.split == split]
@@ -80,7 +122,7 @@ def compare_relevance(
         evalset = evalset[:limit]
     trainset = [r.to_dspy() for r in rows if r.split == train_split]
     gold = [bool(getattr(ex, LABEL)) for ex in evalset]
-    uses_lm = any(STRATEGIES.info(n).uses_lm for n in names)
+    uses_lm = any(STRATEGIES.info(n).uses_lm for n, _ in specs)
     lm_obj = make_lm(model) if uses_lm else None
 
     result: dict[str, Any] = {
@@ -102,12 +144,30 @@ def compare_relevance(
     params["strategies"] = ",".join(names)
 
     def body():
-        for name in names:
-            info = STRATEGIES.info(name)
-            program = STRATEGIES.create(name)
+        for (base, opt_name), name in zip(specs, names):
+            info = STRATEGIES.info(base)
+            program = STRATEGIES.create(base)
             compile_info = None
             t0 = time.perf_counter()
-            if info.trainable:
+            if opt_name is not None:
+                from personalign.optimizers import OPTIMIZERS
+
+                if not trainset:
+                    raise DataError(data, None, "split", f"'{name}' needs a '{train_split}' split to compile on")
+                if info.trainable and OPTIMIZERS.info(opt_name).kind == "teleprompter":
+                    raise DataError(data, None, None, f"'{name}': teleprompters compile LLM strategies; "
+                                    f"'{base}' is fitted by its own optimizer (use '{base}')")
+                kwargs = {"seed": seed}
+                if OPTIMIZERS.info(opt_name).kind == "teleprompter":
+                    kwargs["lm"] = lm_obj
+                optimizer = OPTIMIZERS.create(opt_name, **kwargs)
+                fit, dev = _dev_split(trainset, seed)
+                # teleprompters print progress to stdout; keep stdout for results (--json)
+                with use(lm_obj) if info.uses_lm else contextlib.nullcontext(), \
+                        contextlib.redirect_stdout(sys.stderr):
+                    program, compiled = optimizer.compile(program, trainset=fit, valset=dev)
+                compile_info = compiled.to_dict()
+            elif info.trainable:
                 if not trainset:
                     raise DataError(data, None, "split", f"strategy '{name}' needs a '{train_split}' split to fit on")
                 optimizer = STRATEGIES.default_optimizer(name, seed=seed)
@@ -122,12 +182,20 @@ def compare_relevance(
                 "name": name,
                 **report,
                 "lm_calls": outcome.lm_calls,
+                "compile_lm_calls": int((compile_info or {}).get("actual_lm_calls") or (compile_info or {}).get("lm_calls") or 0),
                 "seconds": round(time.perf_counter() - t0, 3),
                 "failures": outcome.failures,
                 "errors": outcome.errors[:20],
                 "compile": compile_info,
                 "predictions": [None if p is None else bool(p) for p in outcome.predictions],
             }
+            if result["strategies"]:
+                first = result["strategies"][0]
+                ref = filled_predictions(gold, first["predictions"])
+                row["vs_first"] = {"against": first["name"],
+                                   "f1_diff": paired_bootstrap_diff(gold, filled, ref, metric="f1",
+                                                                    n_boot=max(n_boot, 1), seed=seed),
+                                   "mcnemar": mcnemar_exact(gold, filled, ref)}
             result["strategies"].append(row)
             if tracker is not None:
                 with tracker.run(name, nested=True, params={"strategy": name, "summary": info.summary,
@@ -135,25 +203,67 @@ def compare_relevance(
                                                             **({"compile": compile_info} if compile_info else {})}):
                     tracker.log_metrics({k: row[k] for k in ("f1", "f1_ci", "precision", "precision_ci", "recall",
                                                              "recall_ci", "yes_rate", "yes_rate_ci", "accuracy",
-                                                             "lm_calls", "seconds", "failures")})
+                                                             "lm_calls", "compile_lm_calls", "seconds", "failures")})
                     tracker.log_dict({"gold": gold, "predictions": row["predictions"], "errors": outcome.errors},
                                      "predictions.json")
+
+    def outputs():
+        if out_dir is None:
+            return
+        chart = plot_result(result, Path(out_dir) / f"relevance-{split}-{_stamp()}.png")
+        result["chart_file"] = str(chart)
+        result["result_file"] = str(write_result(result, Path(out_dir), stem=chart.stem))
+        if tracker is not None:
+            tracker.log_artifact(chart)
+            tracker.log_artifact(result["result_file"])
 
     if tracker is not None:
         with tracker.run(f"compare-relevance-{split}", params=params, tags={"command": "compare", "stage": "relevance"}):
             body()
-            tracker.log_dict(result, "compare.json")
             result["mlflow_run_id"] = getattr(tracker, "run_id", None)
+            outputs()
     else:
         body()
+        outputs()
     return result
 
 
-def write_result(result: dict[str, Any], out_dir: Path) -> Path:
+def _stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def plot_result(result: dict[str, Any], path: Path) -> Path:
+    """Bar chart of F1 per strategy with 95% CI error bars (matplotlib, PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["strategies"]
+    names = [r["name"] for r in rows]
+    f1s = [r["f1"] for r in rows]
+    lo = [r["f1"] - r["f1_ci"][0] for r in rows]
+    hi = [r["f1_ci"][1] - r["f1"] for r in rows]
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(rows) + 2), 3.6))
+    ax.bar(names, f1s, yerr=[lo, hi], capsize=4, color="#4c72b0")
+    ax.axhline(2 * result["gold_yes_rate"] / (1 + result["gold_yes_rate"]), color="grey", ls="--", lw=1,
+               label="all-yes F1")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("F1 vs human majority (95% CI)")
+    ax.set_title(f"relevance on {result['split']} (n={result['n']})")
+    ax.legend(loc="upper right", fontsize=8)
+    plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_result(result: dict[str, Any], out_dir: Path, stem: str | None = None) -> Path:
     """Write the result JSON atomically (tmp + rename) under ``out_dir``; return its path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = out_dir / f"{result['stage']}-{result['split']}-{stamp}.json"
+    path = out_dir / f"{stem or result['stage'] + '-' + result['split'] + '-' + _stamp()}.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(result, indent=2))
     tmp.replace(path)

@@ -15,17 +15,28 @@ def _fmt_ci(value, ci) -> str:
     return f"{value:.3f} [{ci[0]:.2f}, {ci[1]:.2f}]"
 
 
+def _vs_first(row: dict) -> tuple[str, str]:
+    vs = row.get("vs_first")
+    if not vs:
+        return "(reference)", "-"
+    d = vs["f1_diff"]
+    return f"{d['diff']:+.3f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]", f"{vs['mcnemar']['p_value']:.3g}"
+
+
 def render_table(result: dict):
     from rich.table import Table
 
     table = Table(title=f"relevance on {result['split']} (n={result['n']}, human yes-rate {result['gold_yes_rate']:.1%}, "
                         f"lm {result['lm']})")
-    for col in ("strategy", "F1 [95% CI]", "precision", "recall", "yes-rate", "LM calls", "seconds", "failures"):
+    for col in ("strategy", "F1 [95% CI]", "precision", "recall", "yes-rate", "LM calls eval+compile", "seconds", "failures",
+                "ΔF1 vs first [95% CI]", "McNemar p"):
         table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
     for row in result["strategies"]:
         table.add_row(
             row["name"], _fmt_ci(row["f1"], row.get("f1_ci")), f"{row['precision']:.3f}", f"{row['recall']:.3f}",
-            f"{row['yes_rate']:.1%}", str(row["lm_calls"]), f"{row['seconds']:.1f}", str(row["failures"]),
+            f"{row['yes_rate']:.1%}", f"{row['lm_calls']}+{row.get('compile_lm_calls', 0)}", f"{row['seconds']:.1f}",
+            str(row["failures"]),
+            *_vs_first(row),
         )
     return table
 
@@ -35,7 +46,7 @@ def run_compare_relevance(*, data: Path, split, train_split, strategies, lm, see
     import personalign  # noqa: F401
     from rich.console import Console
 
-    from personalign.compare import compare_relevance, write_result
+    from personalign.compare import compare_relevance
     from personalign.lm import configure_cache
     from personalign.settings import runs_dir
     from personalign.tracking import Tracker
@@ -46,20 +57,20 @@ def run_compare_relevance(*, data: Path, split, train_split, strategies, lm, see
     tracker = None if no_track else Tracker(tracking_uri)
     err = Console(stderr=True)
     result = compare_relevance(data=data, split=split, train_split=train_split, strategies=strategies, lm=lm,
-                               seed=seed, n_boot=n_boot, limit=limit, tracker=tracker, progress=not json_out)
-    path = write_result(result, runs_dir() / "compare")
-    result["result_file"] = str(path)
+                               seed=seed, n_boot=n_boot, limit=limit, tracker=tracker, progress=not json_out,
+                               out_dir=runs_dir() / "compare")
+    path = result["result_file"]
     if json_out:
         summary = dict(result)
         summary["strategies"] = [{k: v for k, v in row.items() if k != "predictions"} for row in result["strategies"]]
         sys.stdout.write(json.dumps(summary) + "\n")
         return
-    console = Console() if sys.stdout.isatty() else Console(width=140)
+    console = Console() if sys.stdout.isatty() else Console(width=180)
     console.print(render_table(result))
     for row in result["strategies"]:
         for line in row["errors"][:3]:
             err.print(f"[yellow]{row['name']}: {line}[/]")
-    console.print(f"results: {path}")
+    console.print(f"results: {path}\nchart: {result['chart_file']}")
     if tracker is not None:
         console.print(f"MLflow run {result.get('mlflow_run_id')} in {tracker.tracking_uri} "
                       f"(view: mlflow ui --backend-store-uri {tracker.tracking_uri})")

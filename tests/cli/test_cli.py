@@ -93,6 +93,8 @@ def test_missing_data_file_and_unknown_split_and_strategy(tmp_path):
                                   "--strategies", "minilm-cosine", env=env), "split")
     assert_one_line_error(run_cli("compare", "relevance", "--data", str(DEMO), "--strategies", "magic",
                                   "--no-track", env=env), "unknown relevance strategy 'magic'")
+    assert_one_line_error(run_cli("compare", "relevance", "--data", str(DEMO), "--strategies", "zero-shot@magic",
+                                  "--no-track", env=env), "magic")
 
 
 def test_malformed_data_names_file_line_and_field(tmp_path):
@@ -137,7 +139,11 @@ def test_compare_relevance_demo_end_to_end_with_mlflow(tmp_path):
     assert rows["zero-shot"]["lm_calls"] == 27  # one call per pair, nothing cached in a fresh runs dir
     assert rows["minilm-cosine"]["lm_calls"] == 0
     assert rows["minilm-cosine"]["compile"]["details"]["threshold"] is not None
-    assert Path(out["result_file"]).exists()
+    assert Path(out["result_file"]).exists() and Path(out["chart_file"]).read_bytes()[:4] == b"\x89PNG"
+    vs = rows["minilm-cosine"]["vs_first"]
+    assert vs["against"] == "zero-shot"
+    assert vs["f1_diff"]["ci"][0] <= vs["f1_diff"]["diff"] <= vs["f1_diff"]["ci"][1]
+    assert 0.0 <= vs["mcnemar"]["p_value"] <= 1.0
 
     import mlflow
 
