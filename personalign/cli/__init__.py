@@ -92,6 +92,58 @@ def compare_relevance(
     )
 
 
+compile_app = typer.Typer(help="Compile a strategy of a stage on labelled data and save it.", no_args_is_help=True,
+                          rich_markup_mode=None)
+eval_app = typer.Typer(help="Evaluate a saved program on a labelled split.", no_args_is_help=True,
+                       rich_markup_mode=None)
+app.add_typer(compile_app, name="compile")
+app.add_typer(eval_app, name="eval")
+
+
+@compile_app.command("relevance")
+def compile_relevance(
+    strategy: str = typer.Option("zero-shot", "--strategy", help="Relevance strategy to compile."),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="labeled, bootstrap, bootstrap-rs, mipro, copro, simba, gepa (LLM strategies); default: the strategy's own fit."),
+    data: Path = typer.Option(..., "--data", help="Labelled relevance JSONL."),
+    train_split: str = typer.Option("train", "--train-split", help="Split to compile on."),
+    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP),
+    seed: int = typer.Option(0, "--seed", help="Seed of every stochastic step."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default runs/programs/relevance-...)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Disable the LM cache."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow tracking URI."),
+    no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Compile a relevance strategy; save program.json (+ weights) and a readable prompt.md."""
+    from personalign.cli._programs import run_compile
+
+    run_compile(strategy=strategy, optimizer=optimizer, data=data, train_split=train_split, lm=lm, seed=seed,
+                out=out, cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track,
+                json_out=json_out)
+
+
+@eval_app.command("relevance")
+def eval_relevance(
+    program: Path = typer.Option(..., "--program", help="A saved program directory (from `compile`)."),
+    data: Path = typer.Option(..., "--data", help="Labelled relevance JSONL."),
+    split: str = typer.Option("val", "--split", help="Split to evaluate on."),
+    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    n_boot: int = typer.Option(1000, "--n-boot", min=1, help="Bootstrap resamples for the 95% CIs."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Disable the LM cache."),
+    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow tracking URI."),
+    no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Evaluate a saved relevance program: F1 (95% CI), precision, recall, yes-rate, LM calls."""
+    from personalign.cli._programs import run_eval
+
+    run_eval(program=program, data=data, split=split, lm=lm, seed=seed, n_boot=n_boot, cache_dir=cache_dir,
+             no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track, json_out=json_out)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app; input errors become one line on stderr and exit code 2."""
     try:

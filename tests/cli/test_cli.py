@@ -174,3 +174,46 @@ def test_prompt_longer_than_context_window_is_a_one_line_error(tmp_path):
     proc = run_cli("predict", "relevance", "--strategy", "zero-shot", "-a", "The user is vegan.",
                    "--prompt", "word " * 5000, env=cli_env(tmp_path / "runs", PERSONALIGN_N_CTX="2048"))
     assert_one_line_error(proc, "does not fit the 2048-token context", "PERSONALIGN_N_CTX")
+
+
+@pytest.mark.slow
+def test_compile_then_eval_in_a_fresh_process(tmp_path):
+    runs = tmp_path / "runs"
+    env = cli_env(runs)
+    out_dir = tmp_path / "prog"
+    proc = run_cli("compile", "relevance", "--strategy", "zero-shot", "--optimizer", "labeled", "--data", str(DEMO),
+                   "--out", str(out_dir), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)
+    saved = json.loads((out_dir / "program.json").read_text())
+    assert saved["stage"] == "relevance" and saved["strategy"] == "zero-shot"
+    assert saved["compile"]["optimizer"] == "labeled" and saved["versions"]["dspy"]
+    assert len(saved["state"]["judge"]["demos"]) == 4  # LabeledFewShot k=4, saved as JSON
+    prompt = (out_dir / "prompt.md").read_text()
+    assert "### demos (4)" in prompt and "**relevant**" in prompt and "prompt_id" not in prompt
+    assert summary["compile"]["actual_lm_calls"] <= summary["compile"]["projected_lm_calls"]
+
+    proc = run_cli("eval", "relevance", "--program", str(out_dir), "--data", str(DEMO), "--split", "val", "--json",
+                   env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads(proc.stdout)
+    for key in ("stage", "n", "f1", "f1_ci", "precision", "recall", "yes_rate", "lm_calls"):
+        assert key in res
+    assert res["n"] == 27 and res["lm_calls"] == 27 and res["failures"] == 0
+
+    # a learned selector round-trips its weights (npz, no pickle) into a fresh process
+    learned = tmp_path / "learned"
+    assert run_cli("compile", "relevance", "--strategy", "minilm-logreg", "--data", str(DEMO), "--out", str(learned),
+                   "--no-track", env=env).returncode == 0
+    assert list(learned.glob("*.npz"))
+    a = json.loads(run_cli("eval", "relevance", "--program", str(learned), "--data", str(DEMO), "--json",
+                           "--no-track", env=env).stdout)
+    assert a["lm_calls"] == 0 and 0.0 <= a["f1"] <= 1.0
+
+
+def test_compile_refuses_teleprompter_on_fitted_strategy_and_missing_program(tmp_path):
+    env = cli_env(tmp_path / "runs")
+    assert_one_line_error(run_cli("compile", "relevance", "--strategy", "minilm-cosine", "--optimizer", "bootstrap",
+                                  "--data", str(DEMO), "--no-track", env=env), "fitted by its own optimizer")
+    assert_one_line_error(run_cli("eval", "relevance", "--program", str(tmp_path / "none"), "--data", str(DEMO),
+                                  "--no-track", env=env), "no saved program")

@@ -1,0 +1,49 @@
+"""Readable export of a compiled DSPy program: each predictor's instructions, fields and demos.
+
+"Compiling optimized prompts" is a use case: the text written here is what a teleprompter
+produced, in a form a person can read, diff and paste elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def _value(v: Any) -> str:
+    if hasattr(v, "model_dump"):
+        v = v.model_dump()
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, ensure_ascii=False)
+    return str(v)
+
+
+def prompt_text(program) -> str:
+    """Markdown text of every predictor of ``program`` (instructions, input/output fields, demos).
+
+    Programs without predictors (learned selectors, similarity baselines) get a one-line note.
+    """
+    parts: list[str] = []
+    for name, predictor in program.named_predictors():
+        sig = predictor.signature
+        parts.append(f"## predictor `{name}`\n")
+        parts.append("### instructions\n")
+        parts.append(sig.instructions.strip() + "\n")
+        parts.append("### inputs\n")
+        for fname, field in sig.input_fields.items():
+            desc = (field.json_schema_extra or {}).get("desc", "")
+            parts.append(f"- `{fname}`: {desc}")
+        parts.append("\n### outputs\n")
+        for fname, field in sig.output_fields.items():
+            desc = (field.json_schema_extra or {}).get("desc", "")
+            parts.append(f"- `{fname}` ({getattr(field.annotation, '__name__', str(field.annotation))}): {desc}")
+        demos = list(predictor.demos or [])
+        parts.append(f"\n### demos ({len(demos)})\n")
+        keys = list(sig.input_fields) + list(sig.output_fields)
+        for i, demo in enumerate(demos, 1):
+            d = demo.toDict() if hasattr(demo, "toDict") else dict(demo)
+            parts.append(f"{i}. " + "; ".join(f"**{k}**: {_value(d[k])}" for k in keys if k in d))
+        parts.append("")
+    if not parts:
+        return f"`{type(program).__name__}` has no LM prompt (a learned or similarity-based strategy).\n"
+    return "\n".join(parts) + "\n"
