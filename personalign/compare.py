@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import sys
+import warnings
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,6 +43,8 @@ def parse_strategy_specs(spec: str | None, default: str) -> list[tuple[str, str 
     from personalign.optimizers import OPTIMIZERS
     from personalign.programs.relevance import STRATEGIES
 
+    if spec is not None and not spec.strip(", "):
+        raise ConfigurationError(f"--strategies is empty; available: {', '.join(STRATEGIES.names())}")
     out = []
     for item in [s.strip() for s in (spec or default).split(",") if s.strip()]:
         name, _, opt = item.partition("@")
@@ -110,8 +113,16 @@ def compare_relevance(
     from personalign.programs.relevance import DEFAULT_STRATEGIES, STRATEGIES
     from personalign.signatures.relevance import INPUTS, LABEL
 
+    from personalign.errors import ConfigurationError
+
+    if n_boot < 1:
+        raise ConfigurationError(f"--n-boot must be >= 1, got {n_boot}")
+    if limit is not None and limit < 1:
+        raise ConfigurationError(f"--limit must be >= 1, got {limit}")
     specs = parse_strategy_specs(strategies, DEFAULT_STRATEGIES)
     names = [f"{n}@{o}" if o else n for n, o in specs]
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"a strategy is listed twice: {','.join(names)}")
     model = lm or DEFAULT_MODEL
     rows = load_relevance(data)
     evalset = [r.to_dspy() for r in rows if r.split == split]
@@ -121,6 +132,10 @@ def compare_relevance(
     if limit:
         evalset = evalset[:limit]
     trainset = [r.to_dspy() for r in rows if r.split == train_split]
+    needs_train = [n for (b, o), n in zip(specs, names) if o or STRATEGIES.info(b).trainable]
+    if needs_train and not trainset:
+        raise DataError(data, None, "split", f"{', '.join(needs_train)} need a '{train_split}' split to compile on "
+                        f"(splits present: {', '.join(available)})")
     gold = [bool(getattr(ex, LABEL)) for ex in evalset]
     uses_lm = any(STRATEGIES.info(n).uses_lm for n, _ in specs)
     lm_obj = make_lm(model) if uses_lm else None
@@ -177,7 +192,9 @@ def compare_relevance(
             outcome = run_program(program, evalset, inputs=INPUTS, output=LABEL,
                                   lm=lm_obj if info.uses_lm else None, description=name, progress=progress)
             filled = filled_predictions(gold, outcome.predictions)
-            report = binary_report(gold, filled, n_boot=n_boot, seed=seed)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                report = binary_report(gold, filled, n_boot=n_boot, seed=seed)
             row = {
                 "name": name,
                 **report,
@@ -188,6 +205,7 @@ def compare_relevance(
                 "errors": outcome.errors[:20],
                 "compile": compile_info,
                 "predictions": [None if p is None else bool(p) for p in outcome.predictions],
+                "warnings": sorted({str(w.message) for w in caught}),
             }
             if result["strategies"]:
                 first = result["strategies"][0]
@@ -218,6 +236,7 @@ def compare_relevance(
             tracker.log_artifact(result["result_file"])
 
     if tracker is not None:
+        tracker.check()  # a bad tracking URI fails here, before any strategy runs
         with tracker.run(f"compare-relevance-{split}", params=params, tags={"command": "compare", "stage": "relevance"}):
             body()
             result["mlflow_run_id"] = getattr(tracker, "run_id", None)

@@ -14,7 +14,23 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from personalign.errors import ContextWindowError, PersonalignError, find_personalign_error
+from personalign.errors import ConfigurationError, ContextWindowError, PersonalignError, find_personalign_error
+
+# Errors that no retry fixes and that would fail every example alike: abort the run with one line.
+_FATAL = ("AuthenticationError", "LMNotConfiguredError", "NotFoundError", "PermissionDeniedError",
+          "APIConnectionError")
+
+
+def fatal_lm_error(exc: BaseException) -> ConfigurationError | None:
+    """A :class:`ConfigurationError` for a missing key, unknown model or unreachable server, else None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if type(exc).__name__ in _FATAL:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            return ConfigurationError(f"the LM cannot be used ({type(exc).__name__}): {first}")
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 @dataclass
@@ -109,6 +125,9 @@ def run_program(
                         ours = find_personalign_error(exc)
                         if ours is not None and not isinstance(ours, ContextWindowError):
                             raise ours from None
+                        fatal = fatal_lm_error(exc)
+                        if fatal is not None:
+                            raise fatal from None
                         if attempt == retries or isinstance(ours, ContextWindowError):
                             msg = str(ours or exc).splitlines()[0][:300] if str(ours or exc) else type(exc).__name__
                             errors.append(f"example {i}: {type(ours or exc).__name__}: {msg}")

@@ -66,6 +66,23 @@ class Tracker:
         self._artifact_root = runs_dir() / "mlartifacts"
         self._ready = False
 
+    def check(self) -> None:
+        """Open the tracking store now.
+
+        Raises:
+            ConfigurationError: the URI is unsupported or its store cannot be created (one line).
+        """
+        if not self.enabled:
+            return
+        from personalign.errors import ConfigurationError
+
+        try:
+            self._setup()
+        except Exception as exc:  # noqa: BLE001 -- MLflow raises many types for bad URIs
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise ConfigurationError(f"cannot use MLflow tracking URI '{self.tracking_uri}': {type(exc).__name__}: "
+                                     f"{first}; pass --tracking-uri URI or --no-track") from None
+
     def _setup(self):
         import mlflow
 

@@ -68,8 +68,8 @@ def run_compare_relevance(*, data: Path, split, train_split, strategies, lm, see
     console = Console() if sys.stdout.isatty() else Console(width=180)
     console.print(render_table(result))
     for row in result["strategies"]:
-        for line in row["errors"][:3]:
-            err.print(f"[yellow]{row['name']}: {line}[/]")
+        for line in row["errors"][:3] + row.get("warnings", []):
+            err.print(f"{row['name']}: {line}", style="yellow", markup=False, highlight=False)
     console.print(f"results: {path}\nchart: {result['chart_file']}")
     if tracker is not None:
         console.print(f"MLflow run {result.get('mlflow_run_id')} in {tracker.tracking_uri} "

@@ -61,6 +61,8 @@ def run_compile(*, strategy: str, optimizer: str | None, data: Path, train_split
     elif info.trainable:
         opt = STRATEGIES.default_optimizer(strategy, seed=seed)
     tracker = None if no_track else Tracker(tracking_uri)
+    if tracker is not None:
+        tracker.check()
     name = strategy + (f"@{optimizer}" if optimizer else "")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     target = out or runs_dir() / "programs" / f"relevance-{name.replace('@', '-')}-{stamp}"
@@ -123,6 +125,8 @@ def run_eval(*, program: Path, data: Path, split: str, lm: str | None, seed: int
     lm_obj = make_lm(model) if uses_lm else None
     gold = [bool(getattr(ex, LABEL)) for ex in evalset]
     tracker = None if no_track else Tracker(tracking_uri)
+    if tracker is not None:
+        tracker.check()
     out: dict = {}
 
     def work():

@@ -64,7 +64,7 @@ def iter_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> Iterato
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataError(p, lineno, None, f"invalid JSON ({exc.msg} at column {exc.colno}); truncated line?") from None
+                raise DataError(p, lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno}); truncated line?") from None
             if not isinstance(obj, dict):
                 raise DataError(p, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
             n += 1
@@ -88,7 +88,7 @@ def read_json(path: str | os.PathLike) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DataError(p, exc.lineno, None, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+        raise DataError(p, exc.lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
 
 
 def array_element_lines(path: str | os.PathLike, n: int) -> list[int | None]:

@@ -93,10 +93,13 @@ def configure_cache(cache_dir: str | os.PathLike | None = None, *, enabled: bool
 
 
 def _check_routable(model: str) -> None:
+    import io
+
     import litellm
 
     try:
-        litellm.get_llm_provider(model=model)
+        with contextlib.redirect_stdout(io.StringIO()):  # litellm prints a provider list on failure
+            litellm.get_llm_provider(model=model)
     except Exception:
         raise UnknownModelError(
             f"unknown model string '{model}': litellm cannot route it; use local/smollm2-135m-instruct, "

@@ -87,6 +87,7 @@ def register() -> None:
         if _registered:
             return
         litellm, handler = _make_handler()
+        litellm.suppress_debug_info = True  # no "Provider List" / debug banners on stdout
         from litellm.utils import custom_llm_setup
 
         entries = [e for e in (litellm.custom_provider_map or []) if e.get("provider") != PROVIDER]

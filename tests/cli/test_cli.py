@@ -217,3 +217,32 @@ def test_compile_refuses_teleprompter_on_fitted_strategy_and_missing_program(tmp
                                   "--data", str(DEMO), "--no-track", env=env), "fitted by its own optimizer")
     assert_one_line_error(run_cli("eval", "relevance", "--program", str(tmp_path / "none"), "--data", str(DEMO),
                                   "--no-track", env=env), "no saved program")
+
+
+def test_flag_and_configuration_errors_fail_fast_with_one_line(tmp_path):
+    env = cli_env(tmp_path / "runs")
+    bogus = run_cli("compare", "relevance", "--data", str(DEMO), "--strategies", "minilm-cosine",
+                    "--tracking-uri", "bogus://x", env=env)
+    assert_one_line_error(bogus, "cannot use MLflow tracking URI 'bogus://x'")
+    assert_one_line_error(run_cli("compare", "relevance", "--data", str(DEMO), "--strategies", " , ", "--no-track",
+                                  env=env), "--strategies is empty")
+    assert_one_line_error(run_cli("compare", "relevance", "--data", str(DEMO), "--train-split", "nope",
+                                  "--no-track", env=env), "'nope' split")
+    for flag in ("--n-boot", "--limit"):
+        proc = run_cli("compare", "relevance", "--data", str(DEMO), flag, "0", "--no-track", env=env)
+        assert proc.returncode == 2 and flag in proc.stderr and "Traceback" not in proc.stderr
+    quiet = run_cli("compare", "relevance", "--data", str(DEMO), "--lm", "nosuchprovider/foo", "--json",
+                    "--no-track", env=env)
+    assert_one_line_error(quiet, "unknown model string")
+    assert quiet.stdout == "", "stdout stays clean for --json"
+    assert not (tmp_path / "runs" / "compare").exists()
+
+
+def test_hosted_model_without_api_key_aborts_instead_of_scoring_failures(tmp_path):
+    env = cli_env(tmp_path / "runs")
+    env.pop("OPENAI_API_KEY", None)
+    proc = run_cli("compare", "relevance", "--data", str(DEMO), "--lm", "openai/gpt-4o-mini", "--strategies",
+                   "zero-shot", "--limit", "2", "--no-track", env=env)
+    assert proc.returncode == 2, proc.stderr[-1500:]
+    assert "no API key" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs" / "compare").exists()
