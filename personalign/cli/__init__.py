@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -52,13 +52,23 @@ def _root(
 
 LM_HELP = "Model: local/smollm2-135m-instruct (default), local/gemma-3-270m, or any litellm model string."
 
+# Options shared by the commands that run programs (one definition each).
+LmOpt = Annotated[Optional[str], typer.Option("--lm", help=LM_HELP)]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of every stochastic step.")]
+CacheDirOpt = Annotated[Optional[Path], typer.Option("--cache-dir", help="DSPy cache directory (default runs/cache).")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Disable the LM cache.")]
+TrackingOpt = Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db).")]
+NoTrackOpt = Annotated[bool, typer.Option("--no-track", help="Do not log to MLflow.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+NBootOpt = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples for the 95% CIs.")]
+
 
 @app.command()
 def doctor(
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    json_out: JsonOpt = False,
     bench: bool = typer.Option(False, "--bench", help="Also measure prompt and generation tokens/s here."),
     lm: str = typer.Option("local/smollm2-135m-instruct", "--lm", help="Local model for --bench."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache)."),
+    cache_dir: CacheDirOpt = None,
 ) -> None:
     """Versions, backend, model files (sha256), threads, cache dir; with --bench, tokens/s."""
     from personalign.cli._doctor import run_doctor
@@ -71,16 +81,16 @@ def compare_relevance(
     data: Path = typer.Option(..., "--data", help="Relevance JSONL (recenter format or personalign canonical)."),
     split: str = typer.Option("val", "--split", help="Split to evaluate on."),
     train_split: str = typer.Option("train", "--train-split", help="Split trainable strategies are fitted on."),
-    strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategies (default zero-shot,minilm-cosine)."),
-    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP),
-    seed: int = typer.Option(0, "--seed", help="Seed of every stochastic step."),
-    n_boot: int = typer.Option(1000, "--n-boot", min=1, help="Bootstrap resamples for the 95% CIs."),
+    strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategies (default zero-shot,minilm-cosine); NAME@OPTIMIZER compiles an LLM strategy with a teleprompter, e.g. zero-shot@bootstrap."),
+    lm: LmOpt = None,
+    seed: SeedOpt = 0,
+    n_boot: NBootOpt = 1000,
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate only the first N examples of the split."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Disable the LM cache."),
-    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db)."),
-    no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+    tracking_uri: TrackingOpt = None,
+    no_track: NoTrackOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Compare relevance strategies on one split against the human majority labels."""
     from personalign.cli._compare import run_compare_relevance
@@ -106,14 +116,14 @@ def compile_relevance(
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="labeled, bootstrap, bootstrap-rs, mipro, copro, simba, gepa (LLM strategies); default: the strategy's own fit."),
     data: Path = typer.Option(..., "--data", help="Labelled relevance JSONL."),
     train_split: str = typer.Option("train", "--train-split", help="Split to compile on."),
-    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP),
-    seed: int = typer.Option(0, "--seed", help="Seed of every stochastic step."),
+    lm: LmOpt = None,
+    seed: SeedOpt = 0,
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default runs/programs/relevance-...)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Disable the LM cache."),
-    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow tracking URI."),
-    no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+    tracking_uri: TrackingOpt = None,
+    no_track: NoTrackOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Compile a relevance strategy; save program.json (+ weights) and a readable prompt.md."""
     from personalign.cli._programs import run_compile
@@ -130,12 +140,12 @@ def eval_relevance(
     split: str = typer.Option("val", "--split", help="Split to evaluate on."),
     lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
-    n_boot: int = typer.Option(1000, "--n-boot", min=1, help="Bootstrap resamples for the 95% CIs."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Disable the LM cache."),
-    tracking_uri: Optional[str] = typer.Option(None, "--tracking-uri", help="MLflow tracking URI."),
-    no_track: bool = typer.Option(False, "--no-track", help="Do not log to MLflow."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    n_boot: NBootOpt = 1000,
+    cache_dir: CacheDirOpt = None,
+    no_cache: NoCacheOpt = False,
+    tracking_uri: TrackingOpt = None,
+    no_track: NoTrackOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Evaluate a saved relevance program: F1 (95% CI), precision, recall, yes-rate, LM calls."""
     from personalign.cli._programs import run_eval
