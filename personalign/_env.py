@@ -21,10 +21,6 @@ _OFFLINE_DEFAULTS = {
     "DO_NOT_TRACK": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "DSPY_DISABLE_TELEMETRY": "1",
-    # llama.cpp's OpenMP workers spin while waiting by default; on a shared 2-core machine another
-    # busy process then slows single-token decode ~2x (measured 41 vs 24 ms/token). Passive waiting
-    # yields the core instead.
-    "OMP_WAIT_POLICY": "PASSIVE",
 }
 
 
