@@ -17,8 +17,10 @@ from typing import Sequence
 
 import dspy
 
+from personalign.programs.relevance._scorer import ThresholdedScorer
 
-class BM25Relevance(dspy.Module):
+
+class BM25Relevance(ThresholdedScorer):
     """Predict relevant when the normalized BM25 score >= ``threshold``.
 
     Args:
@@ -63,15 +65,6 @@ class BM25Relevance(dspy.Module):
             for i in idx:
                 out[i] = s[doc_index[examples[i].attribute]] / top if top > 0 else 0.0
         return [float(v) for v in out]
-
-    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
-        if self.threshold is None:
-            raise RuntimeError("BM25Relevance has no threshold: compile it with ThresholdFit first")
-        return [dspy.Prediction(relevant=s >= self.threshold, score=s) for s in self.score_batch(examples)]
-
-    def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
-        (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
-        return pred
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {"threshold": self.threshold, "corpus": list(self.corpus)}

@@ -27,6 +27,8 @@ from typing import Sequence
 
 import dspy
 
+from personalign.programs.relevance._scorer import ThresholdedScorer
+
 WEIGHTS_DIR = "cross_encoder"
 _load_lock = threading.Lock()
 
@@ -45,7 +47,7 @@ def _load(path: Path, max_length: int, seed: int | None = None):
         return CrossEncoder(str(path), num_labels=1, device="cpu", max_length=max_length, local_files_only=True)
 
 
-class MiniLMCrossEncoder(dspy.Module):
+class MiniLMCrossEncoder(ThresholdedScorer):
     """Relevant when ``sigmoid(cross_encoder(attribute, prompt)) >= threshold``.
 
     Args:
@@ -61,6 +63,8 @@ class MiniLMCrossEncoder(dspy.Module):
             threshold.
         ModelFileError: the packaged MiniLM weights are missing.
     """
+
+    fit_with = "LearnedSelectorFit"
 
     uses_lm = False
 
@@ -142,15 +146,6 @@ class MiniLMCrossEncoder(dspy.Module):
                           truncation="only_second", max_length=self.max_length, return_tensors="pt")
                 out.extend(torch.sigmoid(model(**enc).logits.squeeze(-1)).tolist())
         return [float(v) for v in out]
-
-    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
-        if self.threshold is None:
-            raise RuntimeError("MiniLMCrossEncoder has no threshold: compile it with LearnedSelectorFit first")
-        return [dspy.Prediction(relevant=s >= self.threshold, score=s) for s in self.score_batch(examples)]
-
-    def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
-        (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
-        return pred
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {"threshold": self.threshold, "epochs": self.epochs, "max_length": self.max_length,

@@ -25,6 +25,8 @@ from typing import Sequence
 
 import dspy
 
+from personalign.programs.relevance._scorer import ThresholdedScorer
+
 from personalign.programs.relevance.learned import MiniLMLogReg
 from personalign.programs.relevance.yes_prob import cached_margin, resolve_model
 
@@ -34,7 +36,7 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
-class LearnedPlusLLM(dspy.Module):
+class LearnedPlusLLM(ThresholdedScorer):
     """Relevant when ``sigmoid(w1 * logit(p_learned) + w2 * margin + b) >= threshold``.
 
     Args:
@@ -49,6 +51,8 @@ class LearnedPlusLLM(dspy.Module):
         ConfigurationError: a non-embedded model (no next-token log-probabilities).
         RuntimeError: scoring before fitting, predicting without a threshold.
     """
+
+    fit_with = "LearnedSelectorFit"
 
     uses_lm = True
 
@@ -110,15 +114,6 @@ class LearnedPlusLLM(dspy.Module):
         X = self._features(self.learned.score_batch(examples), examples, self._model())
         z = X @ np.array(self.stacker["coef"]) + self.stacker["intercept"]
         return [float(v) for v in 1.0 / (1.0 + np.exp(-z))]
-
-    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
-        if self.threshold is None:
-            raise RuntimeError("LearnedPlusLLM has no threshold: compile it with LearnedSelectorFit first")
-        return [dspy.Prediction(relevant=s >= self.threshold, score=s) for s in self.score_batch(examples)]
-
-    def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
-        (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
-        return pred
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {"threshold": self.threshold, "model": self.fitted_model, "stacker": self.stacker,

@@ -25,6 +25,8 @@ from typing import Sequence
 
 import dspy
 
+from personalign.programs.relevance._scorer import ThresholdedScorer
+
 FEATURE_GROUPS = ("attribute", "prompt", "product", "absdiff", "cosine")
 DEFAULT_FEATURES = ("attribute", "product", "absdiff", "cosine")
 WEIGHTS_FILE = "minilm_logreg.npz"
@@ -72,7 +74,7 @@ def pair_features(attributes: Sequence[str], prompts: Sequence[str], groups: Seq
     return np.concatenate([parts[g] for g in groups], axis=1).astype(np.float32)
 
 
-class MiniLMLogReg(dspy.Module):
+class MiniLMLogReg(ThresholdedScorer):
     """Relevant when ``P(relevant | MiniLM features) >= threshold`` (probability in [0, 1]).
 
     Args:
@@ -87,6 +89,8 @@ class MiniLMLogReg(dspy.Module):
         RuntimeError: scoring before :meth:`fit` / :meth:`load_weights`, or predicting without a
             threshold.
     """
+
+    fit_with = "LearnedSelectorFit"
 
     uses_lm = False
     weights_file = WEIGHTS_FILE
@@ -133,15 +137,6 @@ class MiniLMLogReg(dspy.Module):
         X = pair_features([e.attribute for e in examples], [e.prompt for e in examples], self.features)
         z = ((X - self._w["mean"]) / self._w["scale"]) @ self._w["coef"] + self._w["intercept"]
         return [float(v) for v in 1.0 / (1.0 + np.exp(-z))]
-
-    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
-        if self.threshold is None:
-            raise RuntimeError("MiniLMLogReg has no threshold: compile it with LearnedSelectorFit first")
-        return [dspy.Prediction(relevant=s >= self.threshold, score=s) for s in self.score_batch(examples)]
-
-    def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
-        (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
-        return pred
 
     # -- state ----------------------------------------------------------------------------------
     def dump_state(self, *args, **kwargs) -> dict:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dspy
 
+from personalign.programs.relevance._scorer import ThresholdedScorer
 
-class EmbeddingSimilarity(dspy.Module):
+
+class EmbeddingSimilarity(ThresholdedScorer):
     """Predict relevant when cos(MiniLM(attribute), MiniLM(prompt)) >= ``threshold``.
 
     Attributes:
@@ -28,18 +30,6 @@ class EmbeddingSimilarity(dspy.Module):
         from personalign.lm.embedder import cosine_pairs
 
         return [float(s) for s in cosine_pairs([e.attribute for e in examples], [e.prompt for e in examples])]
-
-    def _decide(self, score: float) -> bool:
-        if self.threshold is None:
-            raise RuntimeError("EmbeddingSimilarity has no threshold: compile it with ThresholdFit first")
-        return score >= self.threshold
-
-    def predict_batch(self, examples) -> "list[dspy.Prediction]":
-        return [dspy.Prediction(relevant=self._decide(s), score=s) for s in self.score_batch(examples)]
-
-    def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
-        (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
-        return pred
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {"threshold": self.threshold}

@@ -1,0 +1,36 @@
+"""Shared base of the scoring strategies: relevant = score >= a fitted threshold."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import dspy
+
+
+class ThresholdedScorer(dspy.Module):
+    """A strategy that scores (attribute, prompt) pairs in bulk and decides with a threshold.
+
+    Subclasses implement ``score_batch(examples) -> list[float]`` (one score per example) and set
+    ``threshold`` when compiled; ``fit_with`` names the optimizer that fits them (for the error
+    raised when predicting unfitted).
+    """
+
+    fit_with = "ThresholdFit"
+    threshold: float | None = None
+
+    def score_batch(self, examples: Sequence) -> list[float]:
+        raise NotImplementedError
+
+    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
+        """One ``Prediction(relevant, score)`` per example.
+
+        Raises:
+            RuntimeError: not compiled (no threshold yet).
+        """
+        if self.threshold is None:
+            raise RuntimeError(f"{type(self).__name__} has no threshold: compile it with {self.fit_with} first")
+        return [dspy.Prediction(relevant=s >= self.threshold, score=s) for s in self.score_batch(examples)]
+
+    def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
+        (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
+        return pred
