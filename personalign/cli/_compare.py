@@ -55,7 +55,7 @@ def run_compare_relevance(*, data: Path, split, train_split, strategies, lm, see
         raise DataError(data, None, None, "file not found")
     configure_cache(cache_dir, enabled=not no_cache)
     tracker = None if no_track else Tracker(tracking_uri)
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
     result = compare_relevance(data=data, split=split, train_split=train_split, strategies=strategies, lm=lm,
                                seed=seed, n_boot=n_boot, limit=limit, tracker=tracker, progress=not json_out,
                                out_dir=runs_dir() / "compare")
