@@ -48,9 +48,10 @@ def parse_strategy_specs(spec: str | None, default: str) -> list[tuple[str, str 
     out = []
     for item in [s.strip() for s in (spec or default).split(",") if s.strip()]:
         name, _, opt = item.partition("@")
-        STRATEGIES.info(name)
-        if opt:
-            OPTIMIZERS.info(opt)
+        info = STRATEGIES.info(name)
+        if opt and OPTIMIZERS.info(opt).kind == "teleprompter" and info.trainable:
+            raise ConfigurationError(f"'{item}': teleprompters compile LLM strategies; '{name}' is fitted by its "
+                                     f"own optimizer (use '{name}')")
         out.append((name, opt or None))
     if not out:
         raise ConfigurationError(f"no strategies given; available: {', '.join(STRATEGIES.names())}")
@@ -167,11 +168,6 @@ def compare_relevance(
             if opt_name is not None:
                 from personalign.optimizers import OPTIMIZERS
 
-                if not trainset:
-                    raise DataError(data, None, "split", f"'{name}' needs a '{train_split}' split to compile on")
-                if info.trainable and OPTIMIZERS.info(opt_name).kind == "teleprompter":
-                    raise DataError(data, None, None, f"'{name}': teleprompters compile LLM strategies; "
-                                    f"'{base}' is fitted by its own optimizer (use '{base}')")
                 kwargs = {"seed": seed}
                 if OPTIMIZERS.info(opt_name).kind == "teleprompter":
                     kwargs["lm"] = lm_obj
@@ -183,8 +179,6 @@ def compare_relevance(
                     program, compiled = optimizer.compile(program, trainset=fit, valset=dev)
                 compile_info = compiled.to_dict()
             elif info.trainable:
-                if not trainset:
-                    raise DataError(data, None, "split", f"strategy '{name}' needs a '{train_split}' split to fit on")
                 optimizer = STRATEGIES.default_optimizer(name, seed=seed)
                 with use(lm_obj) if info.uses_lm else contextlib.nullcontext():
                     program, compiled = optimizer.compile(program, trainset=trainset)

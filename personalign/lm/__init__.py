@@ -45,9 +45,6 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-_SECRET_KWARGS = ("api_key", "api_base", "base_url", "token")
-
-
 def configure_local(**settings: Any) -> None:
     """Change the embedded backend's settings (n_ctx, n_threads, seed, temperature, max_tokens,
     max_string_chars, max_list_items); see :class:`LocalSettings`."""
@@ -203,8 +200,3 @@ class CallCounter:
         """Calls so far (inside the block)."""
         self._collect()
         return self.calls
-
-
-def redact(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Copy of LM kwargs with secrets (api keys, tokens, bases) replaced by ``"***"``."""
-    return {k: ("***" if any(s in k.lower() for s in _SECRET_KWARGS) else v) for k, v in kwargs.items()}

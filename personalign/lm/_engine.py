@@ -174,12 +174,6 @@ def _gbnf_for(schema_json: str) -> str:
     return json_schema_to_gbnf(schema_json)
 
 
-def _grammar_for(schema_json: str):
-    from llama_cpp import LlamaGrammar
-
-    return LlamaGrammar.from_string(_gbnf_for(schema_json), verbose=False)
-
-
 class LocalEngine:
     """A loaded embedded model. Use :func:`get_engine`, not the constructor."""
 
