@@ -282,8 +282,8 @@ def mcnemar_exact(y_true: ArrayLike, pred_a: ArrayLike, pred_b: ArrayLike) -> di
     return {"b": b, "c": c, "p_value": p}
 
 
-def fit_threshold(scores, labels) -> float:
-    """Threshold on ``scores`` maximizing F1 of ``score >= threshold`` against ``labels``.
+def fit_threshold(scores, labels, *, beta: float = 1.0) -> float:
+    """Threshold on ``scores`` maximizing F-beta (F1 by default) of ``score >= threshold`` against ``labels``.
 
     Candidate thresholds are midpoints between adjacent distinct sorted scores (plus one
     below the minimum, i.e. predict all positive), so the chosen threshold never sits on a
@@ -292,6 +292,7 @@ def fit_threshold(scores, labels) -> float:
     Args:
         scores: 1-D float array (n,), e.g. cosine similarities.
         labels: 1-D binary array (n,).
+        beta: F-beta weight of recall over precision (van Rijsbergen 1979); 2 favours recall.
 
     Returns:
         the threshold (float). With no positive label, returns a value above the maximum
@@ -313,6 +314,7 @@ def fit_threshold(scores, labels) -> float:
     tot = np.bincount(inv, minlength=u.size).astype(float)
     tp = np.cumsum(pos[::-1])[::-1]
     pp = np.cumsum(tot[::-1])[::-1]
-    f = _div(2 * tp, pp + y.sum())
+    b2 = float(beta) ** 2
+    f = _div((1 + b2) * tp, pp + b2 * y.sum())
     best = np.flatnonzero(f == f.max())[-1]
     return float(cands[best])

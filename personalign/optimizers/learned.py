@@ -26,6 +26,10 @@ class LearnedSelectorFit(Optimizer):
     Args:
         group_key: example attribute grouping the CV folds (default ``prompt_id``).
         max_folds: leave-one-group-out up to this many groups, else GroupKFold(max_folds).
+        label: example field holding the gold label (default ``relevant``).
+        positive: the label value that is the positive class (False for verification, where the
+            positive class is a *rejected* attribute).
+        beta: the threshold maximizes F-beta (1: F1; 2: recall weighted over precision).
         seed: passed to every ``fit``.
 
     Raises:
@@ -34,33 +38,42 @@ class LearnedSelectorFit(Optimizer):
 
     name = "learned-selector-fit"
 
-    def __init__(self, *, group_key: str = "prompt_id", max_folds: int = 5, seed: int = 0) -> None:
+    def __init__(self, *, group_key: str = "prompt_id", max_folds: int = 5, label: str = "relevant",
+                 positive: bool = True, beta: float = 1.0, seed: int = 0) -> None:
         super().__init__(seed=seed)
         self.group_key = group_key
         self.max_folds = int(max_folds)
+        self.label = label
+        self.positive = bool(positive)
+        self.beta = float(beta)
 
     def config(self) -> dict:
-        return {"seed": self.seed, "group_key": self.group_key, "max_folds": self.max_folds,
-                "threshold": "f1 on out-of-fold scores"}
+        return {"seed": self.seed, "group_key": self.group_key, "max_folds": self.max_folds, "label": self.label,
+                "positive": self.positive, "beta": self.beta,
+                "threshold": f"f{self.beta:g} on out-of-fold scores"}
+
+    def _is_positive(self, example) -> bool:
+        return bool(getattr(example, self.label)) == self.positive
 
     def compile(self, program, *, trainset: Sequence, valset: Sequence | None = None):
-        from personalign.metrics import f1, fit_threshold
+        from personalign.metrics import fbeta, fit_threshold
         from personalign.programs.relevance._cv import out_of_fold_scores
 
         if not trainset:
             raise ValueError("LearnedSelectorFit needs a non-empty trainset")
         start = time.perf_counter()
-        labels = [bool(ex.relevant) for ex in trainset]
+        labels = [self._is_positive(ex) for ex in trainset]
         if len(set(labels)) < 2:
-            raise ValueError("LearnedSelectorFit needs relevant and irrelevant train examples")
+            raise ValueError(f"LearnedSelectorFit needs train examples of both '{self.label}' classes")
 
         def fit_and_score(tr, te):
             fold = program.deepcopy()
             fold.fit(tr, seed=self.seed)
             return fold.score_batch(te)
 
-        oof, folds = out_of_fold_scores(fit_and_score, trainset, group_key=self.group_key, max_folds=self.max_folds)
-        threshold = float(fit_threshold(oof, labels))
+        oof, folds = out_of_fold_scores(fit_and_score, trainset, group_key=self.group_key, max_folds=self.max_folds,
+                                        label=self._is_positive)
+        threshold = float(fit_threshold(oof, labels, beta=self.beta))
         compiled = program.deepcopy()
         compiled.fit(trainset, seed=self.seed)
         compiled.threshold = threshold
@@ -75,13 +88,14 @@ class LearnedSelectorFit(Optimizer):
         result = CompileResult(
             optimizer=self.name,
             config=self.config(),
-            train_score=float(f1(labels, [s >= threshold for s in oof])),
+            train_score=float(fbeta(labels, [s >= threshold for s in oof], beta=self.beta)),
             seconds=time.perf_counter() - start,
             details=details,
         )
         if valset:
             vs = compiled.score_batch(valset)
-            result.val_score = float(f1([bool(e.relevant) for e in valset], [s >= threshold for s in vs]))
+            result.val_score = float(fbeta([self._is_positive(e) for e in valset], [s >= threshold for s in vs],
+                                           beta=self.beta))
         return compiled, result
 
 

@@ -39,20 +39,25 @@ def grouped_folds(examples: Sequence, *, group_key: str = "prompt_id", max_folds
 
 
 def out_of_fold_scores(fit_and_score: Callable[[list, list], list[float]], examples: Sequence, *,
-                       group_key: str = "prompt_id", max_folds: int = 5) -> tuple[list[float], list[dict[str, Any]]]:
+                       group_key: str = "prompt_id", max_folds: int = 5,
+                       label: Callable[[Any], bool] | None = None) -> tuple[list[float], list[dict[str, Any]]]:
     """Out-of-fold scores: for each grouped fold, ``fit_and_score(train_examples, held_out_examples)``
     returns the held-out scores. Returns ``(scores (n,), per-fold facts)``; folds whose train part
     has a single class are skipped with the held-out scores set to the fold's training positive rate
-    (a constant), and reported in the facts."""
+    (a constant), and reported in the facts. ``label(example) -> bool`` is the positive class
+    (default ``example.relevant``)."""
+    if label is None:
+        def label(e):
+            return bool(e.relevant)
     scores: list[float | None] = [None] * len(examples)
     facts: list[dict[str, Any]] = []
     for tr_idx, te_idx in grouped_folds(examples, group_key=group_key, max_folds=max_folds):
         tr = [examples[i] for i in tr_idx]
         te = [examples[i] for i in te_idx]
-        labels = {bool(e.relevant) for e in tr}
+        labels = {label(e) for e in tr}
         held = sorted({group_of(e, group_key) for e in te})
         if len(labels) < 2:
-            rate = float(sum(bool(e.relevant) for e in tr) / len(tr))
+            rate = float(sum(label(e) for e in tr) / len(tr))
             for i in te_idx:
                 scores[i] = rate
             facts.append({"held_out": held, "n_train": len(tr), "n_test": len(te), "skipped": "single class"})
@@ -63,7 +68,7 @@ def out_of_fold_scores(fit_and_score: Callable[[list, list], list[float]], examp
             scores[i] = float(s)
         fact: dict[str, Any] = {"held_out": held, "n_train": len(tr), "n_test": len(te),
                                 "seconds": round(time.perf_counter() - t0, 2)}
-        y = [bool(e.relevant) for e in te]
+        y = [label(e) for e in te]
         if 0 < sum(y) < len(y):
             from sklearn.metrics import roc_auc_score
 
