@@ -1,10 +1,10 @@
 """Compare strategies of a stage on the same held-out split against human labels.
 
-``compare_relevance`` is the main job: load labelled (attribute, prompt) pairs, compile every
-trainable strategy on the train split (nothing is fitted on the evaluation split), run each
-strategy on the evaluation split, and score it against the human majority label -- F1, precision,
-recall, yes-rate with 95% bootstrap CIs, LM calls and seconds -- logging an MLflow run with one
-child run per strategy.
+``compare_stage`` is the main job: load the stage's labelled data, compile every trainable
+strategy on the train split (nothing is fitted on the evaluation split), run each strategy on the
+evaluation split, and score it against the human labels -- for binary stages F1, precision,
+recall and yes-rate, for scored stages the stage's metric, each with a 95% bootstrap CI, plus LM
+calls and seconds -- logging an MLflow run with one child run per strategy.
 """
 
 from __future__ import annotations
@@ -30,46 +30,97 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def parse_strategy_specs(spec: str | None, default: str) -> list[tuple[str, str | None]]:
+def parse_strategy_specs(spec: str | None, default: str, registry=None) -> list[tuple[str, str | None]]:
     """Parse ``"zero-shot,zero-shot@bootstrap,minilm-cosine"`` into (strategy, optimizer or None).
 
     ``NAME@OPT`` compiles strategy NAME with optimizer OPT (a name of
     :data:`personalign.optimizers.OPTIMIZERS`) on the train split before evaluation.
+    ``registry`` is the stage's strategy registry (default: relevance).
 
     Raises:
         ConfigurationError: unknown strategy or optimizer name, or an empty list.
     """
     from personalign.errors import ConfigurationError
     from personalign.optimizers import OPTIMIZERS
-    from personalign.programs.relevance import STRATEGIES
+
+    if registry is None:
+        from personalign.programs.relevance import STRATEGIES as registry
 
     if spec is not None and not spec.strip(", "):
-        raise ConfigurationError(f"--strategies is empty; available: {', '.join(STRATEGIES.names())}")
+        raise ConfigurationError(f"--strategies is empty; available: {', '.join(registry.names())}")
     out = []
     for item in [s.strip() for s in (spec or default).split(",") if s.strip()]:
         name, _, opt = item.partition("@")
-        info = STRATEGIES.info(name)
+        info = registry.info(name)
         if opt and OPTIMIZERS.info(opt).kind == "teleprompter" and info.trainable:
             raise ConfigurationError(f"'{item}': teleprompters compile LLM strategies; '{name}' is fitted by its "
                                      f"own optimizer (use '{name}')")
+        if opt and not info.uses_lm:
+            raise ConfigurationError(f"'{item}': '{name}' calls no LM; it has nothing for an optimizer to compile")
         out.append((name, opt or None))
     if not out:
-        raise ConfigurationError(f"no strategies given; available: {', '.join(STRATEGIES.names())}")
+        raise ConfigurationError(f"no strategies given; available: {', '.join(registry.names())}")
     return out
 
 
-def _dev_split(trainset: list, seed: int) -> tuple[list, list | None]:
-    """Hold out whole prompts of train as the teleprompters' dev set (never the eval split)."""
+def dev_split(trainset: list, seed: int, group_key: str | None = "prompt_id") -> tuple[list, list | None]:
+    """Hold out whole groups (prompts) of train as the teleprompters' dev set (never the eval split):
+    ``(fit, dev)``; dev is None when train has fewer than 2 groups."""
     from personalign.data.splits import group_split
 
-    groups = {getattr(ex, "prompt_id", None) for ex in trainset}
+    if group_key is None:
+        return trainset, None
+    groups = {getattr(ex, group_key, None) for ex in trainset}
     if len(groups) < 2 or None in groups:
         return trainset, None
-    parts = group_split(trainset, by=lambda ex: ex.prompt_id, fractions={"fit": 0.75, "dev": 0.25}, seed=seed)
+    parts = group_split(trainset, by=lambda ex: getattr(ex, group_key), fractions={"fit": 0.75, "dev": 0.25},
+                        seed=seed)
     return parts["fit"], parts["dev"] or None
 
 
-def compare_relevance(
+_dev_split = dev_split  # former private name
+
+
+def compile_for_stage(stage, strategy: str, optimizer: str | None, trainset: list, *, lm=None, seed: int = 0,
+                      optimizer_settings: dict | None = None, program=None):
+    """Build ``strategy`` of ``stage`` and compile it on ``trainset``.
+
+    With ``optimizer`` (a teleprompter name) the LLM strategy is compiled by that teleprompter
+    on a dev split held out from train by group; without it, a trainable strategy is fitted by
+    its own optimizer and an LLM strategy is returned as is.
+
+    Returns:
+        ``(program, compile_info | None)`` where ``compile_info`` is ``CompileResult.to_dict()``.
+    """
+    from personalign.lm import use
+    from personalign.optimizers import OPTIMIZERS
+
+    registry = stage.registry
+    info = registry.info(strategy)
+    program = program if program is not None else registry.create(strategy)
+    ctx = use(lm) if (info.uses_lm and lm is not None) else contextlib.nullcontext()
+    if optimizer is not None:
+        kwargs = {"seed": seed, **(optimizer_settings or {})}
+        if OPTIMIZERS.info(optimizer).kind == "teleprompter":
+            kwargs = {**stage.teleprompter_kwargs(), "lm": lm, **kwargs}
+            if optimizer == "gepa" and stage.feedback_metric is not None:
+                kwargs.setdefault("feedback_metric", stage.feedback_fn())
+        opt = OPTIMIZERS.create(optimizer, **kwargs)
+        fit, dev = dev_split(trainset, seed, stage.group_key)
+        # teleprompters print progress to stdout; keep stdout for results (--json)
+        with ctx, contextlib.redirect_stdout(sys.stderr):
+            program, compiled = opt.compile(program, trainset=fit, valset=dev)
+        return program, compiled.to_dict()
+    if info.trainable:
+        opt = stage.default_optimizer(strategy, seed=seed)
+        with ctx:
+            program, compiled = opt.compile(program, trainset=trainset)
+        return program, compiled.to_dict()
+    return program, None
+
+
+def compare_stage(
+    stage: str,
     *,
     data: str | Path,
     split: str = "val",
@@ -83,146 +134,135 @@ def compare_relevance(
     progress: bool = True,
     out_dir: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Run the relevance comparison and return its result as a JSON-serializable dict.
+    """Compare strategies of ``stage`` on one split and return the result as a JSON-serializable dict.
+
+    Every trainable strategy is compiled on ``train_split`` (teleprompters hold out whole groups
+    of train as their dev set); nothing is fitted on the evaluation split. Each strategy is then
+    run on the evaluation split and scored against the gold labels
+    (:func:`personalign.evaluation.stage_report`), and compared with the first strategy on the
+    same examples (:func:`personalign.evaluation.paired_comparison`).
 
     Args:
-        data: a relevance JSONL (recenter format or personalign canonical) with train/eval splits.
-        split: the evaluation split; ``train_split`` is where trainable strategies are fitted.
-        strategies: comma-separated registry names (default ``zero-shot,minilm-cosine``).
+        stage: a stage name (:func:`personalign.stages.get_stage`), e.g. ``relevance``.
+        data: the stage's labelled data file (train and evaluation splits).
+        split: the evaluation split; ``train_split`` is where trainable strategies are compiled.
+        strategies: comma-separated registry names, ``NAME@OPTIMIZER`` to compile an LLM strategy
+            with a teleprompter (default: the stage's ``default_strategies``).
         lm: model string for LLM strategies (default ``local/smollm2-135m-instruct``).
-        seed: seed of every stochastic step (bootstrap, sampling).
+        seed: seed of every stochastic step (bootstrap, sampling, optimizers).
         n_boot: bootstrap resamples for the 95% CIs.
         limit: evaluate only the first ``limit`` examples of the split (smoke runs).
-        tracker: a :class:`personalign.tracking.Tracker` (None: no tracking).
-        out_dir: when given, the result JSON and an F1 chart (PNG, 95% CI bars) are written there
-            (atomically) and logged as MLflow artifacts; their paths are in ``result_file`` and
-            ``chart_file``.
+        tracker: a :class:`personalign.tracking.Tracker` (None: no tracking); one parent run and a
+            child run per strategy.
+        out_dir: when given, the result JSON and a chart (PNG, 95% CI bars) are written there
+            atomically (paths in ``result_file`` and ``chart_file``) and logged as artifacts.
 
     Returns:
-        ``{"stage", "data", "data_sha256", "split", "n", "gold_yes_rate", "lm", "seed", "strategies": [...]}``
-        where each strategy row has ``name, f1, f1_ci, precision, precision_ci, recall, recall_ci,
-        yes_rate, yes_rate_ci, lm_calls, seconds, failures, errors, compile``.
+        ``{"stage", "kind", "metric", "data", "data_sha256", "split", "n", "lm", "seed", "strategies": [...]}``;
+        each strategy row holds the report (binary: ``f1, f1_ci, precision, recall, yes_rate``, ...;
+        scored: ``<metric>, <metric>_ci``), ``lm_calls, compile_lm_calls, seconds, failures,
+        errors, compile, predictions`` and, from the second on, ``vs_first``.
 
     Raises:
         DataError: unreadable data, or a split with no examples.
-        ConfigurationError / UnknownModelError / ModelFileError: bad strategy or model.
+        ConfigurationError / UnknownModelError / ModelFileError: bad stage, strategy or model.
     """
-    from personalign.data import load_relevance
-    from personalign.evaluation import filled_predictions, run_program
-    from personalign.lm import DEFAULT_MODEL, make_lm, use
-    from personalign.metrics import binary_report, mcnemar_exact, paired_bootstrap_diff
-    from personalign.programs.relevance import DEFAULT_STRATEGIES, STRATEGIES
-    from personalign.signatures.relevance import INPUTS, LABEL
-
     from personalign.errors import ConfigurationError
+    from personalign.evaluation import evaluate_stage, paired_comparison
+    from personalign.lm import DEFAULT_MODEL, make_lm
+    from personalign.stages import get_stage
 
+    st = get_stage(stage)
+    registry = st.registry
     if n_boot < 1:
         raise ConfigurationError(f"--n-boot must be >= 1, got {n_boot}")
     if limit is not None and limit < 1:
         raise ConfigurationError(f"--limit must be >= 1, got {limit}")
-    specs = parse_strategy_specs(strategies, DEFAULT_STRATEGIES)
+    specs = parse_strategy_specs(strategies, st.default_strategies, registry)
     names = [f"{n}@{o}" if o else n for n, o in specs]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"a strategy is listed twice: {','.join(names)}")
     model = lm or DEFAULT_MODEL
-    rows = load_relevance(data)
-    evalset = [r.to_dspy() for r in rows if r.split == split]
-    available = sorted({str(r.split) for r in rows})
+    examples = st.load(data)
+    evalset = [ex for ex in examples if getattr(ex, "split", None) == split]
+    available = sorted({str(getattr(ex, "split", None)) for ex in examples})
     if not evalset:
         raise DataError(data, None, "split", f"no examples in split '{split}' (splits present: {', '.join(available)})")
     if limit:
         evalset = evalset[:limit]
-    trainset = [r.to_dspy() for r in rows if r.split == train_split]
-    needs_train = [n for (b, o), n in zip(specs, names) if o or STRATEGIES.info(b).trainable]
+    trainset = [ex for ex in examples if getattr(ex, "split", None) == train_split]
+    needs_train = [n for (b, o), n in zip(specs, names) if o or registry.info(b).trainable]
     if needs_train and not trainset:
         raise DataError(data, None, "split", f"{', '.join(needs_train)} need a '{train_split}' split to compile on "
                         f"(splits present: {', '.join(available)})")
-    gold = [bool(getattr(ex, LABEL)) for ex in evalset]
-    uses_lm = any(STRATEGIES.info(n).uses_lm for n, _ in specs)
+    uses_lm = any(registry.info(n).uses_lm for n, _ in specs)
     lm_obj = make_lm(model) if uses_lm else None
 
     result: dict[str, Any] = {
-        "stage": "relevance",
+        "stage": st.name,
+        "kind": st.kind,
+        "metric": st.metric_name,
+        "positive_name": st.positive_name,
         "data": str(data),
         "data_sha256": file_sha256(data),
         "split": split,
         "train_split": train_split,
         "n": len(evalset),
         "n_train": len(trainset),
-        "gold_yes_rate": sum(gold) / len(gold),
         "lm": model,
         "seed": seed,
         "n_boot": n_boot,
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "strategies": [],
     }
-    params = {k: result[k] for k in ("stage", "data", "data_sha256", "split", "train_split", "n", "n_train", "lm", "seed", "n_boot")}
+    if st.kind == "binary":
+        gold = [bool(st.is_positive(st.gold(ex))) for ex in evalset]
+        result["gold_yes_rate"] = sum(gold) / len(gold)
+    params = {k: result[k] for k in ("stage", "data", "data_sha256", "split", "train_split", "n", "n_train", "lm",
+                                     "seed", "n_boot")}
     params["strategies"] = ",".join(names)
+    metric_keys = (("f1", "f1_ci", "precision", "precision_ci", "recall", "recall_ci", "yes_rate", "yes_rate_ci",
+                    "accuracy") if st.kind == "binary" else (st.metric_name, f"{st.metric_name}_ci"))
+    reports: list[dict] = []
 
     def body():
         for (base, opt_name), name in zip(specs, names):
-            info = STRATEGIES.info(base)
-            program = STRATEGIES.create(base)
-            compile_info = None
+            info = registry.info(base)
             t0 = time.perf_counter()
-            if opt_name is not None:
-                from personalign.optimizers import OPTIMIZERS
-
-                kwargs = {"seed": seed}
-                if OPTIMIZERS.info(opt_name).kind == "teleprompter":
-                    kwargs["lm"] = lm_obj
-                optimizer = OPTIMIZERS.create(opt_name, **kwargs)
-                fit, dev = _dev_split(trainset, seed)
-                # teleprompters print progress to stdout; keep stdout for results (--json)
-                with use(lm_obj) if info.uses_lm else contextlib.nullcontext(), \
-                        contextlib.redirect_stdout(sys.stderr):
-                    program, compiled = optimizer.compile(program, trainset=fit, valset=dev)
-                compile_info = compiled.to_dict()
-            elif info.trainable:
-                optimizer = STRATEGIES.default_optimizer(name, seed=seed)
-                with use(lm_obj) if info.uses_lm else contextlib.nullcontext():
-                    program, compiled = optimizer.compile(program, trainset=trainset)
-                compile_info = compiled.to_dict()
-            outcome = run_program(program, evalset, inputs=INPUTS, output=LABEL,
-                                  lm=lm_obj if info.uses_lm else None, description=name, progress=progress)
-            filled = filled_predictions(gold, outcome.predictions)
+            program, compile_info = compile_for_stage(st, base, opt_name, trainset, lm=lm_obj, seed=seed)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                report = binary_report(gold, filled, n_boot=n_boot, seed=seed)
+                report = evaluate_stage(st, program, evalset, lm=lm_obj if info.uses_lm else None, n_boot=n_boot,
+                                        seed=seed, progress=progress, description=name)
+            hidden = {"correct", "gold_positive", "predicted_positive", "scores"}
             row = {
                 "name": name,
-                **report,
-                "lm_calls": outcome.lm_calls,
-                "compile_lm_calls": int((compile_info or {}).get("actual_lm_calls") or (compile_info or {}).get("lm_calls") or 0),
+                **{k: v for k, v in report.items() if k not in hidden},
+                "compile_lm_calls": int((compile_info or {}).get("actual_lm_calls")
+                                        or (compile_info or {}).get("lm_calls") or 0),
                 "seconds": round(time.perf_counter() - t0, 3),
-                "failures": outcome.failures,
-                "errors": outcome.errors[:20],
                 "compile": compile_info,
-                "predictions": [None if p is None else bool(p) for p in outcome.predictions],
                 "warnings": sorted({str(w.message) for w in caught}),
             }
-            if result["strategies"]:
-                first = result["strategies"][0]
-                ref = filled_predictions(gold, first["predictions"])
-                row["vs_first"] = {"against": first["name"],
-                                   "f1_diff": paired_bootstrap_diff(gold, filled, ref, metric="f1",
-                                                                    n_boot=max(n_boot, 1), seed=seed),
-                                   "mcnemar": mcnemar_exact(gold, filled, ref)}
+            if reports:
+                row["vs_first"] = {"against": result["strategies"][0]["name"],
+                                   **paired_comparison(st, report, reports[0], n_boot=max(n_boot, 1), seed=seed)}
+                row["vs_first"]["f1_diff"] = row["vs_first"]["diff"]  # former key
+            reports.append(report)
             result["strategies"].append(row)
             if tracker is not None:
                 with tracker.run(name, nested=True, params={"strategy": name, "summary": info.summary,
                                                             "uses_lm": info.uses_lm, **({"lm": model} if info.uses_lm else {}),
                                                             **({"compile": compile_info} if compile_info else {})}):
-                    tracker.log_metrics({k: row[k] for k in ("f1", "f1_ci", "precision", "precision_ci", "recall",
-                                                             "recall_ci", "yes_rate", "yes_rate_ci", "accuracy",
-                                                             "lm_calls", "compile_lm_calls", "seconds", "failures")})
-                    tracker.log_dict({"gold": gold, "predictions": row["predictions"], "errors": outcome.errors},
-                                     "predictions.json")
+                    tracker.log_metrics({k: row[k] for k in (*metric_keys, "lm_calls", "compile_lm_calls", "seconds",
+                                                             "failures") if k in row})
+                    tracker.log_dict({"predictions": row["predictions"], "correct": report["correct"],
+                                      "errors": report["errors"]}, "predictions.json")
 
     def outputs():
         if out_dir is None:
             return
-        chart = plot_result(result, Path(out_dir) / f"relevance-{split}-{_stamp()}.png")
+        chart = plot_result(result, Path(out_dir) / f"{st.name}-{split}-{_stamp()}.png")
         result["chart_file"] = str(chart)
         result["result_file"] = str(write_result(result, Path(out_dir), stem=chart.stem))
         if tracker is not None:
@@ -231,7 +271,7 @@ def compare_relevance(
 
     if tracker is not None:
         tracker.check()  # a bad tracking URI fails here, before any strategy runs
-        with tracker.run(f"compare-relevance-{split}", params=params, tags={"command": "compare", "stage": "relevance"}):
+        with tracker.run(f"compare-{st.name}-{split}", params=params, tags={"command": "compare", "stage": st.name}):
             body()
             result["mlflow_run_id"] = getattr(tracker, "run_id", None)
             outputs()
@@ -241,30 +281,37 @@ def compare_relevance(
     return result
 
 
+def compare_relevance(**kwargs) -> dict[str, Any]:
+    """:func:`compare_stage` for the relevance stage (same arguments, without ``stage``)."""
+    return compare_stage("relevance", **kwargs)
+
+
 def _stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
 def plot_result(result: dict[str, Any], path: Path) -> Path:
-    """Bar chart of F1 per strategy with 95% CI error bars (matplotlib, PNG)."""
+    """Bar chart of the main metric per strategy with 95% CI error bars (matplotlib, PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = result["strategies"]
+    key = result.get("metric", "f1")
     names = [r["name"] for r in rows]
-    f1s = [r["f1"] for r in rows]
-    lo = [r["f1"] - r["f1_ci"][0] for r in rows]
-    hi = [r["f1_ci"][1] - r["f1"] for r in rows]
+    f1s = [r[key] for r in rows]
+    lo = [r[key] - r[f"{key}_ci"][0] for r in rows]
+    hi = [r[f"{key}_ci"][1] - r[key] for r in rows]
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(rows) + 2), 3.6))
     ax.bar(names, f1s, yerr=[lo, hi], capsize=4, color="#4c72b0")
-    ax.axhline(2 * result["gold_yes_rate"] / (1 + result["gold_yes_rate"]), color="grey", ls="--", lw=1,
-               label="all-yes F1")
+    if key == "f1" and "gold_yes_rate" in result:
+        ax.axhline(2 * result["gold_yes_rate"] / (1 + result["gold_yes_rate"]), color="grey", ls="--", lw=1,
+                   label=f"all-{result.get('positive_name', 'yes')} F1")
+        ax.legend(loc="upper right", fontsize=8)
     ax.set_ylim(0, 1)
-    ax.set_ylabel("F1 vs human majority (95% CI)")
-    ax.set_title(f"relevance on {result['split']} (n={result['n']})")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.set_ylabel(f"{key} vs human labels (95% CI)")
+    ax.set_title(f"{result.get('stage', 'relevance')} on {result['split']} (n={result['n']})")
     plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,9 +24,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click help: keeps `personalign --help` fast (no rich/markdown import)
 )
-compare_app = typer.Typer(help="Compare strategies of a stage on the same held-out split.", no_args_is_help=True,
-                          rich_markup_mode=None)
-app.add_typer(compare_app, name="compare")
 
 
 from personalign.cli.data import app as _data_app  # noqa: E402  (light: typer only)
@@ -76,12 +73,25 @@ def doctor(
     run_doctor(json_out=json_out, bench=bench, lm=lm, cache_dir=cache_dir)
 
 
-@compare_app.command("relevance")
-def compare_relevance(
-    data: Path = typer.Option(..., "--data", help="Relevance JSONL (recenter format or personalign canonical)."),
+StageArg = Annotated[str, typer.Argument(help="Stage: relevance, verification, extraction, mcq, perspectives, ... "
+                                             "(`personalign stages` lists them).")]
+
+
+@app.command()
+def stages(json_out: JsonOpt = False) -> None:
+    """List the stages with their strategies, metric and data loader."""
+    from personalign.cli._compare import run_stages
+
+    run_stages(json_out=json_out)
+
+
+@app.command()
+def compare(
+    stage: StageArg,
+    data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL (relevance: recenter format or personalign canonical)."),
     split: str = typer.Option("val", "--split", help="Split to evaluate on."),
     train_split: str = typer.Option("train", "--train-split", help="Split trainable strategies are fitted on."),
-    strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategies (default zero-shot,minilm-cosine); NAME@OPTIMIZER compiles an LLM strategy with a teleprompter, e.g. zero-shot@bootstrap."),
+    strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategies (default: the stage's); NAME@OPTIMIZER compiles an LLM strategy with a teleprompter, e.g. zero-shot@bootstrap."),
     lm: LmOpt = None,
     seed: SeedOpt = 0,
     n_boot: NBootOpt = 1000,
@@ -92,66 +102,61 @@ def compare_relevance(
     no_track: NoTrackOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Compare relevance strategies on one split against the human majority labels."""
-    from personalign.cli._compare import run_compare_relevance
+    """Compare strategies of a stage on one split against the human labels (table, JSON, PNG, MLflow)."""
+    from personalign.cli._compare import run_compare
 
-    run_compare_relevance(
-        data=data, split=split, train_split=train_split, strategies=strategies, lm=lm, seed=seed,
+    run_compare(
+        stage=stage, data=data, split=split, train_split=train_split, strategies=strategies, lm=lm, seed=seed,
         n_boot=n_boot, limit=limit, cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
         no_track=no_track, json_out=json_out,
     )
 
 
-compile_app = typer.Typer(help="Compile a strategy of a stage on labelled data and save it.", no_args_is_help=True,
-                          rich_markup_mode=None)
-eval_app = typer.Typer(help="Evaluate a saved program on a labelled split.", no_args_is_help=True,
-                       rich_markup_mode=None)
-app.add_typer(compile_app, name="compile")
-app.add_typer(eval_app, name="eval")
-
-
-@compile_app.command("relevance")
-def compile_relevance(
-    strategy: str = typer.Option("zero-shot", "--strategy", help="Relevance strategy to compile."),
+@app.command("compile")
+def compile_(
+    stage: StageArg,
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="Strategy to compile (default: the stage's first default strategy)."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="labeled, bootstrap, bootstrap-rs, mipro, copro, simba, gepa (LLM strategies); default: the strategy's own fit."),
-    data: Path = typer.Option(..., "--data", help="Labelled relevance JSONL."),
+    data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL."),
     train_split: str = typer.Option("train", "--train-split", help="Split to compile on."),
     lm: LmOpt = None,
     seed: SeedOpt = 0,
-    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default runs/programs/relevance-...)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default runs/programs/STAGE-STRATEGY-...)."),
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
     tracking_uri: TrackingOpt = None,
     no_track: NoTrackOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Compile a relevance strategy; save program.json (+ weights) and a readable prompt.md."""
+    """Compile a strategy of a stage; save program.json (+ weights) and a readable prompt.md."""
     from personalign.cli._programs import run_compile
 
-    run_compile(strategy=strategy, optimizer=optimizer, data=data, train_split=train_split, lm=lm, seed=seed,
-                out=out, cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track,
-                json_out=json_out)
+    run_compile(stage=stage, strategy=strategy, optimizer=optimizer, data=data, train_split=train_split, lm=lm,
+                seed=seed, out=out, cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
+                no_track=no_track, json_out=json_out)
 
 
-@eval_app.command("relevance")
-def eval_relevance(
+@app.command("eval")
+def eval_(
+    stage: StageArg,
     program: Path = typer.Option(..., "--program", help="A saved program directory (from `compile`)."),
-    data: Path = typer.Option(..., "--data", help="Labelled relevance JSONL."),
+    data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL."),
     split: str = typer.Option("val", "--split", help="Split to evaluate on."),
     lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     n_boot: NBootOpt = 1000,
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate only the first N examples of the split."),
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
     tracking_uri: TrackingOpt = None,
     no_track: NoTrackOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Evaluate a saved relevance program: F1 (95% CI), precision, recall, yes-rate, LM calls."""
+    """Evaluate a saved program on a labelled split (binary stages: F1 with 95% CI, precision, recall, yes-rate, LM calls)."""
     from personalign.cli._programs import run_eval
 
-    run_eval(program=program, data=data, split=split, lm=lm, seed=seed, n_boot=n_boot, cache_dir=cache_dir,
-             no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track, json_out=json_out)
+    run_eval(stage=stage, program=program, data=data, split=split, lm=lm, seed=seed, n_boot=n_boot, limit=limit,
+             cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track, json_out=json_out)
 
 
 def main(argv: list[str] | None = None) -> None:

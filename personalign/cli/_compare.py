@@ -1,4 +1,4 @@
-"""``personalign compare relevance``: table, JSON file, MLflow run."""
+"""``personalign compare STAGE`` and ``personalign stages``: table, JSON file, MLflow run."""
 
 from __future__ import annotations
 
@@ -19,51 +19,83 @@ def _vs_first(row: dict) -> tuple[str, str]:
     vs = row.get("vs_first")
     if not vs:
         return "(reference)", "-"
-    d = vs["f1_diff"]
-    return f"{d['diff']:+.3f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]", f"{vs['mcnemar']['p_value']:.3g}"
+    d = vs["diff"]
+    p = vs.get("mcnemar")
+    return f"{d['diff']:+.3f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]", "-" if p is None else f"{p['p_value']:.3g}"
 
 
 def render_table(result: dict):
     from rich.table import Table
 
-    table = Table(title=f"relevance on {result['split']} (n={result['n']}, human yes-rate {result['gold_yes_rate']:.1%}, "
-                        f"lm {result['lm']})")
-    for col in ("strategy", "F1 [95% CI]", "precision", "recall", "yes-rate", "LM calls eval+compile", "seconds", "failures",
-                "ΔF1 vs first [95% CI]", "McNemar p"):
+    binary = result.get("kind", "binary") == "binary"
+    key = result.get("metric", "f1")
+    head = f"{result.get('stage', 'relevance')} on {result['split']} (n={result['n']}"
+    if binary:
+        head += f", human {result.get('positive_name', 'yes')}-rate {result['gold_yes_rate']:.1%}"
+    table = Table(title=head + f", lm {result['lm']})")
+    cols = ["strategy", f"{key} [95% CI]"]
+    if binary:
+        cols += ["precision", "recall", f"{result.get('positive_name', 'yes')}-rate"]
+    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", "McNemar p"]
+    for col in cols:
         table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
     for row in result["strategies"]:
-        table.add_row(
-            row["name"], _fmt_ci(row["f1"], row.get("f1_ci")), f"{row['precision']:.3f}", f"{row['recall']:.3f}",
-            f"{row['yes_rate']:.1%}", f"{row['lm_calls']}+{row.get('compile_lm_calls', 0)}", f"{row['seconds']:.1f}",
-            str(row["failures"]),
-            *_vs_first(row),
-        )
+        cells = [row["name"], _fmt_ci(row[key], row.get(f"{key}_ci"))]
+        if binary:
+            cells += [f"{row['precision']:.3f}", f"{row['recall']:.3f}", f"{row['yes_rate']:.1%}"]
+        cells += [f"{row['lm_calls']}+{row.get('compile_lm_calls', 0)}", f"{row['seconds']:.1f}", str(row["failures"]),
+                  *_vs_first(row)]
+        table.add_row(*cells)
     return table
 
 
-def run_compare_relevance(*, data: Path, split, train_split, strategies, lm, seed, n_boot, limit, cache_dir, no_cache,
-                          tracking_uri, no_track, json_out) -> None:
+def run_stages(*, json_out: bool) -> None:
+    from personalign.stages import all_stages
+
+    rows = []
+    for name, st in all_stages().items():
+        reg = st.registry
+        rows.append({"stage": name, "summary": st.summary, "kind": st.kind, "metric": st.metric_name,
+                     "default_strategies": st.default_strategies, "strategies": reg.names()})
+    if json_out:
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="stages")
+    for col in ("stage", "metric", "strategies", "summary"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["stage"], f"{r['metric']} ({r['kind']})", ", ".join(r["strategies"]), r["summary"])
+    Console().print(table)
+
+
+def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, seed, n_boot, limit, cache_dir,
+                no_cache, tracking_uri, no_track, json_out) -> None:
     import personalign  # noqa: F401
     from rich.console import Console
 
-    from personalign.compare import compare_relevance
+    from personalign.compare import compare_stage
     from personalign.lm import configure_cache
     from personalign.settings import runs_dir
+    from personalign.stages import get_stage
     from personalign.tracking import Tracker
 
+    get_stage(stage)  # an unknown stage fails before anything else
     if not data.exists():
         raise DataError(data, None, None, "file not found")
     configure_cache(cache_dir, enabled=not no_cache)
     tracker = None if no_track else Tracker(tracking_uri)
     err = Console(stderr=True, soft_wrap=True)
-    result = compare_relevance(data=data, split=split, train_split=train_split, strategies=strategies, lm=lm,
-                               seed=seed, n_boot=n_boot, limit=limit, tracker=tracker, progress=not json_out,
-                               out_dir=runs_dir() / "compare")
+    result = compare_stage(stage, data=data, split=split, train_split=train_split, strategies=strategies, lm=lm,
+                           seed=seed, n_boot=n_boot, limit=limit, tracker=tracker, progress=not json_out,
+                           out_dir=runs_dir() / "compare")
     path = result["result_file"]
     if json_out:
         summary = dict(result)
         summary["strategies"] = [{k: v for k, v in row.items() if k != "predictions"} for row in result["strategies"]]
-        sys.stdout.write(json.dumps(summary) + "\n")
+        sys.stdout.write(json.dumps(summary, default=str) + "\n")
         return
     console = Console() if sys.stdout.isatty() else Console(width=180)
     console.print(render_table(result))
@@ -74,3 +106,8 @@ def run_compare_relevance(*, data: Path, split, train_split, strategies, lm, see
     if tracker is not None:
         console.print(f"MLflow run {result.get('mlflow_run_id')} in {tracker.tracking_uri} "
                       f"(view: mlflow ui --backend-store-uri {tracker.tracking_uri})")
+
+
+def run_compare_relevance(**kwargs) -> None:
+    """``personalign compare relevance`` (kept for callers of the former name)."""
+    run_compare(stage="relevance", **kwargs)

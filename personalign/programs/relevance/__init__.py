@@ -12,6 +12,7 @@ The Python call for predictions is :func:`personalign.programs.relevance.api.pre
 """
 
 from personalign.programs._registry import Registry, StrategyInfo
+from personalign.stages import Stage
 
 _OPT = "personalign.optimizers"
 
@@ -100,6 +101,24 @@ STRATEGIES = Registry(
 DEFAULT_STRATEGIES = "zero-shot,minilm-cosine"
 DEFAULT_PREDICT_STRATEGY = "minilm-logreg"
 
+STAGE = Stage(
+    name="relevance",
+    summary="Stage 2: which user attributes should change the answer to a new prompt (F1 vs the human majority)",
+    strategies="personalign.programs.relevance:STRATEGIES",
+    default_strategies=DEFAULT_STRATEGIES,
+    loader="personalign.programs.relevance.api:load_examples",
+    inputs=("attribute", "prompt"),
+    output="relevant",
+    label="relevant",
+    kind="binary",
+    positive=True,
+    positive_name="relevant",
+    metric="personalign.metrics:relevance_accuracy",
+    metric_name="f1",
+    group_key="prompt_id",
+    feedback_metric="personalign.optimizers.feedback:relevance_feedback",
+)
+
 
 def __getattr__(name: str):
     if name in ("predict_relevance", "compile_strategy", "save_program", "load_program"):
@@ -109,5 +128,5 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-__all__ = ["STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_PREDICT_STRATEGY", "predict_relevance",
+__all__ = ["STAGE", "STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_PREDICT_STRATEGY", "predict_relevance",
            "compile_strategy", "save_program", "load_program"]

@@ -13,13 +13,12 @@ Saved program layout (no pickle; loading never unpickles): a directory with ``pr
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
 from personalign.errors import ConfigurationError, DataError
 
-PROGRAM_FILE = "program.json"
+from personalign.programs._saved import PROGRAM_FILE  # noqa: E402,F401
 
 
 def default_training_data() -> Path:
@@ -72,61 +71,36 @@ def compile_strategy(strategy: str, *, data: str | Path | None = None, split: st
     return compiled, info_dict
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
+def load_examples(path: str | Path) -> list:
+    """The relevance stage's loader: every row of a relevance JSONL (recenter format or canonical)
+    as a ``dspy.Example`` with inputs ``attribute, prompt`` and fields ``relevant, split, prompt_id, ...``.
 
-    out = {}
-    for pkg in ("personalign", "dspy", "scikit-learn", "sentence-transformers", "numpy"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            pass
-    return out
+    Raises:
+        DataError: unreadable or malformed file (path, line, field).
+    """
+    from personalign.data import load_relevance
+
+    return [r.to_dspy() for r in load_relevance(path)]
 
 
 def save_program(program, directory: str | Path, *, strategy: str, lm: str | None = None,
-                 compile_info: dict | None = None) -> Path:
-    """Save ``program`` as ``directory/program.json`` plus weight files; returns the directory."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    if hasattr(program, "save_weights") and getattr(program, "fitted", True):
-        program.save_weights(directory)
-    meta: dict[str, Any] = {"stage": "relevance", "strategy": strategy, "state": program.dump_state(),
-                            "lm": lm, "compile": compile_info, "versions": _versions()}
-    data = (compile_info or {}).get("data")
-    if data and Path(data).exists():
-        from personalign.compare import file_sha256
+                 compile_info: dict | None = None, metrics: dict | None = None) -> Path:
+    """Save a relevance program (:func:`personalign.programs._saved.save_program`)."""
+    from personalign.programs._saved import save_program as _save
 
-        meta["data"], meta["data_sha256"] = data, file_sha256(data)
-    tmp = directory / (PROGRAM_FILE + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=2, default=str))
-    tmp.replace(directory / PROGRAM_FILE)
-    return directory
+    return _save(program, directory, stage="relevance", strategy=strategy, lm=lm, compile_info=compile_info,
+                 metrics=metrics)
 
 
 def load_program(directory: str | Path):
-    """Load a program saved by :func:`save_program`. Returns ``(program, metadata dict)``.
+    """Load a saved relevance program. Returns ``(program, metadata dict)``.
 
     Raises:
         ConfigurationError: not a saved relevance program, or an unknown strategy.
     """
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.programs._saved import load_program as _load
 
-    directory = Path(directory)
-    path = directory / PROGRAM_FILE if directory.is_dir() else directory
-    if not path.exists():
-        raise ConfigurationError(f"no saved program at {path}")
-    try:
-        meta = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ConfigurationError(f"{path} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
-    if meta.get("stage") != "relevance" or "strategy" not in meta:
-        raise ConfigurationError(f"{path} is not a saved relevance program")
-    program = STRATEGIES.create(meta["strategy"])
-    program.load_state(meta.get("state") or {})
-    if hasattr(program, "load_weights") and (meta.get("state") or {}).get("fitted", True):
-        program.load_weights(path.parent)
-    return program, meta
+    return _load(directory, stage="relevance")
 
 
 def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy: str | None = None,
@@ -200,4 +174,5 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
     return out
 
 
-__all__ = ["compile_strategy", "default_training_data", "load_program", "predict_relevance", "save_program"]
+__all__ = ["compile_strategy", "default_training_data", "load_examples", "load_program", "predict_relevance",
+           "save_program"]

@@ -1,0 +1,182 @@
+"""Stages: a name, a typed signature, a metric, a loader and a registry of strategies.
+
+A stage lives in a package ``personalign/programs/<stage>/`` whose ``__init__`` defines
+``STRATEGIES`` (a :class:`personalign.programs._registry.Registry`) and ``STAGE`` (a
+:class:`Stage`). :func:`get_stage` and :func:`all_stages` discover them, so ``compare``,
+``compile``, ``eval`` and ``sweep`` work for every stage without stage-specific CLI code.
+
+Importing this module is light (dataclasses only): stage packages import it at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+KINDS = ("binary", "scored")
+
+
+def _resolve(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One personalization stage.
+
+    Attributes:
+        name: CLI name (``personalign compare NAME``).
+        summary: one line for --help and tracking.
+        strategies: ``"module:ATTR"`` of the stage's strategy :class:`~personalign.programs._registry.Registry`.
+        default_strategies: comma-separated strategies ``compare`` runs by default.
+        loader: ``"module:function"``: ``(path: Path) -> list[dspy.Example]``; every example has a
+            ``split`` field and its inputs marked; raises :class:`~personalign.errors.DataError`.
+        inputs: fields passed to the program as ``program(**inputs)``.
+        output: field of the program's ``dspy.Prediction`` compared with the gold.
+        label: field of the example holding the gold.
+        kind: ``"binary"`` (booleans: F1, precision, recall, positive rate with 95% CIs, McNemar)
+            or ``"scored"`` (per-example ``metric`` in [0, 1]: mean with a 95% CI).
+        positive: binary stages: the label value counted as the positive class (verification:
+            False, i.e. scores are of detecting *rejected* attributes).
+        positive_name: what a positive prediction means ("relevant", "rejected"): labels the
+            ``yes_rate`` column.
+        metric: ``"module:function"`` DSPy metric ``(example, pred, trace=None)``; teleprompters
+            optimize it, and scored stages report its mean.
+        metric_name: name of the main metric in reports (``f1`` for binary stages).
+        group_key: example field grouping examples (teleprompters' dev split and grouped CV hold
+            out whole groups); None: no groups.
+        feedback_metric: ``"module:function"`` GEPA feedback metric (optional).
+    """
+
+    name: str
+    summary: str
+    strategies: str
+    default_strategies: str
+    loader: str
+    inputs: tuple[str, ...]
+    output: str
+    label: str
+    kind: str = "binary"
+    positive: bool = True
+    positive_name: str = "yes"
+    metric: str | None = None
+    metric_name: str = "f1"
+    group_key: str | None = "prompt_id"
+    feedback_metric: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"stage {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.kind == "scored" and self.metric is None:
+            raise ValueError(f"stage {self.name}: a scored stage needs a metric")
+
+    # --- resolved parts (imported on first use) ---
+    @property
+    def registry(self):
+        return _resolve(self.strategies)
+
+    def metric_fn(self) -> Callable | None:
+        return None if self.metric is None else _resolve(self.metric)
+
+    def feedback_fn(self) -> Callable | None:
+        return None if self.feedback_metric is None else _resolve(self.feedback_metric)
+
+    def load(self, path: str | Path, split: str | None = None) -> list:
+        """Examples of ``path`` (all, or those of ``split``).
+
+        Raises:
+            DataError: the file is missing or malformed, or ``split`` has no examples (the message
+                lists the splits present).
+        """
+        from personalign.errors import DataError
+
+        path = Path(path)
+        if not path.exists():
+            raise DataError(path, None, None, "file not found")
+        examples = list(_resolve(self.loader)(path))
+        if split is None:
+            return examples
+        chosen = [ex for ex in examples if _split_of(ex) == split]
+        if not chosen:
+            present = ", ".join(sorted({str(_split_of(ex)) for ex in examples})) or "none"
+            raise DataError(path, None, "split", f"no examples in split '{split}' (splits present: {present})")
+        return chosen
+
+    def gold(self, example) -> Any:
+        return getattr(example, self.label)
+
+    def is_positive(self, value) -> bool | None:
+        """Binary stages: whether a label/prediction value is the positive class (None stays None)."""
+        if value is None:
+            return None
+        from personalign.metrics.dspy_metrics import to_bool
+
+        b = to_bool(value)
+        return None if b is None else (b == self.positive)
+
+    def default_optimizer(self, strategy: str, *, seed: int = 0):
+        """The strategy's own fit (None for LLM strategies), configured for this stage."""
+        registry = self.registry
+        cls = registry.load(strategy)
+        kwargs = dict(getattr(cls, "optimizer_kwargs", {}) or {})
+        return registry.default_optimizer(strategy, seed=seed, **kwargs)
+
+    def teleprompter_kwargs(self) -> dict[str, Any]:
+        """Settings every teleprompter wrapper needs for this stage (metric and label field)."""
+        out: dict[str, Any] = {}
+        if self.metric is not None:
+            out["metric"] = self.metric_fn()
+        out["label_field"] = self.label if self.kind == "binary" else None
+        return out
+
+
+def _split_of(example) -> str | None:
+    value = getattr(example, "split", None)
+    if value is None and hasattr(example, "get"):
+        value = example.get("split")
+    return None if value is None else str(value)
+
+
+def all_stages() -> dict[str, Stage]:
+    """Every stage defined by a ``personalign.programs.<package>`` (name -> Stage), sorted by name."""
+    import personalign.programs as programs
+
+    found: dict[str, Stage] = {}
+    for mod in pkgutil.iter_modules(programs.__path__):
+        if not mod.ispkg:
+            continue
+        stage = getattr(importlib.import_module(f"personalign.programs.{mod.name}"), "STAGE", None)
+        if isinstance(stage, Stage):
+            found[stage.name] = stage
+    return dict(sorted(found.items()))
+
+
+def get_stage(name: str) -> Stage:
+    """The stage called ``name``.
+
+    Raises:
+        ConfigurationError: unknown stage (the message lists the available ones).
+    """
+    from personalign.errors import ConfigurationError
+
+    if name.isidentifier():  # the usual layout: the stage's package has the stage's name
+        try:
+            stage = getattr(importlib.import_module(f"personalign.programs.{name}"), "STAGE", None)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"personalign.programs.{name}":
+                raise
+            stage = None
+        if isinstance(stage, Stage) and stage.name == name:
+            return stage
+    stages = all_stages()
+    try:
+        return stages[name]
+    except KeyError:
+        raise ConfigurationError(f"unknown stage '{name}'; available: {', '.join(stages)}") from None
+
+
+__all__ = ["Stage", "all_stages", "get_stage", "KINDS"]

@@ -1,0 +1,115 @@
+"""Conformance of every registered stage, and the stage-generic scoring helpers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import dspy
+import pytest
+
+from personalign.errors import ConfigurationError
+from personalign.evaluation import paired_comparison, stage_report
+from personalign.stages import KINDS, Stage, all_stages, get_stage
+
+STAGES = all_stages()
+
+
+def test_relevance_is_a_stage():
+    assert "relevance" in STAGES
+    assert get_stage("relevance") is STAGES["relevance"]
+
+
+def test_unknown_stage_lists_the_available_ones():
+    with pytest.raises(ConfigurationError, match="unknown stage 'nosuch'.*relevance"):
+        get_stage("nosuch")
+
+
+@pytest.mark.parametrize("name", sorted(STAGES))
+def test_stage_conformance(name):
+    """Every stage resolves its registry, strategies, loader and metric, and its defaults parse."""
+    from personalign.compare import parse_strategy_specs
+
+    st = STAGES[name]
+    assert st.kind in KINDS and st.name == name
+    reg = st.registry
+    assert reg.names(), f"{name} has no strategies"
+    for strategy in reg.names():
+        cls = reg.load(strategy)
+        assert issubclass(cls, dspy.Module), f"{name}/{strategy} is not a dspy.Module"
+        info = reg.info(strategy)
+        if info.trainable:
+            assert info.optimizer, f"{name}/{strategy} is trainable but names no optimizer"
+    assert parse_strategy_specs(None, st.default_strategies, reg)
+    loader = st.loader.partition(":")
+    assert callable(getattr(__import__(loader[0], fromlist=[loader[2]]), loader[2]))
+    if st.metric is not None:
+        assert callable(st.metric_fn())
+    assert st.inputs and st.output and st.label
+
+
+def test_stage_rejects_unknown_kind_and_scored_without_metric():
+    with pytest.raises(ValueError, match="kind"):
+        Stage("x", "", "m:R", "a", "m:f", ("a",), "o", "l", kind="ranked")
+    with pytest.raises(ValueError, match="metric"):
+        Stage("x", "", "m:R", "a", "m:f", ("a",), "o", "l", kind="scored")
+
+
+MCQ = Stage("mcq-test", "test", "personalign.programs.relevance:STRATEGIES", "bm25", "m:f",
+            ("question",), "answer_index", "gold_index", kind="scored",
+            metric="personalign.metrics:mcq_correct", metric_name="accuracy", group_key=None)
+
+
+def test_scored_report_counts_failures_as_zero():
+    examples = [dspy.Example(question=f"q{i}", gold_index=i % 3) for i in range(6)]
+    preds = [0, 1, 0, None, 1, 2]  # correct: 0, 1, 4?, -, 1, 2 -> items 0,1,4,5 right
+    report = stage_report(MCQ, examples, preds, n_boot=200, seed=0)
+    assert report["n"] == 6
+    assert report["correct"] == [1.0, 1.0, 0.0, 0.0, 1.0, 1.0]
+    assert report["accuracy"] == pytest.approx(4 / 6)
+    lo, hi = report["accuracy_ci"]
+    assert 0.0 <= lo <= report["accuracy"] <= hi <= 1.0
+
+
+def test_binary_report_uses_the_positive_class():
+    """Verification-like stage: the positive class is a rejected attribute (accepted == False)."""
+    st = Stage("verif-test", "test", "personalign.programs.relevance:STRATEGIES", "bm25", "m:f",
+               ("attribute",), "accepted", "accepted", kind="binary", positive=False)
+    examples = [dspy.Example(attribute="a", accepted=v) for v in (True, False, False, True)]
+    report = stage_report(st, examples, [True, False, True, None], n_boot=100)
+    # gold rejected = [F, T, T, F]; predicted rejected = [F, T, F, (failure -> wrong: T)]
+    assert report["gold_positive"] == [False, True, True, False]
+    assert report["predicted_positive"] == [False, True, False, True]
+    assert report["recall"] == pytest.approx(0.5)
+    assert report["precision"] == pytest.approx(0.5)
+
+
+def test_paired_comparison_scored_and_binary():
+    examples = [dspy.Example(question=f"q{i}", gold_index=0) for i in range(40)]
+    a = stage_report(MCQ, examples, [0] * 30 + [1] * 10, n_boot=200)
+    b = stage_report(MCQ, examples, [0] * 10 + [1] * 30, n_boot=200)
+    cmp = paired_comparison(MCQ, a, b, n_boot=200)
+    assert cmp["diff"]["diff"] == pytest.approx(0.5)
+    assert cmp["diff"]["ci"][0] > 0
+    assert cmp["mcnemar"]["b"] == 20 and cmp["mcnemar"]["c"] == 0 and cmp["mcnemar"]["p_value"] < 1e-4
+    rel = get_stage("relevance")
+    ex = [dspy.Example(attribute="a", prompt="p", relevant=i < 10) for i in range(40)]
+    ra = stage_report(rel, ex, [i < 10 for i in range(40)], n_boot=200)
+    rb = stage_report(rel, ex, [True] * 40, n_boot=200)
+    cmp = paired_comparison(rel, ra, rb, n_boot=200)
+    assert cmp["metric"] == "f1" and cmp["diff"]["diff"] == pytest.approx(1.0 - 20 / 50)
+
+
+def test_cli_stages_json_and_unknown_stage():
+    out = subprocess.run([sys.executable, "-m", "personalign", "stages", "--json"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = {r["stage"]: r for r in json.loads(out.stdout)}
+    assert set(rows) == set(STAGES)
+    assert "minilm-logreg" in rows["relevance"]["strategies"]
+    bad = subprocess.run([sys.executable, "-m", "personalign", "compare", "nosuch", "--data", "x.jsonl"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [bad.stderr.strip()]
+    assert "unknown stage 'nosuch'" in bad.stderr
