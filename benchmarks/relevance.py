@@ -10,12 +10,17 @@ Per strategy: F1, precision, recall, yes-rate (each with a 95% percentile-bootst
 ROC AUC when the strategy scores, n used, LM calls (cache disabled, so every call reaches the
 model), seconds (compile + predict), compile facts. Bounds so the run fits ~15 min on 2 cores:
 per-pair LLM judges (zero-shot, cot, criteria) run on the first ``--max-lm-pairs`` val pairs; the
-batch judge runs on all of val and on that same subset; ``cross-encoder`` runs only with
+LM-scoring strategies (yes-prob, ensemble: one prompt evaluation per pair, ~1.5 s for a long LIMA
+prompt on an idle machine, ten times that on a busy one) are compiled on ``--max-lm-train`` train
+pairs spread over the train prompts and evaluated on that same val subset; the batch judge runs
+on all of val and on that same subset; ``cross-encoder`` runs only with
 ``--cross-encoder`` (4 CPU fine-tunings); on PrefEval only LM-free strategies run unless
-``--prefeval-lm``.
+``--prefeval-lm``. Also, unless ``--no-train-cv``: ``train_cv``, the leave-one-prompt-out CV table
+inside train (val untouched) behind the design of ``minilm-rank`` and ``style-rank`` (features,
+hard vs soft labels, C, PrefEval pairs as extra training data).
 
 Usage: ``python benchmarks/relevance.py [--lm local/smollm2-135m-instruct] [--max-lm-pairs 20]
-[--cross-encoder] [--strategies a,b] [--n-boot 1000] [--seed 0]``
+[--cross-encoder] [--strategies a,b] [--n-boot 1000] [--seed 0] [--no-train-cv]``
 """
 
 from __future__ import annotations
@@ -30,6 +35,21 @@ from _common import ROOT, emit, quiet_logs, shared_data  # noqa: F401
 import personalign  # noqa: E402,F401
 
 PER_PAIR_JUDGES = ("zero-shot", "cot", "criteria")
+LM_SCORERS = ("yes-prob", "ensemble")  # one embedded-model prompt evaluation per train and eval pair
+
+
+def lm_train_subset(train, k, seed):
+    """``k`` train pairs for the LM-scoring strategies, spread evenly over the train prompts
+    (seeded sample per prompt), so grouped CV inside compile still sees every prompt."""
+    import random
+
+    prompts = sorted({e.prompt_id for e in train})
+    per = max(1, k // len(prompts))
+    out = []
+    for p in prompts:
+        rows = [e for e in train if e.prompt_id == p]
+        out += random.Random(f"{seed}:{p}").sample(rows, min(per, len(rows)))
+    return out
 
 
 def _auc(gold, scores):
@@ -63,7 +83,7 @@ def evaluate(name, trainset, evalset, *, lm, n_boot, seed):
             compile_calls = cc.calls
             compile_info = {k: v for k, v in res.to_dict().items() if k in ("optimizer", "config", "train_score", "seconds")}
             d = res.details
-            compile_info.update({k: d[k] for k in ("threshold", "oof_auc", "oof_yes_rate") if k in d})
+            compile_info.update({k: d[k] for k in ("threshold", "top_fraction", "oof_auc", "oof_yes_rate") if k in d})
             if "folds" in d:
                 compile_info["folds"] = [{k: f.get(k) for k in ("held_out", "auc", "seconds")} for f in d["folds"]]
             if hasattr(program, "stacker") and program.stacker:
@@ -86,6 +106,61 @@ def evaluate(name, trainset, evalset, *, lm, n_boot, seed):
     return row
 
 
+def train_cv(train, pe_extra, seed):
+    """Leave-one-prompt-out CV inside train only (val untouched): the design choices of the rank
+    selectors, side by side. Per configuration: pooled out-of-fold F1 of the top-fraction decision
+    (fraction = the fold's training positive rate), per-fold F1, ROC AUC of the pooled probabilities
+    and ROC AUC within each (prompt, user) group (weighted mean). ``+prefeval`` adds the
+    PrefEval-derived pairs (``pe_extra``) to every fold's training data."""
+    import numpy as np
+    from sklearn.metrics import f1_score, roc_auc_score
+
+    from personalign.programs.relevance.ranked import RankedSelector, _groups
+
+    emb = ("attribute", "cosine", "sentence_cosine", "cosine_z")
+    sty = ("style", "cosine", "sentence_cosine", "cosine_z")
+    configs = [("attribute only, hard, C=0.1", ("attribute",), "hard", 0.1, False),
+               ("cosine only", ("cosine",), "hard", 1.0, False),
+               ("sentence_cosine only", ("sentence_cosine",), "hard", 1.0, False),
+               ("style only", ("style",), "hard", 1.0, False)]
+    for feats, tag in ((emb, "minilm"), (sty, "style")):
+        for labels in ("hard", "soft"):
+            for C in (0.01, 0.1, 1.0):
+                configs.append((f"{tag}: {'+'.join(feats)}, {labels}, C={C}", feats, labels, C, False))
+    configs += [("minilm-rank + prefeval pairs", emb, "hard", 0.1, True),
+                ("style-rank + prefeval pairs", sty, "soft", 0.01, True)]
+    y = np.array([bool(e.relevant) for e in train])
+    prompts = sorted({e.prompt_id for e in train})
+    groups = _groups(train)
+    out = []
+    for name, feats, labels, C, extra in configs:
+        t0 = time.perf_counter()
+        scores = np.zeros(len(train))
+        pred = np.zeros(len(train), dtype=bool)
+        per_fold = {}
+        for p in prompts:
+            tr = [e for e in train if e.prompt_id != p] + (list(pe_extra) if extra else [])
+            te_idx = [i for i, e in enumerate(train) if e.prompt_id == p]
+            sel = RankedSelector(features=feats, C=C, labels=labels).fit(tr, seed=seed)
+            sel.top_fraction = float(np.mean([e.relevant for e in train if e.prompt_id != p]))
+            sel.threshold = 0.5  # unused: every recenter group has >= min_group attributes
+            te = [train[i] for i in te_idx]
+            s = sel.score_batch(te)
+            scores[te_idx] = s
+            pred[te_idx] = sel.decide(s, te)
+            per_fold[p] = round(float(f1_score(y[te_idx], pred[te_idx])), 3)
+        aucs, w = [], []
+        for idx in groups.values():
+            if 0 < y[idx].sum() < len(idx):
+                aucs.append(roc_auc_score(y[idx], scores[idx]))
+                w.append(len(idx))
+        out.append({"config": name, "oof_f1": round(float(f1_score(y, pred)), 4), "fold_f1": per_fold,
+                    "oof_yes_rate": round(float(pred.mean()), 4), "oof_auc": round(float(roc_auc_score(y, scores)), 4),
+                    "within_user_auc": round(float(np.average(aucs, weights=w)), 4),
+                    "seconds": round(time.perf_counter() - t0, 2)})
+    return out
+
+
 def prefeval_sets(base, seed, per_topic):
     from personalign.data import group_split, load_prefeval, relevance_pairs
 
@@ -105,11 +180,14 @@ def main(argv=None) -> int:
     ap.add_argument("--lm", default="local/smollm2-135m-instruct")
     ap.add_argument("--strategies", default=None, help="comma-separated (default: all but cross-encoder)")
     ap.add_argument("--max-lm-pairs", type=int, default=20)
+    ap.add_argument("--max-lm-train", type=int, default=30,
+                    help="train pairs (spread over the prompts) for compiling yes-prob and ensemble")
     ap.add_argument("--cross-encoder", action="store_true")
     ap.add_argument("--prefeval-lm", action="store_true")
     ap.add_argument("--prefeval-per-topic", type=int, default=10)
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-train-cv", action="store_true", help="skip the train-only CV table of the rank selectors")
     args = ap.parse_args(argv)
     base = shared_data()
     data = base / "recenter_relevance" / "relevance_labels.jsonl"
@@ -138,14 +216,24 @@ def main(argv=None) -> int:
                max_lm_pairs=args.max_lm_pairs, n_boot=args.n_boot, seed=args.seed,
                lm_subset_gold_yes_rate=sum(e.relevant for e in subset) / len(subset))
     results = []
+    lm_train = lm_train_subset(train, args.max_lm_train, args.seed)
+    out.update(max_lm_train=len(lm_train))
     for name in names:
-        evalset = subset if name in PER_PAIR_JUDGES else val
-        results.append(evaluate(name, train, evalset, lm=lm, n_boot=args.n_boot, seed=args.seed))
+        evalset = subset if name in PER_PAIR_JUDGES + LM_SCORERS else val
+        results.append(evaluate(name, lm_train if name in LM_SCORERS else train, evalset, lm=lm, n_boot=args.n_boot,
+                                seed=args.seed))
         if name == "batch":  # same subset as the per-pair judges, for the LM-call comparison
             row = evaluate(name, train, subset, lm=lm, n_boot=args.n_boot, seed=args.seed)
             row["name"] = "batch@subset"
             results.append(row)
     out["val"] = results
+    if not args.no_train_cv:
+        pe_extra = []
+        if (base / "prefeval" / "explicit_preference").exists():
+            pe_tr, pe_va = prefeval_sets(base, args.seed, args.prefeval_per_topic)
+            pe_extra = pe_tr + pe_va  # PrefEval only: no recenter val data
+        out["train_cv"] = {"protocol": "leave-one-prompt-out inside train (prompts 0, 2, 3); val not used",
+                           "n_prefeval_extra": len(pe_extra), "configs": train_cv(train, pe_extra, args.seed)}
     best = max((r for r in results if r["n"] == len(val)), key=lambda r: r["f1"])
     per_pair_calls = len(val)
     batch_row = next((r for r in results if r["name"] == "batch"), None)
@@ -163,8 +251,10 @@ def main(argv=None) -> int:
         pe_names = [n for n in names if not STRATEGIES.info(n).uses_lm or args.prefeval_lm]
         pe_rows = []
         for name in pe_names:
-            evalset = pe_val[: args.max_lm_pairs] if name in PER_PAIR_JUDGES else pe_val
-            pe_rows.append(evaluate(name, pe_train, evalset, lm=lm, n_boot=args.n_boot, seed=args.seed))
+            evalset = pe_val[: args.max_lm_pairs] if name in PER_PAIR_JUDGES + LM_SCORERS else pe_val
+            pe_rows.append(evaluate(name, lm_train_subset(pe_train, args.max_lm_train, args.seed)
+                                    if name in LM_SCORERS else pe_train, evalset, lm=lm, n_boot=args.n_boot,
+                                    seed=args.seed))
         out["prefeval"] = {"n_train": len(pe_train), "n_val": len(pe_val), "per_topic": args.prefeval_per_topic,
                            "gold_yes_rate_val": sum(e.relevant for e in pe_val) / len(pe_val), "strategies": pe_rows}
     out["seconds"] = round(time.perf_counter() - t_all, 1)

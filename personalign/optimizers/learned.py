@@ -21,7 +21,10 @@ class LearnedSelectorFit(Optimizer):
     other prompts and scores the held-out prompt; (2) the threshold maximizing F1 over the pooled
     out-of-fold scores is chosen (:func:`personalign.metrics.fit_threshold`); (3) a fresh copy is
     fitted on all of train and gets that threshold. ``train_score`` is the out-of-fold F1 (an
-    honest estimate), not the in-sample F1. Cost: ``n_folds + 1`` fits.
+    honest estimate), not the in-sample F1. A program with its own decision rule
+    ``decide(scores, examples) -> list[bool]`` (e.g. :class:`~personalign.programs.relevance.ranked.RankedSelector`,
+    top fraction per user) is scored with that rule instead of ``score >= threshold``.
+    Cost: ``n_folds + 1`` fits.
 
     Args:
         group_key: example attribute grouping the CV folds (default ``prompt_id``).
@@ -77,8 +80,13 @@ class LearnedSelectorFit(Optimizer):
         compiled = program.deepcopy()
         compiled.fit(trainset, seed=self.seed)
         compiled.threshold = threshold
+        # programs with their own decision rule (e.g. rank inside a user's attributes) report the
+        # out-of-fold score of that rule, with the final model's threshold / top fraction
+        oof_pred = compiled.decide(oof, trainset) if hasattr(compiled, "decide") else [s >= threshold for s in oof]
         details = {"threshold": threshold, "n_train": len(trainset), "folds": folds,
-                   "oof_yes_rate": sum(s >= threshold for s in oof) / len(oof)}
+                   "oof_yes_rate": sum(oof_pred) / len(oof)}
+        if getattr(compiled, "top_fraction", None) is not None:
+            details["top_fraction"] = compiled.top_fraction
         try:
             from sklearn.metrics import roc_auc_score
 
@@ -88,14 +96,14 @@ class LearnedSelectorFit(Optimizer):
         result = CompileResult(
             optimizer=self.name,
             config=self.config(),
-            train_score=float(fbeta(labels, [s >= threshold for s in oof], beta=self.beta)),
+            train_score=float(fbeta(labels, oof_pred, beta=self.beta)),
             seconds=time.perf_counter() - start,
             details=details,
         )
         if valset:
             vs = compiled.score_batch(valset)
-            result.val_score = float(fbeta([self._is_positive(e) for e in valset], [s >= threshold for s in vs],
-                                           beta=self.beta))
+            val_pred = compiled.decide(vs, valset) if hasattr(compiled, "decide") else [s >= threshold for s in vs]
+            result.val_score = float(fbeta([self._is_positive(e) for e in valset], val_pred, beta=self.beta))
         return compiled, result
 
 

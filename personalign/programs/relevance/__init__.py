@@ -80,6 +80,22 @@ STRATEGIES = Registry(
             optimizer=f"{_OPT}.learned:LearnedSelectorFit",
         ),
         StrategyInfo(
+            "minilm-rank",
+            "personalign.programs.relevance.ranked:MiniLMRank",
+            "learned: logistic regression on MiniLM attribute embedding + prompt similarities; top train-rate share of each user's attributes",
+            uses_lm=False,
+            trainable=True,
+            optimizer=f"{_OPT}.learned:LearnedSelectorFit",
+        ),
+        StrategyInfo(
+            "style-rank",
+            "personalign.programs.relevance.ranked:StyleRank",
+            "learned: 4 features (answer-style prototype similarity, prompt similarities) on soft labels; top train-rate share of each user's attributes",
+            uses_lm=False,
+            trainable=True,
+            optimizer=f"{_OPT}.learned:LearnedSelectorFit",
+        ),
+        StrategyInfo(
             "cross-encoder",
             "personalign.programs.relevance.cross_encoder:MiniLMCrossEncoder",
             "learned: MiniLM cross-encoder fine-tuned on (prompt, attribute) pairs on the CPU (minutes)",

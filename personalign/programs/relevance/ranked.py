@@ -1,0 +1,328 @@
+"""Learned selectors that decide by rank inside one user's attributes for a prompt.
+
+Why rank: humans mark ~17-20% of a user's attributes relevant to a prompt, whatever the prompt,
+while a global probability threshold does not transfer between prompts (measured on the recenter
+labels: ``minilm-logreg``'s threshold from leave-one-prompt-out CV inside train said yes to 45% of
+val). So these selectors score every pair with a small logistic regression and, inside each group
+of one user's attributes for one prompt (``(prompt_id, user_id)``), mark the top ``top_fraction``
+relevant, where ``top_fraction`` is the positive rate of the training labels (fitted in ``fit``,
+never on evaluation data). Groups smaller than ``min_group`` cannot be ranked meaningfully and fall
+back to ``probability >= threshold``, the threshold fitted on out-of-fold probabilities by
+:class:`personalign.optimizers.LearnedSelectorFit` (leave-one-prompt-out inside train).
+
+Features of a pair (a = MiniLM attribute embedding, p = MiniLM prompt embedding, L2-normalized), by
+``features`` group:
+
+* ``attribute`` -- a (384): a prior over attributes learned from labels ("values concise answers"
+  is relevant to most prompts);
+* ``cosine`` -- a.p (1);
+* ``sentence_cosine`` -- max over the prompt's sentences (and the whole prompt) of cos(a, s) (1):
+  long prompts (the LIMA prompts run to ~300 words, beyond MiniLM's 256 word pieces) dilute a.p;
+* ``cosine_z`` -- a.p standardized within the (prompt, user) group (1);
+* ``style`` -- max over :data:`STYLE_PROTOTYPES` of cos(a, prototype) (1): how much the attribute
+  is about *how* to answer (concision, precision, structure) rather than *what* about. The four
+  prototype sentences are ours, written after reading the train split's positives (never val);
+  the guideline of the seed study counts such attributes as relevant when they change tone,
+  detail or framing of the reply.
+
+Training labels: ``labels="hard"`` (the human majority ``relevant``, class-balanced
+``LogisticRegression``) or ``labels="soft"`` (each pair counts as positive with weight
+``human_yes_rate`` and as negative with ``1 - human_yes_rate``, class totals balanced; falls back
+to the majority label where the yes-rate is missing). Standardized by a ``StandardScaler`` fitted
+on train. Deterministic (lbfgs, no sampling).
+
+Registered defaults (chosen by leave-one-prompt-out CV inside train -- F1 of the top-fraction
+decision, ties broken by within-user ROC AUC; val never used): ``minilm-rank`` = attribute,
+cosine, sentence_cosine, cosine_z, hard labels, C = 0.1; ``style-rank`` = style, cosine,
+sentence_cosine, cosine_z, soft labels, C = 0.01.
+
+Saving (no pickle): :meth:`RankedSelector.dump_state` -> JSON ``{"threshold", "top_fraction",
+"min_group", "features", "C", "labels", "fitted"}``; :meth:`RankedSelector.save_weights` writes
+``ranked_selector.npz`` (``coef`` (d,), ``intercept`` (), ``mean`` (d,), ``scale`` (d,)) and
+:meth:`RankedSelector.load_weights` reads it with ``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Sequence
+
+import dspy
+
+from personalign.programs.relevance._scorer import ThresholdedScorer
+from personalign.programs.relevance.learned import _embed_cached
+
+FEATURE_GROUPS = ("attribute", "cosine", "sentence_cosine", "cosine_z", "style")
+LABEL_MODES = ("hard", "soft")
+WEIGHTS_FILE = "ranked_selector.npz"
+EMBEDDING_DIM = 384
+
+#: Attributes about how to answer; see the module doc for where they come from.
+STYLE_PROTOTYPES = (
+    "The user values concise and clear answers.",
+    "The user is detail-oriented and values accuracy.",
+    "The user prefers a particular communication style.",
+    "The user values structured and organized information.",
+)
+
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def prompt_sentences(prompt: str) -> list[str]:
+    """The prompt's sentences and lines longer than 3 characters (the whole prompt when none)."""
+    parts = [s.strip() for s in _SENTENCE_SPLIT.split(prompt) if len(s.strip()) > 3]
+    return parts or [prompt]
+
+
+def group_keys(examples: Sequence) -> list[tuple[str, str]]:
+    """``(prompt_id or prompt, user_id or "")`` per example: the unit inside which attributes are ranked."""
+    out = []
+    for e in examples:
+        pid = getattr(e, "prompt_id", None) if not hasattr(e, "get") else e.get("prompt_id")
+        uid = getattr(e, "user_id", None) if not hasattr(e, "get") else e.get("user_id")
+        out.append((str(pid if pid is not None else e.prompt), str(uid if uid is not None else "")))
+    return out
+
+
+def _groups(examples: Sequence) -> dict[tuple[str, str], list[int]]:
+    g: dict[tuple[str, str], list[int]] = {}
+    for i, k in enumerate(group_keys(examples)):
+        g.setdefault(k, []).append(i)
+    return g
+
+
+def feature_dim(features: Sequence[str]) -> int:
+    return sum(EMBEDDING_DIM if f == "attribute" else 1 for f in features)
+
+
+def ranked_features(examples: Sequence, features: Sequence[str]):
+    """Feature matrix, float64 of shape (n, d) (d = 384 for ``attribute`` + 1 per other group).
+
+    ``cosine_z`` is standardized within each (prompt, user) group of ``examples`` (0 for a group
+    of one), so it depends on which attributes are scored together.
+
+    Raises:
+        ValueError: unknown feature group.
+    """
+    import numpy as np
+
+    bad = [f for f in features if f not in FEATURE_GROUPS]
+    if bad:
+        raise ValueError(f"unknown feature group(s) {bad}; choose from {FEATURE_GROUPS}")
+    n = len(examples)
+    attrs = [e.attribute for e in examples]
+    prompts = [e.prompt for e in examples]
+    sentences = {p: prompt_sentences(p) for p in set(prompts)}
+    texts = sorted(set(attrs) | set(prompts) | {s for ss in sentences.values() for s in ss}
+                   | (set(STYLE_PROTOTYPES) if "style" in features else set()))
+    index = {t: i for i, t in enumerate(texts)}
+    vecs = np.asarray(_embed_cached(texts), dtype=np.float64)
+    a = vecs[[index[t] for t in attrs]] if n else np.zeros((0, EMBEDDING_DIM))
+    p = vecs[[index[t] for t in prompts]] if n else np.zeros((0, EMBEDDING_DIM))
+    cos = np.sum(a * p, axis=1)
+    parts = []
+    for f in features:
+        if f == "attribute":
+            parts.append(a)
+        elif f == "cosine":
+            parts.append(cos[:, None])
+        elif f == "sentence_cosine":
+            sc = np.array([max(float(a[i] @ p[i]), max(float(a[i] @ vecs[index[s]]) for s in sentences[prompts[i]]))
+                           for i in range(n)])
+            parts.append(sc.reshape(n, 1))
+        elif f == "cosine_z":
+            z = np.zeros(n)
+            for idx in _groups(examples).values():
+                v = cos[idx]
+                z[idx] = (v - v.mean()) / (v.std() + 1e-9) if len(idx) > 1 else 0.0
+            parts.append(z[:, None])
+        elif f == "style":
+            protos = vecs[[index[t] for t in STYLE_PROTOTYPES]]
+            parts.append((a @ protos.T).max(axis=1, initial=-1.0).reshape(n, 1))
+    return np.concatenate(parts, axis=1) if parts else np.zeros((n, 0))
+
+
+def _soft_rate(example) -> float:
+    rate = getattr(example, "human_yes_rate", None) if not hasattr(example, "get") else example.get("human_yes_rate")
+    return float(rate) if rate is not None else float(bool(example.relevant))
+
+
+class RankedSelector(ThresholdedScorer):
+    """Relevant = among the top ``top_fraction`` of its (prompt, user) group by learned probability.
+
+    Args:
+        features: feature groups (module doc).
+        C: inverse L2 regularization strength of the logistic regression.
+        labels: ``"hard"`` (majority vote) or ``"soft"`` (``human_yes_rate`` as sample weights).
+        min_group: smallest group decided by rank; smaller groups use ``probability >= threshold``.
+        top_fraction: share of a group marked relevant; None = the train positive rate, set by
+            :meth:`fit`.
+        threshold: probability threshold for small groups; None until compiled.
+
+    ``score`` of a prediction is the probability (comparable across groups, for ROC AUC).
+
+    Raises:
+        ValueError: unknown feature group or label mode; ``fit`` on a single class.
+        RuntimeError: scoring before :meth:`fit` / :meth:`load_weights`; predicting uncompiled.
+    """
+
+    fit_with = "LearnedSelectorFit"
+    uses_lm = False
+    weights_file = WEIGHTS_FILE
+
+    def __init__(self, features: Sequence[str] = ("attribute", "cosine", "sentence_cosine", "cosine_z"),
+                 C: float = 0.1, labels: str = "hard", min_group: int = 5, top_fraction: float | None = None,
+                 threshold: float | None = None) -> None:
+        super().__init__()
+        bad = [f for f in features if f not in FEATURE_GROUPS]
+        if bad:
+            raise ValueError(f"unknown feature group(s) {bad}; choose from {FEATURE_GROUPS}")
+        if labels not in LABEL_MODES:
+            raise ValueError(f"labels must be one of {LABEL_MODES}, got {labels!r}")
+        self.features = list(features)
+        self.C = float(C)
+        self.labels = labels
+        self.min_group = int(min_group)
+        self.top_fraction = top_fraction
+        self.threshold = threshold
+        self._w = None  # dict of numpy arrays: coef, intercept, mean, scale
+
+    # -- fitting --------------------------------------------------------------------------------
+    def fit(self, examples: Sequence, *, seed: int = 0) -> "RankedSelector":
+        """Fit scaler + logistic regression on ``examples``; ``top_fraction`` = their positive rate."""
+        import numpy as np
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.preprocessing import StandardScaler
+
+        y = np.array([bool(e.relevant) for e in examples], dtype=int)
+        if len(set(y.tolist())) < 2:
+            raise ValueError("RankedSelector.fit needs both relevant and irrelevant examples")
+        X = ranked_features(examples, self.features)
+        scaler = StandardScaler().fit(X)
+        Xs = scaler.transform(X)
+        if self.labels == "hard":
+            clf = LogisticRegression(C=self.C, class_weight="balanced", max_iter=3000, random_state=seed).fit(Xs, y)
+        else:
+            rate = np.array([_soft_rate(e) for e in examples], dtype=float)
+            X2 = np.vstack([Xs, Xs])
+            y2 = np.r_[np.ones(len(rate), int), np.zeros(len(rate), int)]
+            w = np.r_[rate, 1.0 - rate]
+            pos, neg = w[y2 == 1].sum(), w[y2 == 0].sum()
+            w = np.where(y2 == 1, w / pos, w / neg) * len(rate)  # balanced class totals
+            clf = LogisticRegression(C=self.C, max_iter=3000, random_state=seed).fit(X2, y2, sample_weight=w)
+        self._w = {"coef": clf.coef_[0].astype(np.float64), "intercept": np.asarray(clf.intercept_[0], np.float64),
+                   "mean": scaler.mean_.astype(np.float64), "scale": scaler.scale_.astype(np.float64)}
+        self.top_fraction = float(y.mean())
+        return self
+
+    @property
+    def fitted(self) -> bool:
+        return self._w is not None
+
+    def _require_compiled(self) -> None:
+        if self.threshold is None or self.top_fraction is None:
+            raise RuntimeError(f"{type(self).__name__} has no threshold/top_fraction: "
+                               f"compile it with {self.fit_with} first")
+
+    # -- scoring and deciding -------------------------------------------------------------------
+    def score_batch(self, examples: Sequence) -> list[float]:
+        """Probability of relevant per example (shape (n,))."""
+        import numpy as np
+
+        if self._w is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted: compile it with {self.fit_with} "
+                               "or load_weights()")
+        if not examples:
+            return []
+        X = ranked_features(examples, self.features)
+        z = ((X - self._w["mean"]) / self._w["scale"]) @ self._w["coef"] + self._w["intercept"]
+        return [float(v) for v in 1.0 / (1.0 + np.exp(-z))]
+
+    def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
+        """Decisions for ``scores`` (one per example): top ``round(top_fraction * n)`` of each group
+        of n >= ``min_group`` (ties broken by input order), ``score >= threshold`` elsewhere.
+
+        Raises:
+            RuntimeError: no ``threshold`` or ``top_fraction`` yet.
+        """
+        self._require_compiled()
+        out = [False] * len(examples)
+        for idx in _groups(examples).values():
+            if len(idx) >= self.min_group:
+                k = int(round(self.top_fraction * len(idx)))
+                for i in sorted(idx, key=lambda i: (-scores[i], i))[:k]:
+                    out[i] = True
+            else:
+                for i in idx:
+                    out[i] = scores[i] >= self.threshold
+        return out
+
+    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
+        """One ``Prediction(relevant, score)`` per example; examples sharing (prompt_id, user_id)
+        are ranked together, so pass a user's attributes for a prompt in one call."""
+        self._require_compiled()
+        scores = self.score_batch(examples)
+        return [dspy.Prediction(relevant=r, score=s) for r, s in zip(self.decide(scores, examples), scores)]
+
+    # -- state ----------------------------------------------------------------------------------
+    def dump_state(self, *args, **kwargs) -> dict:
+        return {"threshold": self.threshold, "top_fraction": self.top_fraction, "min_group": self.min_group,
+                "features": list(self.features), "C": self.C, "labels": self.labels, "fitted": self.fitted}
+
+    def load_state(self, state: dict) -> "RankedSelector":
+        self.threshold = state.get("threshold")
+        self.top_fraction = state.get("top_fraction")
+        self.min_group = int(state.get("min_group", self.min_group))
+        self.features = list(state.get("features", self.features))
+        self.C = float(state.get("C", self.C))
+        self.labels = state.get("labels", self.labels)
+        return self
+
+    def save_weights(self, directory: Path) -> Path:
+        """Write ``ranked_selector.npz`` into ``directory`` (created); returns its path."""
+        import numpy as np
+
+        if self._w is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted: nothing to save")
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / WEIGHTS_FILE
+        np.savez(path, **self._w)
+        return path
+
+    def load_weights(self, directory: Path) -> "RankedSelector":
+        """Read ``ranked_selector.npz`` from ``directory`` (``allow_pickle=False``).
+
+        Raises:
+            FileNotFoundError: no weights file; ValueError: array shapes do not match ``features``.
+        """
+        import numpy as np
+
+        with np.load(Path(directory) / WEIGHTS_FILE, allow_pickle=False) as z:
+            w = {k: np.asarray(z[k], dtype=np.float64) for k in ("coef", "intercept", "mean", "scale")}
+        d = feature_dim(self.features)
+        if any(w[k].shape != (d,) for k in ("coef", "mean", "scale")):
+            raise ValueError(f"weights have dimension {w['coef'].shape}, features {self.features} need ({d},)")
+        self._w = w
+        return self
+
+
+class MiniLMRank(RankedSelector):
+    """``minilm-rank``: MiniLM attribute embedding + prompt similarities, hard labels, C = 0.1."""
+
+    def __init__(self, features: Sequence[str] = ("attribute", "cosine", "sentence_cosine", "cosine_z"),
+                 C: float = 0.1, labels: str = "hard", **kwargs) -> None:
+        super().__init__(features=features, C=C, labels=labels, **kwargs)
+
+
+class StyleRank(RankedSelector):
+    """``style-rank``: style-prototype similarity + prompt similarities (4 features), soft labels, C = 0.01."""
+
+    def __init__(self, features: Sequence[str] = ("style", "cosine", "sentence_cosine", "cosine_z"),
+                 C: float = 0.01, labels: str = "soft", **kwargs) -> None:
+        super().__init__(features=features, C=C, labels=labels, **kwargs)
+
+
+__all__ = ["FEATURE_GROUPS", "STYLE_PROTOTYPES", "MiniLMRank", "RankedSelector", "StyleRank", "group_keys",
+           "prompt_sentences", "ranked_features"]
