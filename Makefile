@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 
 demo: setup
 	$(BIN)/personalign compare relevance --data examples/relevance_demo.jsonl --split val \
-	  --strategies zero-shot,zero-shot@bootstrap,minilm-cosine,minilm-logreg
+	  --strategies zero-shot,zero-shot@bootstrap,minilm-cosine,minilm-logreg,style-rank
 
 test: setup
 	$(BIN)/python -m pytest
