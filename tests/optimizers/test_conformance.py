@@ -111,9 +111,7 @@ def test_teleprompter_contract_seed_and_budget(name, tiny, dummy_lm, no_configur
     assert isinstance(pred.relevant, bool)
 
     # same seed -> same compiled state (a fresh LM: no shared state between the runs)
-    from conftest import SchemaDummyLM
-
-    again, _ = OPTIMIZERS.create(name, lm=SchemaDummyLM(), seed=0, n_boot=200, **small_settings(name)).compile(
+    again, _ = OPTIMIZERS.create(name, lm=type(dummy_lm)(), seed=0, n_boot=200, **small_settings(name)).compile(
         ZeroShotJudge(), trainset=train, valset=val)
     assert state_json(again) == state_json(compiled)
 
