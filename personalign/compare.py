@@ -23,10 +23,17 @@ from personalign.errors import DataError
 
 
 def file_sha256(path: str | Path) -> str:
+    """sha256 of a data file; for a directory (e.g. PrefEval's topic folder), of its sorted relative
+    file paths and their contents."""
+    path = Path(path)
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        if path.is_dir():
+            digest.update(str(f.relative_to(path)).encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()
 
 
@@ -103,6 +110,9 @@ def compile_for_stage(stage, strategy: str, optimizer: str | None, trainset: lis
         kwargs = {"seed": seed, **(optimizer_settings or {})}
         if OPTIMIZERS.info(optimizer).kind == "teleprompter":
             kwargs = {**stage.teleprompter_kwargs(), "lm": lm, **kwargs}
+            per_run = getattr(registry.load(strategy), "lm_calls_per_run", None)
+            if per_run is not None:  # programs that loop (judge both orders, aggregator): for the projection
+                kwargs.setdefault("calls_per_run", int(per_run))
             if optimizer == "gepa" and stage.feedback_metric is not None:
                 kwargs.setdefault("feedback_metric", stage.feedback_fn())
         opt = OPTIMIZERS.create(optimizer, **kwargs)

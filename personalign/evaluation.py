@@ -158,7 +158,7 @@ def run_program(
 
 
 def stage_report(stage, examples: Sequence, predictions: Sequence[Any], *, n_boot: int = 1000,
-                 seed: int = 0) -> dict[str, Any]:
+                 seed: int = 0, lm=None) -> dict[str, Any]:
     """Score predictions of one stage against the gold of ``examples``.
 
     Binary stages (``stage.kind == "binary"``): gold and predictions are mapped to the stage's
@@ -169,7 +169,9 @@ def stage_report(stage, examples: Sequence, predictions: Sequence[Any], *, n_boo
 
     Scored stages: ``stage.metric(example, Prediction(**{stage.output: p}))`` per example (a
     failure scores 0), reported as ``{metric_name: mean, metric_name + "_ci": [low, high], "n",
-    "correct"}`` where ``correct`` holds the per-example scores in [0, 1].
+    "correct"}`` where ``correct`` holds the per-example scores in [0, 1]. Metrics that call an LM
+    (a judge) run inside :func:`personalign.lm.use` of ``lm``; their calls are counted in
+    ``metric_lm_calls``.
     """
     import warnings
 
@@ -189,21 +191,31 @@ def stage_report(stage, examples: Sequence, predictions: Sequence[Any], *, n_boo
         report["gold_positive"] = gold
         report["predicted_positive"] = filled
         return report
+    from personalign.lm import CallCounter, use
+
     metric = stage.metric_fn()
     scores = []
-    for ex, p in zip(examples, predictions):
-        if p is None:
-            scores.append(0.0)
-            continue
-        try:
-            value = metric(ex, dspy.Prediction(**{stage.output: p}))
-            scores.append(float(getattr(value, "score", value)))
-        except Exception:  # noqa: BLE001 -- an unscorable prediction is a failure
-            scores.append(0.0)
+    counter = CallCounter()
+    with counter, (use(lm) if lm is not None else contextlib.nullcontext()):
+        for ex, p in zip(examples, predictions):
+            if p is None:
+                scores.append(0.0)
+                continue
+            try:
+                value = metric(ex, dspy.Prediction(**{stage.output: p}))
+                scores.append(float(getattr(value, "score", value)))
+            except Exception as exc:  # noqa: BLE001 -- an unscorable prediction is a failure
+                ours = find_personalign_error(exc)
+                if ours is not None and not isinstance(ours, ContextWindowError):
+                    raise ours from None
+                fatal = fatal_lm_error(exc)
+                if fatal is not None:
+                    raise fatal from None
+                scores.append(0.0)
     arr = np.asarray(scores, dtype=float)
     ci = bootstrap_ci(np.mean, arr, n_boot=n_boot, seed=seed) if arr.size else [float("nan")] * 2
     return {"n": int(arr.size), stage.metric_name: float(arr.mean()) if arr.size else float("nan"),
-            f"{stage.metric_name}_ci": [float(x) for x in ci], "correct": scores}
+            f"{stage.metric_name}_ci": [float(x) for x in ci], "correct": scores, "metric_lm_calls": counter.calls}
 
 
 def paired_comparison(stage, report_a: dict, report_b: dict, *, n_boot: int = 1000, seed: int = 0) -> dict:
@@ -240,7 +252,7 @@ def evaluate_stage(stage, program, examples: Sequence, *, lm=None, n_boot: int =
     """
     outcome = run_program(program, examples, inputs=stage.inputs, output=stage.output, lm=lm, retries=retries,
                           description=description, progress=progress)
-    report = stage_report(stage, examples, outcome.predictions, n_boot=n_boot, seed=seed)
+    report = stage_report(stage, examples, outcome.predictions, n_boot=n_boot, seed=seed, lm=lm)
     if stage.kind == "binary":
         from personalign.metrics.dspy_metrics import to_bool
 

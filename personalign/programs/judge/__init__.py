@@ -1,0 +1,57 @@
+"""Stage ``judge``: rate, per attribute of a user, which of two responses serves the user better
+(1 = A much better, 3 = equal, 5 = B much better), against human ratings.
+
+Examples (:func:`personalign.programs.judge.agreement.load_ratings`, canonical
+preference-rating JSONL) have inputs ``profile, prompt, response_a, response_b, attributes`` and
+the gold ``ratings`` (attribute -> 1-5). Scored stage: per example
+:func:`personalign.metrics.rating_agreement` (mean over attributes of ``1 - ((judge - human)/4)^2``,
+the per-item analogue of the quadratic weights of kappa_w), so any teleprompter compiles a judge
+toward human agreement; corpus Spearman rho and weighted kappa come from
+:func:`personalign.programs.judge.agreement.judge_agreement`.
+
+Also here (not strategies of the stage): explicit-mention detectors and the rating gap
+(:mod:`personalign.programs.judge.mentions`). Light at import (no dspy).
+"""
+
+from personalign.programs._registry import Registry, StrategyInfo
+from personalign.stages import Stage
+
+_P = "personalign.programs.judge.pairwise"
+
+STRATEGIES = Registry(
+    "judge",
+    [
+        StrategyInfo("pairwise", f"{_P}:PairwiseJudge",
+                     "typed 1-5 LLM judge per attribute, both orders, position-debiased (2 calls/attribute)",
+                     uses_lm=True, trainable=False),
+        StrategyInfo("pairwise-implicit", f"{_P}:ImplicitPairwiseJudge",
+                     "as pairwise, instructed that restating an attribute earns nothing and 3 is most common",
+                     uses_lm=True, trainable=False),
+        StrategyInfo("single-order", f"{_P}:SingleOrderJudge",
+                     "typed 1-5 LLM judge, one seeded order per attribute (position-biased baseline)",
+                     uses_lm=True, trainable=False),
+        StrategyInfo("minilm", f"{_P}:EmbeddingJudge",
+                     "LM-free: MiniLM cosine of attribute to B minus to A, fixed cut points", uses_lm=False,
+                     trainable=False),
+        StrategyInfo("tie", f"{_P}:TieJudge", "LM-free: always 3 (no difference)", uses_lm=False, trainable=False),
+    ],
+)
+
+DEFAULT_STRATEGIES = "pairwise,single-order,tie"
+
+STAGE = Stage(
+    name="judge",
+    summary="pairwise 1-5 preference per attribute between two responses, against human ratings",
+    strategies="personalign.programs.judge:STRATEGIES",
+    default_strategies=DEFAULT_STRATEGIES,
+    loader="personalign.programs.judge.agreement:load_ratings",
+    inputs=("profile", "prompt", "response_a", "response_b", "attributes"),
+    output="ratings",
+    label="ratings",
+    kind="scored",
+    metric="personalign.metrics:rating_agreement",
+    metric_name="rating_agreement",
+    group_key="prompt_id",
+)
+
+__all__ = ["STRATEGIES", "DEFAULT_STRATEGIES", "STAGE"]

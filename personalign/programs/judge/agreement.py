@@ -1,0 +1,125 @@
+"""Agreement of a judge with human 1-5 ratings, and the judge stage's data loader.
+
+:func:`judge_agreement` pools every (example, attribute) pair rated by both the humans and the
+judge and reports Spearman's rho and the quadratic-weighted kappa (Cohen 1968) -- both from
+:mod:`personalign.metrics` -- with 95% percentile-bootstrap CIs over the pairs, plus exact
+agreement, mean absolute error and the judges' inflation (mean distance from 3, judge minus
+human: the seed study finds LLM judges give more extreme ratings than people).
+
+:func:`load_ratings` reads the canonical preference-rating JSONL
+(:class:`~personalign.data.PreferenceRatingExample`) for the ``judge`` stage.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from typing import Any, Mapping, Sequence
+
+INPUTS = ("profile", "prompt", "response_a", "response_b", "attributes")
+
+
+def _get(obj: Any, name: str):
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _nan_to_none(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def rating_pairs(examples: Sequence, predictions: Sequence) -> tuple[list[int], list[int], list[float], int]:
+    """``(human, judge, judge_scores, n_missing)`` over every attribute rated by the humans;
+    a prediction that is None (failure) or lacks an attribute counts in ``n_missing``."""
+    human, judge, scores, missing = [], [], [], 0
+    for ex, pred in zip(examples, predictions, strict=True):
+        gold = _get(ex, "ratings") or {}
+        got = (_get(pred, "ratings") or {}) if pred is not None else {}
+        sc = (_get(pred, "scores") or {}) if pred is not None else {}
+        if isinstance(pred, Mapping) and "ratings" not in pred:
+            got = pred  # a bare {attribute: rating} dict (run_program keeps the output field only)
+        for attr, g in gold.items():
+            r = got.get(attr) if isinstance(got, Mapping) else None
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not 1 <= r <= 5:
+                missing += 1
+                continue
+            human.append(int(g))
+            judge.append(int(round(r)))
+            scores.append(float(sc.get(attr, r)) if isinstance(sc, Mapping) else float(r))
+    return human, judge, scores, missing
+
+
+def judge_agreement(examples: Sequence, predictions: Sequence, *, n_boot: int = 1000, seed: int = 0) -> dict:
+    """Agreement of judge ratings with human ratings, pooled over (example, attribute) pairs.
+
+    Args:
+        examples: items with ``ratings`` (attribute -> human 1-5).
+        predictions: per example a Prediction/dict with ``ratings`` (and optionally ``scores``,
+            the unrounded debiased values used for Spearman), a bare ``{attribute: rating}``
+            dict, or None for a failure.
+
+    Returns:
+        ``{"n_pairs", "n_missing", "spearman", "spearman_ci", "qwk", "qwk_ci", "exact",
+        "mae", "human_mean", "judge_mean", "human_extremity", "judge_extremity",
+        "inflation"}``; undefined statistics (constant ratings) are None.
+    """
+    import numpy as np
+
+    from personalign.metrics import bootstrap_ci, quadratic_weighted_kappa, spearman
+
+    human, judge, scores, missing = rating_pairs(examples, predictions)
+    out: dict[str, Any] = {"n_pairs": len(human), "n_missing": missing}
+    if not human:
+        return {**out, **{k: None for k in ("spearman", "spearman_ci", "qwk", "qwk_ci", "exact", "mae", "human_mean",
+                                             "judge_mean", "human_extremity", "judge_extremity", "inflation")}}
+    h, j, s = np.asarray(human), np.asarray(judge), np.asarray(scores)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rho = spearman(h, s)
+        kw = quadratic_weighted_kappa(h, j)
+        rho_ci = bootstrap_ci(lambda a, b: spearman(a, b), h, s, n_boot=n_boot, seed=seed)
+        kw_ci = bootstrap_ci(lambda a, b: quadratic_weighted_kappa(a, b), h, j, n_boot=n_boot, seed=seed)
+    he, je = float(np.mean(np.abs(h - 3))), float(np.mean(np.abs(j - 3)))
+    out.update(
+        spearman=_nan_to_none(rho), spearman_ci=None if any(math.isnan(x) for x in rho_ci) else rho_ci,
+        qwk=_nan_to_none(kw), qwk_ci=None if any(math.isnan(x) for x in kw_ci) else kw_ci,
+        exact=float(np.mean(h == j)), mae=float(np.mean(np.abs(h - j))),
+        human_mean=float(h.mean()), judge_mean=float(j.mean()),
+        human_extremity=he, judge_extremity=je, inflation=je - he,
+    )
+    return out
+
+
+def load_ratings(path: str | os.PathLike, *, seed: int = 0) -> list:
+    """Canonical preference-rating JSONL -> ``dspy.Example``s for the ``judge`` stage.
+
+    Each example has the inputs ``profile, prompt, response_a, response_b, attributes`` (the
+    rated attributes, i.e. the keys of ``ratings`` in file order) and the gold ``ratings``.
+    Lines without ``split``: split by prompt (``prompt_id``, else the prompt text) into
+    train/val/test = 0.5/0.25/0.25 (:func:`personalign.data.group_split`, seeded).
+
+    Raises:
+        DataError: missing file, malformed line, rating outside 1-5, duplicate id (names file,
+            line and field).
+    """
+    from personalign.data.canonical import read_examples
+    from personalign.data.splits import assign_split, group_split
+    from personalign.errors import DataError
+
+    items = read_examples(path, "rating")
+    if all(x.split is None for x in items):
+        keyed = [x if x.prompt_id else x.model_copy(update={"prompt_id": "prompt:" + x.prompt}) for x in items]
+        if len({x.prompt_id for x in keyed}) < 3:
+            raise DataError(path, None, "split", "no 'split' field and fewer than 3 distinct prompts to split by")
+        items = assign_split(group_split(keyed, by="prompt", fractions={"train": 0.5, "val": 0.25, "test": 0.25},
+                                         seed=seed))
+    out = []
+    for x in items:
+        ex = x.to_dspy()
+        out.append(ex.copy(attributes=list(x.ratings)).with_inputs(*INPUTS))
+    return out
+
+
+__all__ = ["INPUTS", "judge_agreement", "rating_pairs", "load_ratings"]

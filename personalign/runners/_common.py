@@ -1,0 +1,66 @@
+"""Shared pieces of the runners: mean with a bootstrap CI, running a stage strategy."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any, Sequence
+
+
+def mean_ci(values: Sequence[float], *, n_boot: int = 1000, seed: int = 0) -> dict:
+    """``{"mean", "ci", "n"}``: the mean of ``values`` and its 95% percentile-bootstrap CI
+    (:func:`personalign.metrics.bootstrap_ci`); None for an empty list."""
+    import numpy as np
+
+    from personalign.metrics import bootstrap_ci
+
+    v = np.asarray([float(x) for x in values], dtype=float)
+    if v.size == 0:
+        return {"mean": None, "ci": None, "n": 0}
+    ci = bootstrap_ci(np.mean, v, n_boot=n_boot, seed=seed)
+    return {"mean": float(v.mean()), "ci": None if any(math.isnan(c) for c in ci) else [float(c) for c in ci],
+            "n": int(v.size)}
+
+
+def resolve_lm(lm: Any, uses_lm: bool):
+    """A ``dspy.LM`` for ``lm`` (None -> the default embedded model; a string -> make_lm; an LM
+    object unchanged), or None when the strategy uses no LM."""
+    if not uses_lm:
+        return None
+    from personalign.lm import DEFAULT_MODEL, make_lm
+
+    if lm is None or isinstance(lm, str):
+        return make_lm(lm or DEFAULT_MODEL)
+    return lm
+
+
+def run_strategy(stage_name: str, strategy: str, examples: Sequence, *, lm=None, progress: bool = False,
+                 **kwargs) -> tuple[Any, Any]:
+    """Build ``strategy`` of stage ``stage_name`` (``kwargs`` to its constructor) and run it with
+    :func:`personalign.evaluation.run_program` (retries, failures counted). Returns
+    ``(outcome, lm)``; ``outcome.predictions`` holds the stage's output field per example."""
+    from personalign.evaluation import run_program
+    from personalign.stages import get_stage
+
+    stage = get_stage(stage_name)
+    info = stage.registry.info(strategy)
+    program = stage.registry.create(strategy, **kwargs)
+    lm_obj = resolve_lm(lm, info.uses_lm)
+    outcome = run_program(program, examples, inputs=stage.inputs, output=stage.output, lm=lm_obj,
+                          description=f"{stage_name}:{strategy}", progress=progress)
+    return outcome, lm_obj
+
+
+@contextlib.contextmanager
+def maybe_use(lm):
+    """``personalign.lm.use(lm)`` when ``lm`` is not None, else a no-op."""
+    if lm is None:
+        yield None
+        return
+    from personalign.lm import use
+
+    with use(lm):
+        yield lm
+
+
+__all__ = ["mean_ci", "resolve_lm", "run_strategy", "maybe_use"]
