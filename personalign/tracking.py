@@ -40,6 +40,21 @@ def redact(value: Any, key: str = "") -> Any:
     return value
 
 
+def numeric_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """The numeric entries of ``metrics`` as floats; a ``[low, high]`` CI becomes ``name_low`` /
+    ``name_high``; NaN and non-numeric values are dropped."""
+    out: dict[str, float] = {}
+    for k, v in metrics.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v):
+            out[f"{key}_low"], out[f"{key}_high"] = float(v[0]), float(v[1])
+        elif isinstance(v, bool):
+            out[key] = float(v)
+        elif isinstance(v, (int, float)) and v == v:
+            out[key] = float(v)
+    return out
+
+
 def _flatten(prefix: str, obj: Any, out: dict[str, Any]) -> None:
     if isinstance(obj, dict):
         for k, v in obj.items():
@@ -132,16 +147,7 @@ class Tracker:
         """Log numeric metrics; a ``[low, high]`` CI becomes ``name_ci_low`` / ``name_ci_high``."""
         if not self.enabled:
             return
-        out: dict[str, float] = {}
-        for k, v in metrics.items():
-            key = f"{prefix}{k}"
-            if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v):
-                out[f"{key}_low"], out[f"{key}_high"] = float(v[0]), float(v[1])
-            elif isinstance(v, bool):
-                out[key] = float(v)
-            elif isinstance(v, (int, float)) and v == v:
-                out[key] = float(v)
-        self._setup().log_metrics(out)
+        self._setup().log_metrics(numeric_metrics(metrics, prefix))
 
     def log_dict(self, obj: Any, artifact_file: str) -> None:
         if self.enabled:
@@ -154,3 +160,108 @@ class Tracker:
     def log_artifact(self, path: str | os.PathLike) -> None:
         if self.enabled:
             self._setup().log_artifact(str(path))
+
+    # --- Runs addressed by id (thread-safe: no fluent "active run"); used by sweeps, whose trials
+    # --- run in worker threads and whose runs must be closed from another process after a crash.
+
+    def client(self):
+        """The ``mlflow.MlflowClient`` of this store (None when disabled)."""
+        if not self.enabled:
+            return None
+        import mlflow
+
+        self._setup()
+        return mlflow.MlflowClient(tracking_uri=self.tracking_uri)
+
+    def start_run_by_id(self, name: str, *, parent_run_id: str | None = None, params: dict[str, Any] | None = None,
+                        tags: dict[str, str] | None = None) -> str | None:
+        """Create a run (a child of ``parent_run_id`` when given) without making it the active run.
+
+        Returns its run id (None when disabled). Close it with :meth:`end_run_by_id`.
+        """
+        client = self.client()
+        if client is None:
+            return None
+        import mlflow
+
+        exp = client.get_experiment_by_name(self.experiment)
+        all_tags = {"mlflow.runName": name, **{k: str(v) for k, v in (tags or {}).items()}}
+        if parent_run_id:
+            all_tags["mlflow.parentRunId"] = parent_run_id
+        run = client.create_run(exp.experiment_id, tags=all_tags, run_name=name)
+        if params:
+            flat: dict[str, Any] = {}
+            _flatten("", redact(params), flat)
+            client.log_batch(run.info.run_id, params=[mlflow.entities.Param(k, str(v)[:6000]) for k, v in flat.items()])
+        return run.info.run_id
+
+    def log_metrics_to(self, run_id: str | None, metrics: dict[str, Any], prefix: str = "") -> None:
+        """:meth:`log_metrics` into the run ``run_id``."""
+        client = self.client()
+        if client is None or not run_id:
+            return
+        import time
+
+        import mlflow
+
+        stamp = int(time.time() * 1000)
+        client.log_batch(run_id, metrics=[mlflow.entities.Metric(k, v, stamp, 0)
+                                          for k, v in numeric_metrics(metrics, prefix).items()])
+
+    def log_dict_to(self, run_id: str | None, obj: Any, artifact_file: str) -> None:
+        client = self.client()
+        if client is not None and run_id:
+            client.log_text(run_id, json.dumps(redact(obj), indent=2, default=str), artifact_file)
+
+    def log_artifact_to(self, run_id: str | None, path: str | os.PathLike) -> None:
+        client = self.client()
+        if client is not None and run_id:
+            client.log_artifact(run_id, str(path))
+
+    def set_tags_to(self, run_id: str | None, tags: dict[str, Any]) -> None:
+        client = self.client()
+        if client is not None and run_id:
+            import mlflow
+
+            client.log_batch(run_id, tags=[mlflow.entities.RunTag(k, str(redact(v, k))) for k, v in tags.items()])
+
+    def end_run_by_id(self, run_id: str | None, status: str = "FINISHED", *, metrics: dict[str, Any] | None = None,
+                      tags: dict[str, Any] | None = None) -> None:
+        """Log ``metrics`` and ``tags`` (one batch) and close ``run_id`` with ``status`` (FINISHED,
+        FAILED or KILLED); a run closed already is left as is."""
+        client = self.client()
+        if client is None or not run_id:
+            return
+        import time
+
+        import mlflow
+
+        if client.get_run(run_id).info.status != "RUNNING":
+            return
+        stamp = int(time.time() * 1000)
+        batch_metrics = [mlflow.entities.Metric(k, v, stamp, 0) for k, v in numeric_metrics(metrics or {}).items()]
+        batch_tags = [mlflow.entities.RunTag(k, str(redact(v, k))) for k, v in (tags or {}).items()]
+        if batch_metrics or batch_tags:
+            client.log_batch(run_id, metrics=batch_metrics, tags=batch_tags)
+        client.set_terminated(run_id, status)
+
+    def run_status(self, run_id: str) -> str | None:
+        client = self.client()
+        return None if client is None else client.get_run(run_id).info.status
+
+    def close_stale_runs(self, tags: dict[str, str], is_dead, status: str = "KILLED") -> list[str]:
+        """Close the RUNNING runs carrying every tag of ``tags`` for which ``is_dead(run_tags)`` is
+        true (e.g. the process that opened them was killed); returns their run ids."""
+        client = self.client()
+        if client is None:
+            return []
+        exp = client.get_experiment_by_name(self.experiment)
+        if exp is None:
+            return []
+        query = " and ".join([f"tags.`{k}` = '{v}'" for k, v in tags.items()] + ["attributes.status = 'RUNNING'"])
+        closed = []
+        for run in client.search_runs([exp.experiment_id], filter_string=query, max_results=1000):
+            if is_dead(run.data.tags):
+                client.set_terminated(run.info.run_id, status)
+                closed.append(run.info.run_id)
+        return closed

@@ -32,6 +32,8 @@ from personalign.cli.predict import app as _predict_app  # noqa: E402  (light: t
 
 app.add_typer(_data_app, name="data", help="Validate and describe data files.")
 app.add_typer(_predict_app, name="predict", help="Predict with one strategy of a stage: which attributes are relevant to a prompt.")
+from personalign.cli.sweep import sweep as _sweep_cmd  # noqa: E402  (light: typer only)
+app.command("sweep")(_sweep_cmd)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,217 @@
+"""``run_sweep`` in-process against the mock LM: resume, export, pruning, threads, tracking, errors."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from personalign.errors import ConfigurationError
+from tests.conftest import DEMO, ROOT, cli_env
+from tests.sweep.conftest import MOCK_SPACE
+
+MODEL = "mock/relevance-0ms"
+
+
+def _sweep(runs_dir, space, **kw):
+    from personalign.lm import configure_cache
+    from personalign.optimizers.sweep import run_sweep
+    from personalign.tracking import Tracker
+
+    configure_cache(runs_dir / "cache", enabled=False)
+    kw.setdefault("tracker", Tracker(f"sqlite:///{runs_dir / 'mlflow.db'}"))
+    return run_sweep("relevance", data=kw.pop("data", DEMO), space=space, lm=MODEL, n_boot=100, progress=False, **kw)
+
+
+def _load(out):
+    import optuna
+
+    from personalign.optimizers.sweep import open_storage
+
+    return optuna.load_study(study_name=out["study"], storage=open_storage(out["storage"]))
+
+
+def _children(runs_dir, study):
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{runs_dir / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("personalign")
+    return client.search_runs([exp.experiment_id], max_results=1000,
+                              filter_string=f"tags.`personalign.study` = '{study}' and tags.command = 'sweep-trial'")
+
+
+@pytest.mark.slow
+def test_resume_adds_only_missing_trials_and_exports_the_best(runs_dir, mock_lm, mock_space):
+    from optuna.trial import TrialState
+
+    from personalign.evaluation import evaluate_stage
+    from personalign.lm import make_lm
+    from personalign.programs._saved import load_program
+    from personalign.stages import get_stage
+
+    first = _sweep(runs_dir, mock_space, n_trials=3, limit=7)
+    assert (first["n_complete"], first["ran"], first["missing_at_start"]) == (3, 3, 3)
+    assert first["storage"] == f"sqlite:///{runs_dir / 'optuna.db'}"  # the default storage
+    study = _load(first)
+    for t in study.get_trials():
+        if "same_as" not in t.user_attrs:  # minibatches of 3 over 7 examples: steps 0, 1, 2
+            assert sorted(t.intermediate_values) == list(range(math.ceil(7 / 3)))
+    second = _sweep(runs_dir, mock_space, n_trials=5, limit=7)
+    assert second["study"] == first["study"]
+    assert (second["ran"], second["n_complete"], second["missing_at_start"]) == (2, 5, 2)
+    assert _sweep(runs_dir, mock_space, n_trials=5, limit=7)["ran"] == 0
+
+    # the best trial's program: saved, loadable in a fresh registry, scoring what the trial scored
+    best = second["best"]
+    assert best["value"] == max(t.value for t in _load(second).get_trials(states=(TrialState.COMPLETE,)))
+    program, meta = load_program(second["program"])
+    assert meta["compile"]["sweep"]["trial"] == best["number"] and meta["metrics"]["f1"] == best["value"]
+    assert (runs_dir / "programs").exists() and second["program"].startswith(str(runs_dir / "programs"))
+    text = open(second["prompt_file"]).read()
+    assert "### instructions" in text
+    stage = get_stage("relevance")
+    evalset = sorted(stage.load(DEMO, "val"), key=lambda ex: 0)
+    import random
+
+    order = list(range(len(evalset)))
+    random.Random(0).shuffle(order)  # the sweep's fixed evaluation order
+    evalset = [evalset[i] for i in order][:7]
+    temperature = best["params"].get("temperature")
+    lm = make_lm(MODEL, cache=False, **({"temperature": temperature} if temperature is not None else {}))
+    again = evaluate_stage(stage, program, evalset, lm=lm, n_boot=100, progress=False)
+    assert again["f1"] == pytest.approx(best["value"])
+
+    # one MLflow child run per trial, all closed
+    children = _children(runs_dir, first["study"])
+    assert Counter(r.data.tags["personalign.trial"] for r in children) == Counter(str(i) for i in range(5))
+    assert {r.info.status for r in children} == {"FINISHED"}
+
+
+def test_a_study_is_tied_to_its_data(runs_dir, mock_lm, mock_space, tmp_path):
+    _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="tied", tracker=None)
+    other = tmp_path / "relevance_demo.jsonl"
+    other.write_text("".join(open(DEMO).readlines()[:-1]))  # one example fewer
+    with pytest.raises(ConfigurationError, match="was created with a different data_sha256"):
+        _sweep(runs_dir, mock_space, n_trials=2, limit=3, study_name="tied", tracker=None, data=other)
+
+
+@pytest.mark.slow
+def test_median_pruner_stops_trials_on_minibatch_scores(runs_dir, mock_lm, tmp_path):
+    space = tmp_path / "prune.toml"
+    space.write_text(MOCK_SPACE.replace('kind = "none"', 'kind = "median"\nn_startup_trials = 2\nn_warmup_steps = 0')
+                     .replace("minibatch_size = 3", "minibatch_size = 2"))
+    out = _sweep(runs_dir, space, n_trials=10, limit=10, seed=3)
+    study = _load(out)
+    pruned = [t for t in study.get_trials() if t.state.name == "PRUNED"]
+    assert out["n_complete"] + out["n_pruned"] == 10
+    assert pruned, "with 5 minibatches and a median of earlier trials, some trial is pruned"
+    for t in pruned:
+        assert max(t.intermediate_values) < 4  # stopped before the last minibatch
+        assert t.user_attrs["report"]["n_scored"] < 10
+    status = {r.data.tags["personalign.trial"]: (r.info.status, r.data.tags.get("optuna.state"))
+              for r in _children(runs_dir, out["study"])}
+    assert all(status[str(t.number)] == ("FINISHED", "PRUNED") for t in pruned)
+
+
+@pytest.mark.slow
+def test_parallel_threads_share_one_study_and_keep_stdout(runs_dir, mock_lm, mock_space, capsys):
+    import dspy
+
+    stdout = sys.stdout
+    out = _sweep(runs_dir, mock_space, n_trials=8, limit=6, n_jobs=4)
+    assert sys.stdout is stdout, "stdout is restored after the threads"
+    assert dspy.settings.lm is None, "no dspy.configure from worker threads (dspy.context only)"
+    assert (out["n_complete"], out["n_fail"], out["surplus"], out["ran"]) == (8, 0, 0, 8)
+    assert out["tracking_errors"] == []
+    children = _children(runs_dir, out["study"])
+    assert sorted(int(r.data.tags["personalign.trial"]) for r in children) == list(range(8))
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.slow
+def test_cli_errors_are_one_line(tmp_path):
+    runs = tmp_path / "runs"
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "personalign", "sweep", *args], capture_output=True, text=True,
+                              cwd=ROOT, env=cli_env(runs), timeout=300)
+
+    for args, needle in [
+        (("relevance", "--data", str(DEMO), "--storage", "runs/optuna.db", "--no-track"), "unsupported --storage"),
+        (("no-such-stage", "--data", str(DEMO), "--no-track"), "unknown stage 'no-such-stage'"),
+        (("relevance", "--data", str(tmp_path / "missing.jsonl"), "--no-track"), "file not found"),
+    ]:
+        proc = cli(*args)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr[-2000:]
+    assert not (runs / "optuna.db").exists()
+
+
+@pytest.mark.slow
+def test_real_models_end_to_end(runs_dir, tmp_path):
+    """The embedded model (zero-shot judge, JSONAdapter, 2 threads sharing the llama.cpp engine)
+    and MiniLM (learned selector) in one sweep; the best program is saved and reloads."""
+    from optuna.trial import TrialState
+
+    from personalign.lm import configure_cache
+    from personalign.optimizers.sweep import run_sweep
+    from personalign.programs._saved import load_program
+
+    space = tmp_path / "real.toml"
+    space.write_text('strategies = ["zero-shot", "minilm-logreg"]\n[evaluation]\nminibatch_size = 2\n'
+                     '[pruner]\nkind = "none"\n[lm]\noptimizer = ["none"]\n'
+                     '[strategy.minilm-logreg]\nC = { low = 0.001, high = 1.0, log = true }\n')
+    configure_cache(runs_dir / "cache")
+    out = run_sweep("relevance", data=DEMO, space=space, n_trials=3, limit=4, n_jobs=2, seed=1, n_boot=100,
+                    progress=False)
+    study = _load(out)
+    errors = [t.user_attrs.get("error") for t in study.get_trials() if t.state == TrialState.FAIL]
+    assert (out["n_complete"], out["n_fail"], out["lm"]) == (3, 0, "local/smollm2-135m-instruct"), errors
+    judge_calls = []
+    for t in study.get_trials(states=(TrialState.COMPLETE,)):
+        report = t.user_attrs["report"]
+        assert report["n"] == 4 and report["failures"] == 0
+        if t.params["strategy"] == "zero-shot":
+            judge_calls.append(report["lm_calls"])
+    if judge_calls:  # the first zero-shot trial called the model (a repeat may hit the LM cache)
+        assert max(judge_calls) == 4 and out["lm_calls"] >= 4
+    program, meta = load_program(out["program"])
+    assert meta["strategy"] == out["best"]["params"]["strategy"]
+
+
+@pytest.mark.slow
+def test_a_dead_worker_on_another_machine_is_failed_by_the_heartbeat(runs_dir, mock_lm, mock_space):
+    """RDB storage: a RUNNING trial of a worker on another host (liveness unknown here) whose
+    heartbeat stopped is failed by Optuna's heartbeat check after the grace period, re-queued once,
+    and its MLflow run is closed as KILLED."""
+    import time
+    import warnings
+
+    from optuna.trial import TrialState
+
+    from personalign.optimizers.sweep import WORKER_ATTR
+    from personalign.tracking import Tracker
+
+    first = _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="hb", heartbeat_interval=1, grace_period=2)
+    study = _load(first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "heartbeat is supposed to be used with Study.optimize"
+        ghost = study.ask()  # a trial "running" on another machine
+    storage = study._storage
+    storage.set_trial_system_attr(ghost._trial_id, WORKER_ATTR, "other-host|boot|4242|1")
+    tracker = Tracker(f"sqlite:///{runs_dir / 'mlflow.db'}")
+    run_id = tracker.start_run_by_id("ghost", tags={"personalign.study": "hb"})
+    ghost.set_user_attr("mlflow_run_id", run_id)
+    storage.record_heartbeat(ghost._trial_id)
+    time.sleep(3)  # > grace period, no heartbeat since
+    out = _sweep(runs_dir, mock_space, n_trials=3, limit=3, study_name="hb", heartbeat_interval=1, grace_period=2,
+                 tracker=tracker)
+    assert out["stale_failed"] == [ghost.number]
+    trials = _load(out).get_trials()
+    assert next(t for t in trials if t.number == ghost.number).state == TrialState.FAIL
+    assert sum(t.system_attrs.get("failed_trial") == ghost.number for t in trials) == 1
+    assert out["n_complete"] == 3
+    assert tracker.run_status(run_id) == "KILLED"

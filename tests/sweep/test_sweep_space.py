@@ -1,0 +1,147 @@
+"""Search space files, storage URLs and worker liveness of ``personalign sweep`` (fast, no LM)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import optuna
+import pytest
+
+from personalign.errors import ConfigurationError, DataError
+from personalign.optimizers.sweep import (
+    DEFAULT_SPACE,
+    HEARTBEAT_ATTR,
+    WORKER_ATTR,
+    SearchSpace,
+    is_stale,
+    open_storage,
+    redact_url,
+    worker_alive,
+    worker_id,
+)
+from personalign.stages import get_stage
+from tests.conftest import ROOT
+
+STAGE = get_stage("relevance")
+
+
+def test_the_example_space_file_is_the_default_space():
+    from_file = SearchSpace.load(STAGE, ROOT / "examples" / "sweep_relevance.toml")
+    assert from_file.raw == SearchSpace.load(STAGE, None).raw == {**DEFAULT_SPACE}
+    assert from_file.sha256 == SearchSpace.from_dict(STAGE, DEFAULT_SPACE).sha256
+
+
+def test_yaml_and_toml_give_the_same_space(tmp_path):
+    (tmp_path / "s.toml").write_text('strategies = ["bm25", "minilm-logreg"]\n[fit]\nbeta = { low = 0.5, high = 2.0 }\n')
+    (tmp_path / "s.yaml").write_text("strategies: [bm25, minilm-logreg]\nfit:\n  beta: {low: 0.5, high: 2.0}\n")
+    a, b = SearchSpace.load(STAGE, tmp_path / "s.toml"), SearchSpace.load(STAGE, tmp_path / "s.yaml")
+    assert a.sha256 == b.sha256 and a.strategies == ["bm25", "minilm-logreg"]
+
+
+def _cfg(space: SearchSpace, params: dict):
+    return space.configure(lambda dim: dim.sample(optuna.trial.FixedTrial(params)))
+
+
+def test_parameters_are_sampled_only_where_they_apply():
+    space = SearchSpace.from_dict(STAGE, DEFAULT_SPACE)
+    sampled: list[str] = []
+
+    def pick(dim):
+        sampled.append(dim.name)
+        return {"strategy": "zero-shot", "optimizer": "labeled", "temperature": 0.3, "labeled.k": 2}[dim.name]
+
+    cfg = space.configure(pick)
+    assert sampled == ["strategy", "temperature", "optimizer", "labeled.k"]
+    assert (cfg.optimizer, cfg.optimizer_settings, cfg.temperature, cfg.name) == ("labeled", {"k": 2}, 0.3,
+                                                                                  "zero-shot@labeled")
+    sampled.clear()
+    cfg = space.configure(lambda d: (sampled.append(d.name), {"strategy": "minilm-logreg", "fit.beta": 1.5,
+                                                              "minilm-logreg.C": 0.1}[d.name])[1])
+    assert sampled == ["strategy", "fit.beta", "minilm-logreg.C"]  # no temperature/optimizer for a learned selector
+    assert cfg.fit_settings == {"beta": 1.5} and cfg.strategy_kwargs == {"C": 0.1} and cfg.optimizer is None
+    sampled.clear()
+    cfg = space.configure(lambda d: (sampled.append(d.name), {"strategy": "minilm-cosine"}[d.name])[1])
+    assert sampled == ["strategy"]  # ThresholdFit accepts no beta: not sampled
+    # fixed values apply without being sampled
+    fixed = SearchSpace.from_dict(STAGE, {**DEFAULT_SPACE, "strategies": ["zero-shot"]})
+    cfg = _cfg(fixed, {"strategy": "zero-shot", "temperature": 0.0, "optimizer": "bootstrap",
+                       "bootstrap.max_bootstrapped_demos": 1, "bootstrap.max_labeled_demos": 0})
+    assert cfg.optimizer_settings == {"max_bootstrapped_demos": 1, "max_labeled_demos": 0, "max_rounds": 1}
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('strategies = ["bm25"]\n[bogus]\nx = 1\n', "unknown section"),
+    ('strategies = ["no-such"]\n', "unknown relevance strategy 'no-such'"),
+    ('strategies = ["zero-shot"]\n[lm]\noptimizer = ["threshold-fit"]\n', "not a teleprompter"),
+    ('strategies = ["zero-shot"]\n[optimizer.labeled]\nkk = 3\n', "'kk' is not a setting of labeled"),
+    ('strategies = ["bm25"]\n[strategy.bm25]\nC = 1.0\n', "'C' is not an argument of bm25"),
+    ('strategies = ["bm25"]\n[strategy.no-such]\nC = 1.0\n', "[strategy.no-such]: unknown relevance strategy"),
+    ('strategies = ["minilm-logreg"]\n[strategy.minilm-logreg]\nC = { low = 1.0, high = 0.1 }\n', "low (1.0) > high (0.1)"),
+    ('strategies = ["minilm-logreg"]\n[strategy.minilm-logreg]\nC = { low = 0.0, high = 1.0, log = true }\n',
+     "a log range needs low > 0"),
+    ('strategies = ["bm25"]\n[fit]\ngamma = 2\n', "[fit] 'gamma' is accepted by no fit of a relevance strategy"),
+    ('strategies = ["bm25"]\n[pruner]\nkind = "hyperband"\n', "kind must be 'median' or 'none'"),
+    ('strategies = ["bm25"]\n[evaluation]\nminibatch_size = 0\n', "minibatch_size must be an integer >= 1"),
+])
+def test_bad_space_files_name_the_file_and_the_key(tmp_path, text, needle):
+    path = tmp_path / "space.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigurationError) as err:
+        SearchSpace.load(STAGE, path)
+    assert needle in str(err.value) and str(path) in str(err.value)
+
+
+def test_unparsable_space_files_give_the_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('strategies = ["bm25"]\n[fit\nbeta = 1\n')
+    with pytest.raises(DataError) as err:
+        SearchSpace.load(STAGE, bad)
+    assert err.value.line == 2 and str(bad) in str(err.value)
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("strategies: [bm25\nfit: 1\n")
+    with pytest.raises(DataError):
+        SearchSpace.load(STAGE, bad_yaml)
+    with pytest.raises(DataError, match="not found"):
+        SearchSpace.load(STAGE, tmp_path / "missing.toml")
+
+
+def test_storage_urls(tmp_path):
+    assert redact_url("postgresql://user:s3cret@127.0.0.1:5432/optuna") == "postgresql://user:***@127.0.0.1:5432/optuna"
+    assert redact_url("journal:/x/y.journal") == "journal:/x/y.journal"
+    journal = open_storage(f"journal:{tmp_path / 'j' / 'optuna.journal'}")
+    assert type(journal).__name__ == "JournalStorage"
+    rdb = open_storage(f"sqlite:///{tmp_path / 'db' / 'optuna.db'}")
+    assert rdb.get_heartbeat_interval() == 10 and (tmp_path / "db" / "optuna.db").exists()
+    with pytest.raises(ConfigurationError, match="unsupported --storage"):
+        open_storage("runs/optuna.db")
+    with pytest.raises(ConfigurationError, match=r"cannot open --storage postgresql://u:\*\*\*@127.0.0.1:1/x"):
+        open_storage("postgresql://u:pw@127.0.0.1:1/x")  # nothing listens on port 1: one line, password hidden
+
+
+def test_worker_liveness():
+    assert worker_alive(worker_id()) is True
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    host, boot, _, ticks = worker_id().split("|")
+    assert worker_alive(f"{host}|{boot}|{child.pid}|{ticks}") is False  # gone (pid reuse: start time differs)
+    assert worker_alive(f"other-host|{boot}|1|1") is None  # another machine: only heartbeats can tell
+    assert worker_alive(None) is None
+
+
+def test_stale_trials_by_pid_and_by_journal_heartbeat(tmp_path):
+    storage = open_storage(f"journal:{tmp_path / 'optuna.journal'}")
+    study = optuna.create_study(storage=storage)
+    alive, dead, remote_fresh, remote_old = (study.ask() for _ in range(4))
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    host, boot, _, ticks = worker_id().split("|")
+    storage.set_trial_system_attr(alive._trial_id, WORKER_ATTR, worker_id())
+    storage.set_trial_system_attr(dead._trial_id, WORKER_ATTR, f"{host}|{boot}|{child.pid}|{ticks}")
+    for t, beat in ((remote_fresh, time.time()), (remote_old, time.time() - 600)):
+        storage.set_trial_system_attr(t._trial_id, WORKER_ATTR, "elsewhere|x|1|1")
+        storage.set_trial_system_attr(t._trial_id, HEARTBEAT_ATTR, beat)
+    frozen = {t.number: t for t in study.get_trials()}
+    verdict = [is_stale(frozen[t.number], storage, grace_period=40) for t in (alive, dead, remote_fresh, remote_old)]
+    assert verdict == [False, True, False, True]
