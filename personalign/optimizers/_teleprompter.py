@@ -15,7 +15,10 @@ A wrapper implements two things:
 2. inside :func:`personalign.lm.use` (``dspy.context`` with the LM and its adapter -- never
    ``dspy.configure``, so worker threads are safe) and a :class:`personalign.lm.CallCounter`:
    score the input program on ``valset`` (metric mean and its 95% bootstrap CI), run the
-   teleprompter on a deep copy, score the compiled program;
+   teleprompter on a deep copy, score the compiled program; inside the teleprompter a failed
+   predictor call is retried (:class:`RetryingAdapter`), then scored as a failed example, up to
+   :func:`error_budget` failures per pass instead of DSPy's 10; retried and failed predictor
+   calls are counted (``details["teleprompter_failures"]``);
 3. fill the :class:`~personalign.optimizers.base.CompileResult` and announce the actual calls
    (``on_event("actual", {...})``); when they exceed the projection,
    ``details["over_budget_reason"]`` says which phase overran and why.
@@ -144,6 +147,114 @@ def evaluate_program(program, examples: Sequence, metric, *, seed: int = 0, n_bo
             except Exception:  # noqa: BLE001 -- a non-boolean task: no binary report
                 out["report"] = None
     return out
+
+
+def error_budget(trainset: Sequence, valset: Sequence | None) -> int:
+    """Errors a DSPy teleprompter may meet in one pass before it gives up: half of the larger of
+    trainset and valset, and never fewer than ``dspy.settings.max_errors`` (DSPy's default, 10).
+
+    DSPy stops a bootstrap pass, and *cancels* an evaluation (scoring the candidate 0 for the
+    whole pass), after ``max_errors`` failed examples. With DSPy's 10, a few percent of failed LM
+    calls on a valset of 100 silently zeroes MIPROv2 candidates; with this budget a failed example
+    is scored as a failure (metric 0) and only an LM that fails on half of a pass stops the run."""
+    import dspy
+
+    return max(int(dspy.settings.max_errors or 10), (max(len(trainset), len(valset or ())) + 1) // 2)
+
+
+class RetryingAdapter:
+    """The active DSPy adapter, with the retry policy of :func:`personalign.evaluation.run_program`
+    for every predictor call a teleprompter makes (task runs and instruction proposals alike).
+
+    A failed call -- an LM error or timeout that outlived the LM's own retries, an empty or
+    unparseable output -- is tried ``retries`` more times, each with a fresh ``rollout_id`` and
+    temperature 0.7 (a new sample, not the cached failure), then raised to the teleprompter, which
+    scores it as a failed example. Without this a single empty instruction proposal aborts
+    MIPROv2 (DSPy does not guard its proposer). Configuration errors, fatal LM errors and prompts
+    longer than the context window are raised at once. DSPy wraps adapters the same way
+    (``dspy.adapters.decision.DecisionAdapter``); other attributes are the wrapped adapter's.
+    """
+
+    def __init__(self, adapter, retries: int = 2) -> None:
+        import threading
+
+        self.adapter = adapter
+        self.retries = int(retries)
+        self.retried = 0
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["adapter"], name)
+
+    @staticmethod
+    def _retryable(exc: BaseException) -> bool:
+        from personalign.errors import find_personalign_error
+        from personalign.evaluation import _provider_exception, fatal_lm_error
+
+        if find_personalign_error(exc) is not None:  # configuration, context window: a retry cannot help
+            return False
+        return fatal_lm_error(exc) is None or _provider_exception(exc)
+
+    def _kwargs(self, lm_kwargs: dict, attempt: int) -> dict:
+        if attempt == 0:
+            return lm_kwargs
+        with self._lock:
+            self.retried += 1
+        import zlib
+
+        # deterministic across processes (a retried call is a cache hit on a rerun with the same seed)
+        rollout = zlib.crc32(f"retry:{lm_kwargs.get('rollout_id')}:{attempt}".encode())
+        return {**lm_kwargs, "rollout_id": rollout, "temperature": 0.7}
+
+    def __call__(self, lm, lm_kwargs, signature, demos, inputs):
+        for attempt in range(self.retries + 1):
+            try:
+                return self.adapter(lm, lm_kwargs=self._kwargs(dict(lm_kwargs or {}), attempt), signature=signature,
+                                    demos=demos, inputs=inputs)
+            except Exception as exc:
+                if attempt == self.retries or not self._retryable(exc):
+                    raise
+
+    async def acall(self, lm, lm_kwargs, signature, demos, inputs):
+        for attempt in range(self.retries + 1):
+            try:
+                return await self.adapter.acall(lm, lm_kwargs=self._kwargs(dict(lm_kwargs or {}), attempt),
+                                                signature=signature, demos=demos, inputs=inputs)
+            except Exception as exc:
+                if attempt == self.retries or not self._retryable(exc):
+                    raise
+
+
+def _failure_counter():
+    """A DSPy callback counting ``dspy.Predict`` calls that raised -- after the LM's own retries --
+    (LM errors, timeouts, empty or unparseable outputs), by exception type."""
+    import threading
+    from collections import Counter
+
+    import dspy
+    from dspy.utils.callback import BaseCallback
+
+    class PredictorFailures(BaseCallback):
+        def __init__(self) -> None:
+            self.failures = 0
+            self.by_type: Counter[str] = Counter()
+            self._open: set[str] = set()
+            self._lock = threading.Lock()
+
+        def on_module_start(self, call_id, instance, inputs):
+            if isinstance(instance, dspy.Predict):
+                with self._lock:
+                    self._open.add(call_id)
+
+        def on_module_end(self, call_id, outputs, exception=None):
+            with self._lock:
+                if call_id in self._open:
+                    self._open.discard(call_id)
+                    if exception is not None:
+                        self.failures += 1
+                        self.by_type[type(exception).__name__] += 1
+
+    return PredictorFailures()
 
 
 def seeded_shuffle(examples: Sequence, seed: int) -> list:
@@ -308,6 +419,8 @@ class TeleprompterOptimizer(Optimizer):
             ValueError: empty trainset (or a wrapper-specific invalid setting).
             ConfigurationError: no LM given and none active.
         """
+        import dspy
+
         from personalign.lm import CallCounter, use
 
         trainset = list(trainset)
@@ -333,7 +446,14 @@ class TeleprompterOptimizer(Optimizer):
             if getattr(student, "_compiled", False):
                 # BootstrapFewShot asserts an uncompiled student; our private copy may be re-compiled
                 student._compiled = False
-            compiled = self._run(student, trainset, valset or None)
+            # LM failures inside the teleprompter are scored as failures, not fatal (see error_budget),
+            # and counted for the report
+            failures = _failure_counter()
+            budget = error_budget(trainset, valset)
+            retrying = RetryingAdapter(dspy.settings.adapter or dspy.ChatAdapter())
+            with dspy.context(max_errors=budget, callbacks=[*(dspy.settings.callbacks or []), failures],
+                              adapter=retrying):
+                compiled = self._run(student, trainset, valset or None)
             calls_tele = counter.snapshot() - calls_before
             stripped = self._strip(compiled, program)
             if self.score and valset:
@@ -350,6 +470,9 @@ class TeleprompterOptimizer(Optimizer):
             "lm_calls_by_phase": phases,
             "demos": count_demos(compiled),
             "guards": list(self._guards),
+            "teleprompter_failures": {"failed_predictor_calls": failures.failures,
+                                      "by_type": dict(failures.by_type), "retried_calls": retrying.retried,
+                                      "error_budget": budget},
             "seed_note": self.seed_note,
             "tokens": counter.tokens,
             **stripped,
