@@ -1,0 +1,336 @@
+"""Stage 1 on PrefEval: verifier variants, extraction recall, verify-and-refine; prints one JSON object.
+
+Data: ``../shared/data/prefeval`` (persona-driven conversations), split by topic into train / val /
+test (:func:`personalign.programs.verification.data.prefeval_topic_splits`; 8 / 4 / 4 topics).
+No human accept/reject labels exist: verification pairs are derived (a conversation with its own
+hidden preference = accepted; with another topic's preference = rejected) and extraction recall is
+the share of conversations whose hidden preference some extracted attribute matches (MiniLM
+cosine >= 0.6, also reported at 0.5 and 0.7).
+
+Sections of the output:
+
+* ``verification`` -- every verifier on the val split; the stage's positive class is a REJECTED
+  attribute, so F1 / precision / recall are of detecting rejections (95% percentile-bootstrap CIs).
+  Learned verifiers are compiled on all of train (grouped CV by topic, F2 threshold) and run on
+  all of val *and* on the LLM subset; LLM verifiers run on the first ``--limit`` val pairs (taken
+  alternately from accepted and rejected pairs so the subset is balanced).
+* ``extraction`` -- on ``--limit-conversations`` val conversations (shortest user text first, so
+  the run stays short): the LLM extractor (default settings: confidence >= 0.4), the same LLM
+  outputs merged (no extra calls), the LLM extractor without the confidence and evidence filters
+  (diagnostic: what the model proposes), and the LM-free first-person baseline (also on all of val).
+  Per strategy: recall with CI, recall at 0.5 / 0.7, attributes per conversation, LM calls, seconds.
+* ``refine`` -- verify-and-refine (``--rounds``) with the learned verifier and the LLM refiner, for
+  the first-person baseline's attributes and the unfiltered LLM extractor's: acceptance before /
+  after, removed, still rejected; plus the error taxonomy (LLM) of up to ``--limit`` rejected ones.
+* ``bad_input`` -- the extractor and the learned verifier on an empty history, a history without
+  user turns, one 5 MB message and non-UTF-8 text: each a defined result or a clear error.
+
+Cache disabled: every LM call reaches the model and is counted. About 10 minutes on an idle
+2-core machine with the defaults.
+
+Usage: ``python benchmarks/extraction.py [--lm local/smollm2-135m-instruct] [--limit 8]
+[--limit-conversations 3] [--rounds 1] [--n-boot 1000] [--seed 0] [--sections verification,extraction,refine,bad_input]``
+(``--limit 0 --limit-conversations 0``: the LM-free parts only). Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+from _common import ROOT, emit, quiet_logs, shared_data  # noqa: F401
+
+import personalign  # noqa: E402,F401
+
+SECTIONS = ("verification", "extraction", "refine", "bad_input")
+_T0 = time.perf_counter()
+
+
+def log(msg: str) -> None:
+    """Progress on stderr (stdout carries only the JSON object)."""
+    import sys
+
+    sys.stderr.write(f"[{time.perf_counter() - _T0:7.1f}s] {msg}\n")
+    sys.stderr.flush()
+
+
+SUMMARY_KEYS = ("n", "f1", "f1_ci", "precision", "precision_ci", "recall", "recall_ci", "yes_rate", "yes_rate_ci",
+                "accuracy", "gold_yes_rate", "lm_calls", "failures", "seconds")
+
+
+def _auc(gold, scores):
+    from sklearn.metrics import roc_auc_score
+
+    if any(s is None for s in scores) or len(set(gold)) < 2:
+        return None
+    return round(float(roc_auc_score(gold, scores)), 4)
+
+
+def _balanced(examples, k):
+    acc = [e for e in examples if e.accepted]
+    rej = [e for e in examples if not e.accepted]
+    out = []
+    for a, r in zip(acc, rej):
+        out += [a, r]
+    return out[:k]
+
+
+def verification_section(train, val, subset, lm, n_boot, seed):
+    from personalign.evaluation import evaluate_stage
+    from personalign.lm import CallCounter
+    from personalign.programs.verification import STAGE, STRATEGIES
+
+    rows, compiled = [], {}
+    for name in STRATEGIES.names():
+        info = STRATEGIES.info(name)
+        if info.uses_lm and not subset:
+            continue
+        log(f"verification: {name}")
+        t0 = time.perf_counter()
+        program = STRATEGIES.create(name)
+        compile_info = None
+        if info.trainable:
+            with CallCounter() as cc:
+                program, res = STAGE.default_optimizer(name, seed=seed).compile(program, trainset=train)
+            compile_info = {"threshold": res.details["threshold"], "oof_auc": res.details.get("oof_auc"),
+                            "train_f2_oof": res.train_score, "seconds": round(res.seconds, 2), "lm_calls": cc.calls}
+            compiled[name] = program
+        sets = ([("val", val)] if not info.uses_lm else []) + ([("lm_subset", subset)] if subset else [])
+        for set_name, exs in sets:
+            rep = evaluate_stage(STAGE, program, exs, lm=lm if info.uses_lm else None, n_boot=n_boot, seed=seed,
+                                 progress=False, description=name)
+            row = {"name": name, "on": set_name, **{k: rep[k] for k in SUMMARY_KEYS if k in rep},
+                   "auc": _auc(rep["gold_positive"], rep["scores"]), "errors": rep["errors"][:3]}
+            if compile_info:
+                row["compile"] = compile_info
+            row["seconds_total"] = round(time.perf_counter() - t0, 2)
+            rows.append(row)
+    return rows, compiled
+
+
+def _recall_row(name, examples, preds, *, n_boot, seed, lm_calls, seconds, failures):
+    import numpy as np
+
+    from personalign.metrics import bootstrap_ci
+    from personalign.programs.extraction.data import attribute_texts, recovery_scores
+
+    best = []
+    n_attrs = []
+    for ex, p in zip(examples, preds):
+        texts = attribute_texts(p or [])
+        n_attrs.append(len(texts))
+        best.append(max(recovery_scores(list(ex.gold_attributes), texts)))
+    best = np.array(best)
+    row = {"name": name, "n": len(examples)}
+    for t in (0.5, 0.6, 0.7):
+        hits = (best >= t).astype(float)
+        key = "recall" if t == 0.6 else f"recall@{t}"
+        row[key] = float(hits.mean())
+        if t == 0.6:
+            row["recall_ci"] = [float(v) for v in bootstrap_ci(np.mean, hits, n_boot=n_boot, seed=seed)]
+    row.update({"mean_best_cosine": float(best.mean()), "attributes_per_conversation": float(np.mean(n_attrs)),
+                "lm_calls": lm_calls, "seconds": round(seconds, 2), "failures": failures})
+    return row
+
+
+def extraction_section(val_all, convs, lm, n_boot, seed):
+    from personalign.evaluation import run_program
+    from personalign.programs.extraction.extractor import AttributeExtractor
+    from personalign.programs.extraction.merge import merge_attributes
+    from personalign.programs.extraction.baseline import FirstPersonSentences
+    from personalign.signatures.extraction import ExtractedAttribute
+
+    rows = []
+    outs = {}
+    for name, program in (("extract", AttributeExtractor()),
+                          ("extract-unfiltered", AttributeExtractor(min_confidence=0.0, require_evidence=False))):
+        if not convs:
+            break
+        log(f"extraction: {name} on {len(convs)} conversations")
+        o = run_program(program, convs, inputs=("conversation",), output="attributes", lm=lm, progress=False,
+                        description=name)
+        outs[name] = o
+        rows.append(_recall_row(name, convs, o.predictions, n_boot=n_boot, seed=seed, lm_calls=o.lm_calls,
+                                seconds=o.seconds, failures=o.failures))
+        if name == "extract":
+            t0 = time.perf_counter()
+            merged = [merge_attributes([ExtractedAttribute(**a.model_dump(include=set(ExtractedAttribute.model_fields)))
+                                        for a in (p or [])]) for p in o.predictions]
+            rows.append(_recall_row("extract-merge (same LM outputs)", convs, merged, n_boot=n_boot, seed=seed,
+                                    lm_calls=0, seconds=time.perf_counter() - t0 + o.seconds, failures=o.failures))
+    for set_name, exs in (("subset", convs), ("all val", val_all)):
+        if not exs:
+            continue
+        o = run_program(FirstPersonSentences(), exs, inputs=("conversation",), output="attributes", progress=False)
+        rows.append(_recall_row(f"first-person ({set_name})", exs, o.predictions, n_boot=n_boot, seed=seed,
+                                lm_calls=0, seconds=o.seconds, failures=o.failures))
+    return rows
+
+
+def refine_section(convs, verifier, lm, rounds, limit):
+    from personalign.lm import CallCounter, use
+    from personalign.programs.extraction.baseline import FirstPersonSentences
+    from personalign.programs.extraction.extractor import AttributeExtractor
+    from personalign.programs.extraction.refine import VerifyAndRefine
+    from personalign.programs.verification.evidence import render_turns
+    from personalign.programs.verification.taxonomy import classify_errors
+
+    rows, rejected_items = [], []
+    if not convs:
+        return rows, None
+    for ext_name, extractor in (("first-person", FirstPersonSentences()),
+                                ("extract-unfiltered", AttributeExtractor(min_confidence=0.0, require_evidence=False))):
+        log(f"refine: {ext_name}")
+        program = VerifyAndRefine(extractor=extractor, verifier=verifier, rounds=rounds)
+        n_ex = acc0 = acc1 = removed = still = failures = 0
+        t0 = time.perf_counter()
+        with use(lm), CallCounter() as cc:
+            for ex in convs:
+                try:
+                    p = program(conversation=ex.conversation)
+                except Exception as exc:  # noqa: BLE001 -- counted, never fatal in a benchmark
+                    failures += 1
+                    last_error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+                    continue
+                n_ex += p.n_extracted
+                acc0 += p.passes[0]["accepted"] if p.passes else 0
+                acc1 += len(p.attributes)
+                removed += len(p.removed)
+                still += len(p.rejected)
+                ev = render_turns(ex.conversation)
+                rejected_items += [{"evidence": ev, **r} for r in p.removed + p.rejected]
+        row = {"extractor": ext_name, "verifier": "minilm-logreg", "rounds": rounds, "n_conversations": len(convs),
+               "n_extracted": n_ex, "acceptance_before": acc0 / n_ex if n_ex else None,
+               "acceptance_after": acc1 / n_ex if n_ex else None, "removed": removed, "still_rejected": still,
+               "lm_calls": cc.calls, "seconds": round(time.perf_counter() - t0, 2), "failures": failures}
+        if failures:
+            row["last_error"] = last_error
+        rows.append(row)
+    tax = None
+    if rejected_items and limit:
+        log(f"error taxonomy of {min(limit, len(rejected_items))} rejected attributes")
+        t0 = time.perf_counter()
+        tax = classify_errors(rejected_items[:limit], lm=lm)
+        tax = {k: tax[k] for k in ("counts", "shares", "failures", "lm_calls")}
+        tax.update(n=min(limit, len(rejected_items)), seconds=round(time.perf_counter() - t0, 2))
+    return rows, tax
+
+
+def bad_input_section(lm, verifier, max_turn_chars):
+    from personalign.errors import PersonalignError
+    from personalign.lm import CallCounter, use
+    from personalign.programs.extraction.extractor import AttributeExtractor
+
+    cases = {  # name: (history, an attribute the history supports, for the learned verifier)
+        "empty history": ([], "The user grows tomatoes."),
+        "no user turns": ([{"role": "assistant", "content": "Hello! How can I help?"}], "The user grows tomatoes."),
+        "one 5 MB message": ([{"role": "user", "content": "I grow tomatoes on my balcony. " * 170_000}],
+                             "The user grows tomatoes on a balcony."),
+        "non-UTF-8 text": ([{"role": "user", "content": b"I am vegetarian and I love caf\xe9 \xff\xfe culture."}],
+                           "The user is vegetarian."),
+    }
+    out = {}
+    for name, (conv, attribute) in cases.items():
+        log(f"bad input: {name}")
+        t0 = time.perf_counter()
+        row = {"chars": sum(len(t["content"]) for t in conv)}
+        try:
+            with use(lm), CallCounter() as cc:
+                p = AttributeExtractor(max_turn_chars=max_turn_chars)(conversation=conv)
+            row.update(outcome="result", attributes=len(p.attributes), n_chunks=p.n_chunks,
+                       truncated_turns=p.truncated_turns, note=p.note, lm_calls=cc.calls)
+        except PersonalignError as exc:
+            row.update(outcome="error", error=str(exc))
+        evidence = "\n\n".join(f"User: {t['content'] if isinstance(t['content'], str) else t['content'].decode('utf-8', 'replace')}"
+                               for t in conv if t["role"] == "user")
+        v = verifier(evidence=evidence, attribute=attribute)
+        row.update(verifier_attribute=attribute, verifier_accepted=bool(v.accepted), verifier_rationale=v.rationale[:120],
+                   seconds=round(time.perf_counter() - t0, 2))
+        out[name] = row
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lm", default="local/smollm2-135m-instruct")
+    ap.add_argument("--limit", type=int, default=8, help="val pairs per LLM verifier; rejected attributes classified")
+    ap.add_argument("--limit-conversations", type=int, default=3, help="val conversations for the LLM extractor/refiner")
+    ap.add_argument("--rounds", type=int, default=1, help="verify-and-refine rounds")
+    ap.add_argument("--n-boot", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}")
+    ap.add_argument("--bad-input-turn-chars", type=int, default=4000,
+                    help="max_turn_chars of the extractor in the bad-input section (the 5 MB message is cut to this;"
+                         " the library default 20,000 costs ~5 chunk calls on the embedded model)")
+    args = ap.parse_args(argv)
+    data = shared_data() / "prefeval"
+    out: dict = {"benchmark": "extraction", "data": str(data), "lm": args.lm, "seed": args.seed, "n_boot": args.n_boot,
+                 "limit": args.limit, "limit_conversations": args.limit_conversations, "rounds": args.rounds}
+    if not data.exists():
+        emit({**out, "skipped": f"data not found at {data} (set PERSONALIGN_SHARED_DATA)"})
+        return 0
+    quiet_logs()
+    warnings.filterwarnings("ignore")
+    from personalign.lm import configure_cache, make_lm
+    from personalign.programs.extraction.data import RECOVERY_THRESHOLD, load_extraction
+    from personalign.programs.verification.data import load_verification
+
+    configure_cache(enabled=False)
+    t_all = time.perf_counter()
+    lm = make_lm(args.lm, cache=False)
+    pairs = load_verification(data)
+    train = [e for e in pairs if e.split == "train"]
+    val = [e for e in pairs if e.split == "val"]
+    subset = _balanced(val, args.limit)
+    sections = [x.strip() for x in args.sections.split(",") if x.strip()]
+    bad = [x for x in sections if x not in SECTIONS]
+    if bad:
+        ap.error(f"unknown section(s) {bad}; choose from {SECTIONS}")
+    out["sections"] = sections
+    out["verification_data"] = {"n_train": len(train), "n_val": len(val), "n_lm_subset": len(subset),
+                                "val_topics": sorted({e.topic for e in val}), "positive_class": "rejected",
+                                "gold_rejected_rate_val": sum(not e.accepted for e in val) / len(val)}
+    log(f"data: {len(train)} train / {len(val)} val verification pairs")
+    if "verification" in sections:
+        out["verification"], compiled = verification_section(train, val, subset, lm, args.n_boot, args.seed)
+    else:  # the learned verifier is still needed by refine / bad_input
+        compiled = {}
+    if ("refine" in sections or "bad_input" in sections) and "minilm-logreg" not in compiled:
+        from personalign.programs.verification import STAGE, STRATEGIES
+
+        compiled["minilm-logreg"], _ = STAGE.default_optimizer("minilm-logreg", seed=args.seed).compile(
+            STRATEGIES.create("minilm-logreg"), trainset=train)
+
+    convs_all = [e for e in load_extraction(data) if e.split == "val"]
+    convs = sorted(convs_all, key=lambda e: sum(len(t.content) for t in e.conversation if t.role == "user"))
+    convs = convs[: args.limit_conversations]
+    out["extraction_data"] = {"n_val_conversations": len(convs_all), "n_lm_subset": len(convs),
+                              "recovery_threshold": RECOVERY_THRESHOLD}
+    if "extraction" in sections:
+        out["extraction"] = extraction_section(convs_all, convs, lm, args.n_boot, args.seed)
+    if "refine" in sections:
+        out["refine"], out["error_taxonomy"] = refine_section(convs, compiled["minilm-logreg"], lm, args.rounds,
+                                                              args.limit)
+    if "bad_input" in sections:
+        out["bad_input"] = bad_input_section(lm, compiled["minilm-logreg"], args.bad_input_turn_chars)
+    summary: dict = {}
+    if "verification" in out:
+        ver = {(r["name"], r["on"]): r for r in out["verification"]}
+        keys = ("f1", "f1_ci", "recall", "recall_ci", "auc")
+        summary["learned_verifier_val"] = {k: ver[("minilm-logreg", "val")][k] for k in keys}
+        summary["maxsim_baseline_val"] = {k: ver[("minilm-maxsim", "val")][k] for k in keys}
+        summary["llm_verifiers_subset"] = {n: {k: ver[(n, "lm_subset")][k] for k in ("f1", "recall", "yes_rate", "lm_calls")}
+                                           for n in ("zero-shot", "cot", "criteria") if (n, "lm_subset") in ver}
+    if "extraction" in out:
+        summary["extraction_recall"] = {r["name"]: r["recall"] for r in out["extraction"]}
+    if "refine" in out:
+        summary["acceptance"] = {r["extractor"]: [r["acceptance_before"], r["acceptance_after"]] for r in out["refine"]}
+    out["summary"] = summary
+    out["seconds"] = round(time.perf_counter() - t_all, 2)
+    emit(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

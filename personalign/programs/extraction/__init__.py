@@ -1,0 +1,73 @@
+"""Stage 1 extraction: lasting user attributes from a chat history.
+
+Every strategy is a ``dspy.Module`` whose ``forward(conversation)`` returns a ``dspy.Prediction``
+with ``attributes: list[ExtractedAttribute]`` (attribute, reason, confidence in [0, 1], evidence
+turn ids; :mod:`personalign.signatures.extraction`). The stage is *scored*: per conversation, the
+share of its gold attributes recovered (:func:`personalign.programs.extraction.data.gold_recovered`,
+MiniLM cosine >= 0.6); the mean over conversations is the extraction recall.
+
+Modules: :mod:`~personalign.programs.extraction.chunking` (turn-boundary chunks),
+:mod:`~personalign.programs.extraction.extractor` (the typed extractor),
+:mod:`~personalign.programs.extraction.merge` (clustering + independence-aware confidence),
+:mod:`~personalign.programs.extraction.refine` (verify-and-refine loop),
+:mod:`~personalign.programs.extraction.baseline` (LM-free first-person sentences),
+:mod:`~personalign.programs.extraction.data` (PrefEval / canonical loaders, metric).
+"""
+
+from personalign.programs._registry import Registry, StrategyInfo
+from personalign.stages import Stage
+
+_PKG = "personalign.programs.extraction"
+
+STRATEGIES = Registry(
+    "extraction",
+    [
+        StrategyInfo(
+            "extract",
+            f"{_PKG}.extractor:AttributeExtractor",
+            "LLM extractor: typed attribute list per chunk of user turns (<= 50,000 chars), confidence >= 0.4, pooled",
+            uses_lm=True,
+            trainable=False,
+        ),
+        StrategyInfo(
+            "extract-merge",
+            f"{_PKG}.extractor:MergingExtractor",
+            "LLM extractor + MiniLM agglomerative merge (average linkage, cosine 0.7, independence-aware confidence)",
+            uses_lm=True,
+            trainable=False,
+        ),
+        StrategyInfo(
+            "extract-refine",
+            f"{_PKG}.refine:VerifyAndRefine",
+            "LLM extractor, criteria verifier, one refine round for rejected attributes; keeps the accepted",
+            uses_lm=True,
+            trainable=False,
+        ),
+        StrategyInfo(
+            "first-person",
+            f"{_PKG}.baseline:FirstPersonSentences",
+            "LM-free baseline: the user's first-person sentences, quoted",
+            uses_lm=False,
+            trainable=False,
+        ),
+    ],
+)
+
+DEFAULT_STRATEGIES = "extract,first-person"
+
+STAGE = Stage(
+    name="extraction",
+    summary="Stage 1: extract lasting user attributes from a chat history (recall of the hidden gold preference)",
+    strategies=f"{_PKG}:STRATEGIES",
+    default_strategies=DEFAULT_STRATEGIES,
+    loader=f"{_PKG}.data:load_extraction",
+    inputs=("conversation",),
+    output="attributes",
+    label="gold_attributes",
+    kind="scored",
+    metric=f"{_PKG}.data:gold_recovered",
+    metric_name="recall",
+    group_key="group",
+)
+
+__all__ = ["STRATEGIES", "DEFAULT_STRATEGIES", "STAGE"]

@@ -1,0 +1,60 @@
+"""LM-free extraction baseline: the user's first-person sentences, quoted.
+
+Every sentence of a user turn that speaks about the user in the first person (contains "I",
+"I'm", "I've", "my", "me", ...) becomes an attribute ``The user said: "<sentence>"`` with
+confidence 0.5 and the turn as evidence; sentences shorter than 4 words are skipped. It never
+generalizes (so it cannot over-generalize) and shows how far the recovery metric can be reached
+by quoting alone -- at the price of many attributes per conversation (reported beside recall).
+"""
+
+from __future__ import annotations
+
+import re
+
+import dspy
+
+from personalign.signatures.extraction import ExtractedAttribute
+
+_SENT = re.compile(r"(?<=[.!?])\s+")
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|im|my|me|mine|myself)\b", re.IGNORECASE)
+
+
+class FirstPersonSentences(dspy.Module):
+    """``forward(conversation) -> Prediction(attributes: list[ExtractedAttribute], note)``.
+
+    Args:
+        max_attributes: keep at most this many (the first ones), None for all.
+
+    Raises (forward):
+        DataError: malformed turns.
+    """
+
+    uses_lm = False
+
+    def __init__(self, max_attributes: int | None = None) -> None:
+        super().__init__()
+        self.max_attributes = max_attributes
+
+    def forward(self, conversation) -> dspy.Prediction:
+        from personalign.preprocess import normalize_turns
+
+        turns = normalize_turns(conversation)
+        out: list[ExtractedAttribute] = []
+        seen: set[str] = set()
+        for i, t in enumerate(turns):
+            if t.role != "user":
+                continue
+            for sent in _SENT.split(t.content[:20_000]):
+                sent = " ".join(sent.split())
+                if len(sent.split()) < 4 or not _FIRST_PERSON.search(sent) or sent.lower() in seen:
+                    continue
+                seen.add(sent.lower())
+                out.append(ExtractedAttribute(attribute=f'The user said: "{sent[:300]}"', reason="first-person sentence",
+                                              confidence=0.5, evidence_turn_ids=[i]))
+        if self.max_attributes is not None:
+            out = out[: self.max_attributes]
+        note = "" if turns else "empty history"
+        return dspy.Prediction(attributes=out, note=note)
+
+
+__all__ = ["FirstPersonSentences"]

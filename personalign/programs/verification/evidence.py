@@ -1,0 +1,283 @@
+"""Evidence text for Stage 1 prompts: parsing, user-turn rendering, and fitting a context window.
+
+The embedded models have a 4096-token context (``PERSONALIGN_N_CTX``), while a PrefEval
+conversation is up to ~15,000 characters and a real chat history far more. Every LLM program of
+Stage 1 therefore fits its long input (evidence, chunk, item) to a :class:`Budget` computed by
+:func:`prompt_budget` for the predictor about to be called:
+
+* embedded models (``local/...``): a budget in **tokens**, measured with the model's own
+  tokenizer -- ``n_ctx - output_tokens - overhead - 16``, where ``overhead`` is the token count of
+  the exact prompt the adapter would send with the long field left empty (instructions, field
+  framing, JSON schema, the other inputs and any few-shot demos a teleprompter added) and 16 a
+  margin for tokenization at the seams;
+* any other model: ``hosted_chars`` **characters** (50,000, the study's chunk size).
+
+:func:`fit_evidence` shortens an evidence text to a budget in this order, stopping as soon as it
+fits: (1) the text as is; (2) only the user's turns (a claim about the user must rest on what
+the user wrote; the assistant's text is never evidence about the user); (3) each user turn cut to
+``per_turn_chars`` (its beginning, then " [...]"); (4) the user turns ranked by MiniLM cosine
+similarity to the attribute, kept greedily in that order while they fit, then printed in
+conversation order (if not even the best turn fits, its beginning is kept). The result says what
+was done (``FittedEvidence.steps``). Texts longer than 10 characters per token of budget are not
+tokenized (no text of natural language is that sparse): they are treated as not fitting.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+HOSTED_CHARS = 50_000
+MAX_CHARS_PER_TOKEN = 10
+SEAM_TOKENS = 16
+_ROLE_RE = re.compile(r"(?:^|\n\n)(User|Assistant|System):[ \t]?", re.IGNORECASE)
+
+
+@dataclass
+class Budget:
+    """How much long input a prompt may carry: ``limit`` in ``unit`` ("tokens" or "chars"),
+    measured by ``measure(text)``."""
+
+    limit: int
+    unit: str = "chars"
+    measure: Callable[[str], int] = len
+
+    def fits(self, text: str) -> bool:
+        if self.unit == "chars":
+            return len(text) <= self.limit
+        return len(text) <= self.limit * MAX_CHARS_PER_TOKEN and self.measure(text) <= self.limit
+
+    def approx_chars(self) -> int:
+        """A character count that usually fits (4 characters per token for token budgets)."""
+        return self.limit if self.unit == "chars" else self.limit * 4
+
+
+def parse_evidence(text: str) -> list:
+    """Turns of an evidence text rendered as ``Role: content`` paragraphs (PrefEval's
+    :func:`~personalign.data.prefeval.render_turns` format). Text before the first marker, or a
+    text without any marker, is read as one user turn. Returns ``list[Turn]`` (empty for blank
+    text)."""
+    from personalign.data.schemas import Turn
+    from personalign.preprocess import clean_text
+
+    text = clean_text(text, where="evidence")
+    if not text.strip():
+        return []
+    marks = list(_ROLE_RE.finditer(text))
+    turns = []
+    head = text[: marks[0].start()] if marks else text
+    if head.strip():
+        turns.append(Turn(role="user", content=head.strip()))
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        turns.append(Turn(role=m.group(1).lower(), content=text[m.end():end].strip()))
+    return turns
+
+
+def render_turns(turns: Sequence) -> str:
+    """``Role: content`` paragraphs (the inverse of :func:`parse_evidence`)."""
+    return "\n\n".join(f"{t.role.capitalize()}: {t.content}" for t in turns)
+
+
+def render_user_turns(turns: Sequence, ids: Sequence[int] | None = None) -> str:
+    """The user turns as ``[turn N] content`` paragraphs; ``N`` is the turn's 0-based position in
+    the conversation (``ids`` gives the positions when ``turns`` is already a subset)."""
+    ids = list(range(len(turns))) if ids is None else list(ids)
+    return "\n\n".join(f"[turn {i}] {t.content}" for i, t in zip(ids, turns) if t.role == "user")
+
+
+def cut_text(text: str, limit: int) -> str:
+    """The beginning of ``text`` in at most ``limit`` characters, ``" [...]"`` marking a cut."""
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - 6)].rstrip() + " [...]"
+
+
+def cut_to_budget(text: str, budget: Budget) -> str:
+    """The longest beginning of ``text`` (``" [...]"`` marking the cut) that fits ``budget``
+    (halving/extending by characters; at most ~12 measurements)."""
+    if budget.fits(text):
+        return text
+    lo, hi = 0, min(len(text), budget.limit * (1 if budget.unit == "chars" else MAX_CHARS_PER_TOKEN))
+    while hi - lo > max(16, hi // 64):
+        mid = (lo + hi) // 2
+        if budget.fits(cut_text(text, mid)):
+            lo = mid
+        else:
+            hi = mid
+    return cut_text(text, lo) if lo > 6 else ""
+
+
+@dataclass
+class FittedEvidence:
+    """An evidence text fitted to a budget. ``steps`` lists the shortening steps applied
+    (``user_turns_only``, ``turns_cut``, ``ranked_by_similarity``); ``n_turns_kept`` / ``n_turns``
+    count user turns."""
+
+    text: str
+    steps: list[str] = field(default_factory=list)
+    n_turns: int = 0
+    n_turns_kept: int = 0
+
+
+def fit_evidence(evidence: str, attribute: str, budget: Budget | int, *, per_turn_chars: int = 2000) -> FittedEvidence:
+    """Shorten ``evidence`` to ``budget`` (policy in the module doc).
+
+    Args:
+        evidence: ``Role: content`` paragraphs (or free text, read as one user turn).
+        attribute: used to rank user turns when they do not all fit.
+        budget: a :class:`Budget`, or an int = a budget in characters.
+        per_turn_chars: cap per user turn in step 3.
+
+    Raises:
+        ValueError: a budget below 200 characters or 50 tokens.
+    """
+    if isinstance(budget, int):
+        budget = Budget(budget, "chars", len)
+    if budget.limit < (200 if budget.unit == "chars" else 50):
+        raise ValueError(f"budget too small: {budget.limit} {budget.unit}")
+    turns = parse_evidence(evidence)
+    users = [t for t in turns if t.role == "user"]
+    if turns and budget.fits(evidence):
+        return FittedEvidence(render_turns(turns), [], len(users), len(users))
+    steps = ["user_turns_only"]
+    text = render_turns(users)
+    if budget.fits(text):
+        return FittedEvidence(text, steps, len(users), len(users))
+    from personalign.data.schemas import Turn
+
+    cap = min(per_turn_chars, budget.approx_chars())
+    cut = [Turn(role="user", content=cut_text(t.content, cap)) for t in users]
+    steps.append("turns_cut")
+    text = render_turns(cut)
+    if budget.fits(text):
+        return FittedEvidence(text, steps, len(users), len(users))
+    from personalign.lm.embedder import cosine_pairs
+
+    sims = cosine_pairs([attribute] * len(cut), [t.content for t in cut])
+    order = sorted(range(len(cut)), key=lambda i: (-float(sims[i]), i))
+    kept: list[int] = []
+    used = 0
+    for i in order:
+        size = budget.measure(f"User: {cut[i].content}") + (budget.measure("\n\n") if kept else 0)
+        if used + size <= budget.limit:
+            kept.append(i)
+            used += size
+    steps.append("ranked_by_similarity")
+    text = render_turns([cut[i] for i in sorted(kept)])
+    while kept and not budget.fits(text):  # token counts of parts need not add up exactly
+        kept.remove(max(kept, key=lambda i: order.index(i)))
+        text = render_turns([cut[i] for i in sorted(kept)])
+    if not kept:
+        best = order[0]
+        text = cut_to_budget(render_turns([cut[best]]), budget)
+        kept = [best] if text else []
+    return FittedEvidence(text, steps, len(users), len(kept))
+
+
+def active_model() -> str | None:
+    """Model string of the LM in the current DSPy context (None when none is set)."""
+    import dspy
+
+    lm = dspy.settings.lm
+    return getattr(lm, "model", None) if lm is not None else None
+
+
+def prompt_budget(predictor: Any, inputs: dict[str, Any], long_field: str, *, output_tokens: int,
+                  hosted_chars: int = HOSTED_CHARS, model: str | None = None, demos: Sequence | None = None) -> Budget:
+    """The budget of ``long_field`` for a call of ``predictor`` with the other ``inputs``.
+
+    Args:
+        predictor: a ``dspy.Predict`` (a ``dspy.ChainOfThought``'s inner ``predict`` is used);
+            its signature and current demos are rendered.
+        inputs: the other input fields of the call.
+        long_field: the field to fit (rendered empty to measure the overhead).
+        output_tokens: tokens reserved for the answer.
+        model: default: the LM of the current DSPy context.
+        demos: the demos the call will carry (default: the predictor's own).
+
+    Raises:
+        ContextWindowError: on an embedded model, the prompt without the long field leaves fewer
+            than 50 tokens (e.g. too many few-shot demos for a 4096-token window).
+    """
+    from personalign.lm import adapter_for, is_local
+
+    model = model if model is not None else active_model()
+    if not model or not is_local(model):
+        return Budget(hosted_chars, "chars", len)
+    from personalign.errors import ContextWindowError
+    from personalign.lm._engine import current_settings, get_engine
+
+    predict = getattr(predictor, "predict", predictor)
+    engine = get_engine(model)
+    demos = list(predict.demos or []) if demos is None else list(demos)
+    messages = adapter_for(model).format(predict.signature, demos=demos, inputs={**inputs, long_field: ""})
+    prompt, _ = engine.render(messages)
+    overhead = engine.count_tokens(prompt)
+    limit = current_settings().n_ctx - output_tokens - overhead - SEAM_TOKENS
+    if limit < 50:
+        raise ContextWindowError(
+            f"the prompt of {type(predict).__name__} without '{long_field}' takes {overhead} tokens; with "
+            f"{output_tokens} reserved for the answer it leaves {max(limit, 0)} of {current_settings().n_ctx}: "
+            "use fewer demos or raise n_ctx (PERSONALIGN_N_CTX)")
+
+    def measure(text: str) -> int:
+        return engine.count_tokens(text)
+
+    return Budget(limit, "tokens", measure)
+
+
+def token_budget(model: str, limit: int) -> Budget:
+    """A token :class:`Budget` of ``limit`` measured by ``model``'s tokenizer (embedded models)."""
+    from personalign.lm._engine import get_engine
+
+    engine = get_engine(model)
+    return Budget(limit, "tokens", engine.count_tokens)
+
+
+def fit_demos(predictor: Any, inputs: dict[str, Any], long_field: str, *, output_tokens: int,
+              attribute_field: str = "attribute") -> tuple[list | None, Budget]:
+    """Demos whose ``long_field`` shares the context window with the call's own long input.
+
+    On an embedded model, when the predictor carries demos (e.g. added by a teleprompter), the
+    window left by the prompt *without* demos is split into ``len(demos) + 1`` equal shares and
+    each demo's long field is fitted to one share (:func:`fit_evidence`, ranked by the demo's
+    ``attribute_field``); then the budget of the call's own long field is measured with those
+    fitted demos. Without demos, or on hosted models, returns ``(None, budget)`` (``None``: call
+    with the predictor's own demos).
+    """
+    predict = getattr(predictor, "predict", predictor)
+    demos = list(predict.demos or [])
+    model = active_model()
+    from personalign.lm import is_local
+
+    if not demos or not model or not is_local(model):
+        return None, prompt_budget(predictor, inputs, long_field, output_tokens=output_tokens)
+    base = prompt_budget(predictor, inputs, long_field, output_tokens=output_tokens, demos=[])
+    share = max(50, base.limit // (len(demos) + 1))
+    fitted = []
+    for d in demos:
+        text = d.get(long_field) if hasattr(d, "get") else None
+        if isinstance(text, str) and text:
+            attribute = str(d.get(attribute_field) or "")
+            d = d.copy(**{long_field: _fit_demo_text(model, text, attribute, share)})
+        fitted.append(d)
+    return fitted, prompt_budget(predictor, inputs, long_field, output_tokens=output_tokens, demos=fitted)
+
+
+_demo_cache: dict[tuple, str] = {}
+
+
+def _fit_demo_text(model: str, text: str, attribute: str, share: int) -> str:
+    key = (model, text, attribute, share)
+    if key not in _demo_cache:
+        if len(_demo_cache) > 512:
+            _demo_cache.clear()
+        _demo_cache[key] = fit_evidence(text, attribute, token_budget(model, share)).text
+    return _demo_cache[key]
+
+
+__all__ = ["Budget", "fit_demos", "token_budget", "FittedEvidence", "HOSTED_CHARS", "active_model", "cut_text",
+           "cut_to_budget", "fit_evidence",
+           "parse_evidence", "prompt_budget", "render_turns", "render_user_turns"]
