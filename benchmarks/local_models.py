@@ -1,11 +1,13 @@
 """First look at signal: yes-probability AUC of each embedded model on real relevance labels.
 
-For both local models: the log-probability margin of "Yes" over "No"
-(:func:`personalign.lm.scoring.yes_no_margin` on :func:`relevance_messages`) for the first N
-train and N val pairs (default 100 each) of ``../shared/data/recenter_relevance``, ranked against
-the human majority label (ROC AUC, scikit-learn; 0.5 = chance), plus prompt/generation tokens/s
-measured here. Prints one JSON object ({"skipped": ...} when the data is absent).
-Usage: python benchmarks/local_models.py [--n 100]
+For each embedded model: the log-probability margin of "Yes" over "No"
+(:func:`personalign.lm.scoring.yes_no_margin` on :func:`relevance_messages`) for a seeded random
+sample of N train and N val pairs (default 100 each; 0 = the whole split) of
+``../shared/data/recenter_relevance``, ranked against the human majority label (ROC AUC with a
+95% bootstrap CI, scikit-learn; 0.5 = chance), plus prompt/generation tokens/s measured here.
+Pairs are scored in :func:`personalign.lm.scoring.sharing_order` (KV prefix reuse). Prints one
+JSON object ({"skipped": ...} when the data is absent).
+Usage: python benchmarks/local_models.py [--n 100] [--models a,b] [--seed 0]
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def auc_with_ci(labels, scores, seed=0, n_boot=1000):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=100)
-    ap.add_argument("--models", default="local/smollm2-135m-instruct,local/gemma-3-270m")
+    ap.add_argument("--models", default="local/qwen2.5-coder-1.5b-instruct,local/qwen2.5-coder-0.5b-instruct,"
+                                        "local/smollm2-135m-instruct")
+    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     quiet_logs()
     path = shared_data() / "recenter_relevance" / "relevance_labels.jsonl"
@@ -43,11 +47,18 @@ def main() -> None:
         return
     from personalign.cli._doctor import bench_model
     from personalign.data import load_relevance
-    from personalign.lm.scoring import relevance_messages, yes_no_margin
+    import random
+
+    from personalign.lm.scoring import relevance_messages, sharing_order, yes_no_margin
 
     rows = load_relevance(path)
-    subsets = {s: [r for r in rows if r.split == s][: args.n] for s in ("train", "val")}
-    out = {"benchmark": "local_models", "data": str(path), "n_per_split": args.n, "models": {}}
+    subsets = {}
+    for split in ("train", "val"):
+        exs = [r for r in rows if r.split == split]
+        if 0 < args.n < len(exs):
+            exs = random.Random(args.seed).sample(exs, args.n)
+        subsets[split] = [exs[i] for i in sharing_order([(r.prompt, str(r.user_id), r.attribute) for r in exs])]
+    out = {"benchmark": "local_models", "data": str(path), "n_per_split": args.n, "seed": args.seed, "models": {}}
     for model in args.models.split(","):
         res = {"speed": bench_model(model)}
         for split, exs in subsets.items():

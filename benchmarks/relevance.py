@@ -35,13 +35,17 @@ from _common import ROOT, emit, quiet_logs, shared_data  # noqa: F401
 import personalign  # noqa: E402,F401
 
 PER_PAIR_JUDGES = ("zero-shot", "cot", "criteria")
-LM_SCORERS = ("yes-prob", "ensemble")  # one embedded-model prompt evaluation per train and eval pair
+LM_SCORERS = ("yes-prob", "yes-prob-rank", "ensemble")  # one embedded-model prompt evaluation per train and eval pair
 
 
 def lm_train_subset(train, k, seed):
     """``k`` train pairs for the LM-scoring strategies, spread evenly over the train prompts
-    (seeded sample per prompt), so grouped CV inside compile still sees every prompt."""
+    (seeded sample per prompt), so grouped CV inside compile still sees every prompt; all of
+    train when ``k <= 0``."""
     import random
+
+    if k <= 0:
+        return list(train)
 
     prompts = sorted({e.prompt_id for e in train})
     per = max(1, k // len(prompts))
@@ -50,6 +54,18 @@ def lm_train_subset(train, k, seed):
         rows = [e for e in train if e.prompt_id == p]
         out += random.Random(f"{seed}:{p}").sample(rows, min(per, len(rows)))
     return out
+
+
+def seeded_sample(rows, k, seed):
+    """All ``rows`` when ``k <= 0`` or ``k >= len(rows)``; else a seeded uniform sample of ``k``
+    rows (never the first k: files are ordered by prompt and user), in the rows' original order."""
+    import random
+
+    if k <= 0 or k >= len(rows):
+        return list(rows)
+    rng = random.Random(seed)
+    chosen = sorted(rng.sample(range(len(rows)), k))
+    return [rows[i] for i in chosen]
 
 
 def _auc(gold, scores):
@@ -177,10 +193,11 @@ def prefeval_sets(base, seed, per_topic):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lm", default="local/smollm2-135m-instruct")
+    ap.add_argument("--lm", default=None, help="model (default: personalign.lm.DEFAULT_MODEL, the 1.5B Qwen)")
     ap.add_argument("--strategies", default=None, help="comma-separated (default: all but cross-encoder)")
-    ap.add_argument("--max-lm-pairs", type=int, default=20)
-    ap.add_argument("--max-lm-train", type=int, default=30,
+    ap.add_argument("--max-lm-pairs", type=int, default=0,
+                    help="val pairs for the LM strategies: 0 = all, else a seeded uniform sample")
+    ap.add_argument("--max-lm-train", type=int, default=0,
                     help="train pairs (spread over the prompts) for compiling yes-prob and ensemble")
     ap.add_argument("--cross-encoder", action="store_true")
     ap.add_argument("--prefeval-lm", action="store_true")
@@ -210,8 +227,12 @@ def main(argv=None) -> int:
         n for n in STRATEGIES.names() if n != "cross-encoder" or args.cross_encoder]
     if args.cross_encoder and "cross-encoder" not in names:
         names.append("cross-encoder")
+    from personalign.lm import DEFAULT_MODEL
+
+    args.lm = args.lm or DEFAULT_MODEL
+    out["lm"] = args.lm
     lm = make_lm(args.lm, cache=False)
-    subset = val[: args.max_lm_pairs]
+    subset = seeded_sample(val, args.max_lm_pairs, args.seed)
     out.update(n_train=len(train), n_val=len(val), gold_yes_rate_val=sum(e.relevant for e in val) / len(val),
                max_lm_pairs=args.max_lm_pairs, n_boot=args.n_boot, seed=args.seed,
                lm_subset_gold_yes_rate=sum(e.relevant for e in subset) / len(subset))
@@ -251,7 +272,7 @@ def main(argv=None) -> int:
         pe_names = [n for n in names if not STRATEGIES.info(n).uses_lm or args.prefeval_lm]
         pe_rows = []
         for name in pe_names:
-            evalset = pe_val[: args.max_lm_pairs] if name in PER_PAIR_JUDGES + LM_SCORERS else pe_val
+            evalset = seeded_sample(pe_val, args.max_lm_pairs, args.seed) if name in PER_PAIR_JUDGES + LM_SCORERS else pe_val
             pe_rows.append(evaluate(name, lm_train_subset(pe_train, args.max_lm_train, args.seed)
                                     if name in LM_SCORERS else pe_train, evalset, lm=lm, n_boot=args.n_boot,
                                     seed=args.seed))

@@ -52,7 +52,7 @@ def _root(
     """personalign command line."""
 
 
-LM_HELP = "Model: local/smollm2-135m-instruct (default), local/gemma-3-270m, or any litellm model string."
+LM_HELP = "Model: local/qwen2.5-coder-1.5b-instruct (default), local/qwen2.5-coder-0.5b-instruct (fast), local/smollm2-135m-instruct (tiny), or any litellm model string."
 
 # Options shared by the commands that run programs (one definition each).
 LmOpt = Annotated[Optional[str], typer.Option("--lm", help=LM_HELP)]
@@ -69,7 +69,7 @@ NBootOpt = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamp
 def doctor(
     json_out: JsonOpt = False,
     bench: bool = typer.Option(False, "--bench", help="Also measure prompt and generation tokens/s here."),
-    lm: str = typer.Option("local/smollm2-135m-instruct", "--lm", help="Local model for --bench."),
+    lm: str = typer.Option("local/qwen2.5-coder-1.5b-instruct", "--lm", help="Local model for --bench."),
     cache_dir: CacheDirOpt = None,
 ) -> None:
     """Versions, backend, model files (sha256), threads, cache dir; with --bench, tokens/s."""

@@ -48,7 +48,7 @@ def collect(*, bench: bool, lm: str, cache_dir: Path | None) -> dict:
     import personalign  # noqa: F401
     from personalign.lm import configure_cache
     from personalign.lm._engine import current_settings
-    from personalign.lm._models import MODELS, model_file
+    from personalign.lm._models import DEFAULT_MODEL, MODELS, model_file
     from personalign.lm._provider import grammar_constrained
     from personalign.settings import default_tracking_uri
 
@@ -59,7 +59,10 @@ def collect(*, bench: bool, lm: str, cache_dir: Path | None) -> dict:
         path, sha = model_file(spec.model_string)
         models[spec.model_string] = {
             "file": str(path), "sha256": sha, "verified": True, "bytes": path.stat().st_size,
-            "chat_format": "gguf template" if spec.template == "gguf" else "gemma turns (applied by personalign)",
+            "pinned_sha256": spec.split.sha256 if spec.split else None,
+            "source": spec.distribution, "license": spec.license, "description": spec.description,
+            "default": spec.model_string == DEFAULT_MODEL,
+            "chat_format": "gguf template",
             "grammar_constrained": grammar_constrained(spec.model_string),
         }
     import llama_cpp
@@ -72,7 +75,8 @@ def collect(*, bench: bool, lm: str, cache_dir: Path | None) -> dict:
         "versions": {p: _version(p) for p in PACKAGES},
         "backend": "llama.cpp in-process via litellm custom provider 'local'",
         "llama_cpp_system_info": llama_cpp.llama_print_system_info().decode().strip(),
-        "default_model": "local/smollm2-135m-instruct",
+        "default_model": DEFAULT_MODEL,
+        "kv_prefix_reuse": settings.reuse_prefix,
         "models": models,
         "grammar_constrained": all(m["grammar_constrained"] for m in models.values()),
         "threads": settings.n_threads,
@@ -101,7 +105,8 @@ def run_doctor(*, json_out: bool, bench: bool, lm: str, cache_dir: Path | None) 
                 "cache_dir", "tracking_uri"):
         table.add_row(key, str(info[key]))
     for name, m in info["models"].items():
-        table.add_row(name, f"{m['file']}\nsha256 {m['sha256']} (verified)\n{m['chat_format']}")
+        table.add_row(name + (" (default)" if m["default"] else ""),
+                      f"{m['file']}\nsha256 {m['sha256']} (verified)\n{m['description']}")
     table.add_row("versions", ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v))
     for b in info.get("bench", []):
         table.add_row(f"bench {b['model']}", f"prompt {b['prompt_tokens_per_s']} tok/s, generation {b['gen_tokens_per_s']} tok/s")

@@ -12,7 +12,7 @@ import typer
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                   help="Predict with a strategy (compiled on the fly, or a saved program).")
 
-LM_HELP = "Model: local/smollm2-135m-instruct (default), local/gemma-3-270m, or any litellm model string."
+LM_HELP = "Model: local/qwen2.5-coder-1.5b-instruct (default), local/qwen2.5-coder-0.5b-instruct (fast), local/smollm2-135m-instruct (tiny), or any litellm model string."
 
 
 @app.command("relevance")

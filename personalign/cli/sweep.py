@@ -33,8 +33,8 @@ def sweep(
     split: str = typer.Option("val", "--split", help="Split each trial is evaluated on."),
     train_split: str = typer.Option("train", "--train-split", help="Split each trial is compiled on."),
     seed: int = typer.Option(0, "--seed", help="Seed of the TPE sampler, the optimizers and the bootstrap."),
-    lm: Optional[str] = typer.Option(None, "--lm", help="Model: local/smollm2-135m-instruct (default), "
-                                                        "local/gemma-3-270m, or any litellm model string."),
+    lm: Optional[str] = typer.Option(None, "--lm", help="Model: local/qwen2.5-coder-1.5b-instruct (default), "
+                                                        "local/qwen2.5-coder-0.5b-instruct (fast), or any litellm model string."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate on the first N examples of the "
                                                                      "split only."),
     n_boot: int = typer.Option(1000, "--n-boot", min=1, help="Bootstrap resamples for the 95% CIs."),

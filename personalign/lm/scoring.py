@@ -33,10 +33,23 @@ def yes_no_margin(model: str, messages: Sequence[dict]) -> float:
 
 
 def relevance_messages(attribute: str, prompt: str) -> list[dict]:
-    """The yes/no question used to score relevance (attribute, prompt)."""
+    """The yes/no question used to score relevance (attribute, prompt).
+
+    Laid out for KV prefix reuse: the stable system text, then the (long, shared) request, then
+    the (short, varying) attribute and the question, so consecutive pairs of one request share
+    everything up to the attribute."""
     return [
         {"role": "system", "content": "You decide whether a fact about a user should change how an assistant answers."},
-        {"role": "user", "content": f"User fact: {attribute}\n\nUser's request: {prompt}\n\n"
+        {"role": "user", "content": f"User's request: {prompt}\n\nUser fact: {attribute}\n\n"
                                     "Should the answer to this request be different because of the user fact? "
                                     "Answer Yes or No."},
     ]
+
+
+def sharing_order(keys: Sequence[tuple]) -> list[int]:
+    """Indices of ``keys`` sorted so items with a shared prompt prefix run back to back (stable).
+
+    ``keys[i]`` is a tuple whose leading elements form the shared prefix (e.g. ``(request,
+    user_id, attribute)``); evaluating in this order lets the engine's KV cache reuse the longest
+    common prefix between consecutive calls. Callers return results in their own order."""
+    return sorted(range(len(keys)), key=lambda i: keys[i])

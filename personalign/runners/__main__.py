@@ -17,7 +17,7 @@ app = typer.Typer(name="personalign-runners", no_args_is_help=True, add_completi
                   pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Stage 3 runners: PrefEval MCQ / generation, PersonaMem, CUPID, SFT export.")
 
-LM = typer.Option(None, "--lm", help="Model string (default local/smollm2-135m-instruct).")
+LM = typer.Option(None, "--lm", help="Model string (default local/qwen2.5-coder-1.5b-instruct).")
 SEED = typer.Option(0, "--seed")
 NBOOT = typer.Option(1000, "--n-boot", min=1)
 

@@ -3,6 +3,10 @@
 Source: "Re-Centering Humans in LLM Personalization" (relevance task): annotators mark an
 attribute relevant when a thoughtful assistant would answer differently because of it; humans
 say yes ~20% of the time, LLM judges 40-60%. The label is the human majority vote.
+
+Input fields put the request before the attribute: DSPy's adapters render inputs in signature
+order, so calls for one request share their prompt prefix and the embedded engine reuses its KV
+cache for it (only the attribute and what follows are evaluated per call).
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ import dspy
 class RelevanceSignature(dspy.Signature):
     """Decide whether one known attribute of a user should change how a thoughtful assistant answers the user's new prompt."""
 
-    attribute: str = dspy.InputField(desc="one attribute of the user, e.g. 'The user prefers concise answers.'")
     prompt: str = dspy.InputField(desc="the user's new request")
+    attribute: str = dspy.InputField(desc="one attribute of the user, e.g. 'The user prefers concise answers.'")
     relevant: bool = dspy.OutputField(desc="true only if the answer should differ because of this attribute")
 
 
@@ -33,8 +37,8 @@ class RelevanceCriteriaSignature(dspy.Signature):
     practical difference to this request. Most attributes are NOT relevant to a given prompt;
     say YES only when you can name what would change."""
 
-    attribute: str = dspy.InputField(desc="one attribute of the user, e.g. 'The user prefers concise answers.'")
     prompt: str = dspy.InputField(desc="the user's new request")
+    attribute: str = dspy.InputField(desc="one attribute of the user, e.g. 'The user prefers concise answers.'")
     relevant: bool = dspy.OutputField(desc="true only if the answer should differ because of this attribute")
 
 

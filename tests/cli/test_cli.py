@@ -114,9 +114,14 @@ def test_doctor_json_reports_grammar_constrained_backend(tmp_path):
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["grammar_constrained"] is True
-    assert set(info["models"]) == {"local/smollm2-135m-instruct", "local/gemma-3-270m"}
+    assert set(info["models"]) == {"local/qwen2.5-coder-1.5b-instruct", "local/qwen2.5-coder-0.5b-instruct",
+                                   "local/smollm2-135m-instruct"}
     for m in info["models"].values():
         assert len(m["sha256"]) == 64 and m["verified"] is True
+    qwen = info["models"]["local/qwen2.5-coder-1.5b-instruct"]
+    assert qwen["default"] is True and info["default_model"] == "local/qwen2.5-coder-1.5b-instruct"
+    assert qwen["sha256"] == qwen["pinned_sha256"] == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert [m["default"] for m in info["models"].values()].count(True) == 1
     assert info["cache_dir"].startswith(str(tmp_path))
     assert info["versions"]["dspy"] and info["versions"]["litellm"]
 

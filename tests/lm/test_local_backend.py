@@ -13,7 +13,7 @@ from personalign.errors import ContextWindowError, find_personalign_error
 
 pytestmark = pytest.mark.slow
 
-LOCAL_MODELS = ["local/smollm2-135m-instruct", "local/gemma-3-270m"]
+LOCAL_MODELS = ["local/smollm2-135m-instruct", "local/qwen2.5-coder-0.5b-instruct", "local/qwen2.5-coder-1.5b-instruct"]
 
 
 class Item(pydantic.BaseModel):
@@ -151,3 +151,47 @@ def test_cache_makes_the_second_call_free(runs_dir):
         dspy.Predict("question -> answer")(question="What colour is the sky?")
     assert first.calls == 1 and second.calls == 0
     assert any((runs_dir / "cache").iterdir())
+
+
+REQUEST = ("I am planning a two-week trip through the mountains of northern Italy in late September. "
+           "Could you suggest a day-by-day itinerary with hikes, towns to stay in and local food to try? ") * 3
+ATTRIBUTES = ["The user is vegetarian.", "The user works as an accountant.", "The user has a bad knee.",
+              "The user prefers short answers.", "The user speaks German.", "The user travels with a dog."]
+
+
+def test_kv_prefix_reuse_evaluates_only_the_suffix_and_keeps_outputs():
+    from personalign.lm._engine import get_engine
+    from personalign.signatures.relevance import RelevanceSignature
+
+    model = "local/smollm2-135m-instruct"
+    lm = plm.make_lm(model, cache=False, max_tokens=32)
+    engine = get_engine(model)
+    outs, evaluated, submitted = {}, {}, {}
+    try:
+        for reuse in (True, False):
+            plm.configure_local(reuse_prefix=reuse)
+            p0, e0 = engine.prompt_tokens, engine.evaluated_tokens
+            with plm.use(lm):
+                outs[reuse] = [dspy.Predict(RelevanceSignature)(prompt=REQUEST, attribute=a).relevant for a in ATTRIBUTES]
+            submitted[reuse], evaluated[reuse] = engine.prompt_tokens - p0, engine.evaluated_tokens - e0
+    finally:
+        plm.configure_local(reuse_prefix=True)
+    assert outs[True] == outs[False]
+    assert submitted[True] == submitted[False] == evaluated[False]
+    # the request comes before the attribute: after the first call only the tail is evaluated
+    assert evaluated[True] < 0.5 * evaluated[False], (evaluated, submitted)
+
+
+def test_prefix_reuse_is_correct_under_threads():
+    """Interleaved calls from threads evict each other's prefixes; margins stay those of a
+    sequential run (up to llama.cpp's batch-shape rounding) and decisions agree."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from personalign.lm.scoring import relevance_messages, yes_no_margin
+
+    model = "local/smollm2-135m-instruct"
+    pairs = [(a, REQUEST if i % 2 else "What is a good name for a goldfish?") for i, a in enumerate(ATTRIBUTES * 2)]
+    sequential = [yes_no_margin(model, relevance_messages(a, p)) for a, p in pairs]
+    with ThreadPoolExecutor(3) as pool:
+        threaded = list(pool.map(lambda ap: yes_no_margin(model, relevance_messages(*ap)), pairs))
+    assert max(abs(x - y) for x, y in zip(sequential, threaded)) < 0.25

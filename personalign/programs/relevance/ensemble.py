@@ -28,7 +28,7 @@ import dspy
 from personalign.programs.relevance._scorer import ThresholdedScorer
 
 from personalign.programs.relevance.learned import MiniLMLogReg
-from personalign.programs.relevance.yes_prob import cached_margin, resolve_model
+from personalign.programs.relevance.yes_prob import margins, resolve_model
 
 
 def _logit(p: float) -> float:
@@ -77,8 +77,8 @@ class LearnedPlusLLM(ThresholdedScorer):
     def _features(self, learned_scores: Sequence[float], examples: Sequence, model: str):
         import numpy as np
 
-        margins = [cached_margin(model, ex.attribute, ex.prompt) for ex in examples]
-        return np.array([[_logit(p), m] for p, m in zip(learned_scores, margins)], dtype=float)
+        margin = margins(model, examples)
+        return np.array([[_logit(p), m] for p, m in zip(learned_scores, margin)], dtype=float)
 
     def fit(self, examples: Sequence, *, seed: int = 0) -> "LearnedPlusLLM":
         """Fit the learned member (out-of-fold for the stacker, then on all) and the stacker."""

@@ -92,6 +92,23 @@ def _groups(examples: Sequence) -> dict[tuple[str, str], list[int]]:
     return g
 
 
+def top_share_decisions(scores: Sequence[float], examples: Sequence, top_fraction: float, min_group: int,
+                        threshold: float) -> list[bool]:
+    """Within-group top share: in each (prompt, user) group of n >= ``min_group`` examples
+    (:func:`group_keys`), the top ``round(top_fraction * n)`` by score are True (ties broken by
+    input order); in smaller groups, ``score >= threshold``. Returns one bool per example."""
+    out = [False] * len(examples)
+    for idx in _groups(examples).values():
+        if len(idx) >= min_group:
+            k = int(round(top_fraction * len(idx)))
+            for i in sorted(idx, key=lambda i: (-scores[i], i))[:k]:
+                out[i] = True
+        else:
+            for i in idx:
+                out[i] = scores[i] >= threshold
+    return out
+
+
 def feature_dim(features: Sequence[str]) -> int:
     return sum(EMBEDDING_DIM if f == "attribute" else 1 for f in features)
 
@@ -240,23 +257,14 @@ class RankedSelector(ThresholdedScorer):
         return [float(v) for v in 1.0 / (1.0 + np.exp(-z))]
 
     def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
-        """Decisions for ``scores`` (one per example): top ``round(top_fraction * n)`` of each group
-        of n >= ``min_group`` (ties broken by input order), ``score >= threshold`` elsewhere.
+        """Decisions for ``scores`` (one per example): :func:`top_share_decisions` with this
+        selector's ``top_fraction``, ``min_group`` and ``threshold``.
 
         Raises:
             RuntimeError: no ``threshold`` or ``top_fraction`` yet.
         """
         self._require_compiled()
-        out = [False] * len(examples)
-        for idx in _groups(examples).values():
-            if len(idx) >= self.min_group:
-                k = int(round(self.top_fraction * len(idx)))
-                for i in sorted(idx, key=lambda i: (-scores[i], i))[:k]:
-                    out[i] = True
-            else:
-                for i in idx:
-                    out[i] = scores[i] >= self.threshold
-        return out
+        return top_share_decisions(scores, examples, self.top_fraction, self.min_group, self.threshold)
 
     def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
         """One ``Prediction(relevant, score)`` per example; examples sharing (prompt_id, user_id)
@@ -325,4 +333,4 @@ class StyleRank(RankedSelector):
 
 
 __all__ = ["FEATURE_GROUPS", "STYLE_PROTOTYPES", "MiniLMRank", "RankedSelector", "StyleRank", "group_keys",
-           "prompt_sentences", "ranked_features"]
+           "prompt_sentences", "ranked_features", "top_share_decisions"]

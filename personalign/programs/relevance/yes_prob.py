@@ -2,13 +2,18 @@
 
 No text is generated: one forward pass over the yes/no question of
 :func:`personalign.lm.scoring.relevance_messages` gives the next-token distribution, and the score
-is :func:`personalign.lm.scoring.yes_no_margin` (natural-log units). The decision threshold is a
-learned parameter fitted on train for F1 by :class:`personalign.optimizers.ThresholdFit` (the score
-itself has no trained weights, so train scores are not in-sample fits). Only embedded
+is :func:`personalign.lm.scoring.yes_no_margin` (natural-log units). The decision rule is fitted
+on train by :class:`personalign.optimizers.LearnedSelectorFit` (grouped CV by prompt): ``yes-prob``
+thresholds the margin (threshold maximizing F1 over the out-of-fold margins; the score itself has
+no trained weights, so they are not in-sample fits); ``yes-prob-rank`` marks the top train-rate
+share of each user's attributes for a prompt (:class:`YesProbRank`), as ``style-rank`` does.
+Margins are computed grouped by request (:func:`margins`) so the engine reuses the KV cache of the
+shared prompt prefix. Only embedded
 (``local/...``) models expose next-token log-probabilities here; other models raise
 :class:`~personalign.errors.ConfigurationError`.
 
-State (JSON, no weights): ``{"threshold": float | None, "model": str | None}`` via
+State (JSON, no weights): ``{"threshold": float | None, "model": str | None}`` (plus
+``top_fraction`` and ``min_group`` for :class:`YesProbRank`) via
 :meth:`YesProbability.dump_state` / :meth:`YesProbability.load_state`.
 """
 
@@ -36,6 +41,18 @@ def cached_margin(model: str, attribute: str, prompt: str) -> float:
     with _margins_lock:
         _margins[key] = value
     return value
+
+
+def margins(model: str, examples: Sequence) -> list[float]:
+    """:func:`cached_margin` of every example's (attribute, prompt), shape (n,), in the caller's
+    order; computed grouped by request (and user) so the KV prefix is reused between pairs."""
+    from personalign.lm.scoring import sharing_order
+
+    keys = [(ex.prompt, str(getattr(ex, "user_id", "") or ""), ex.attribute) for ex in examples]
+    out = [0.0] * len(examples)
+    for i in sharing_order(keys):
+        out[i] = cached_margin(model, examples[i].attribute, examples[i].prompt)
+    return out
 
 
 def resolve_model(model: str | None) -> str:
@@ -91,11 +108,33 @@ class YesProbability(dspy.Module):
                 f"(local/...); got '{model}'")
         return model
 
+    fit_with = "LearnedSelectorFit"
+
+    def fit(self, examples: Sequence, *, seed: int = 0) -> "YesProbability":
+        """Nothing to learn but the model (recorded); the threshold is set by the optimizer."""
+        self.fitted_model = self._model()
+        return self
+
+    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
+        """One ``Prediction(relevant, score)`` per example, margins computed in sharing order.
+
+        Raises:
+            RuntimeError: not compiled (no threshold yet).
+        """
+        if self.threshold is None:
+            raise RuntimeError(f"{type(self).__name__} has no threshold: compile it with {self.fit_with} first")
+        scores = self.score_batch(examples)
+        return [dspy.Prediction(relevant=r, score=s) for r, s in zip(self.decide(scores, examples), scores)]
+
+    def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
+        """``margin >= threshold`` per example."""
+        return [s >= self.threshold for s in scores]
+
     def score_batch(self, examples: Sequence) -> list[float]:
         """Margins (nats, shape (n,)) for each example's (attribute, prompt); records the model."""
         model = self._model()
         self.fitted_model = model
-        return [cached_margin(model, ex.attribute, ex.prompt) for ex in examples]
+        return margins(model, examples)
 
     def score(self, attribute: str, prompt: str) -> float:
         """Margin (nats) of one pair."""
@@ -103,9 +142,9 @@ class YesProbability(dspy.Module):
 
     def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
         if self.threshold is None:
-            raise RuntimeError("YesProbability has no threshold: compile it with ThresholdFit first")
-        s = self.score(attribute, prompt)
-        return dspy.Prediction(relevant=s >= self.threshold, score=s)
+            raise RuntimeError(f"{type(self).__name__} has no threshold: compile it with {self.fit_with} first")
+        (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
+        return pred
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {"threshold": self.threshold, "model": self.fitted_model}
@@ -113,4 +152,53 @@ class YesProbability(dspy.Module):
     def load_state(self, state: dict) -> "YesProbability":
         self.threshold = state.get("threshold")
         self.fitted_model = state.get("model")
+        return self
+
+
+class YesProbRank(YesProbability):
+    """Relevant = among the top ``top_fraction`` of its (prompt, user) group by yes/no margin.
+
+    Humans mark a roughly constant share (~17-20%) of a user's attributes relevant to any prompt,
+    while the margin's scale shifts between prompts; ranking inside each group of one user's
+    attributes for one prompt transfers where a global threshold may not. ``top_fraction`` is the
+    train positive rate (set by :meth:`fit`); groups smaller than ``min_group`` fall back to
+    ``margin >= threshold`` (threshold from the optimizer's grouped CV).
+
+    Args:
+        model, threshold: as :class:`YesProbability`.
+        min_group: smallest group decided by rank.
+        top_fraction: share of a group marked relevant; None until fitted.
+    """
+
+    def __init__(self, model: str | None = None, threshold: float | None = None, min_group: int = 5,
+                 top_fraction: float | None = None) -> None:
+        super().__init__(model=model, threshold=threshold)
+        self.min_group = int(min_group)
+        self.top_fraction = top_fraction
+
+    def fit(self, examples: Sequence, *, seed: int = 0) -> "YesProbRank":
+        """Record the model; ``top_fraction`` = the positive rate of ``examples`` (their ``relevant``)."""
+        super().fit(examples, seed=seed)
+        self.top_fraction = sum(bool(e.relevant) for e in examples) / max(1, len(examples))
+        return self
+
+    def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
+        """Top share per group (:func:`~personalign.programs.relevance.ranked.top_share_decisions`).
+
+        Raises:
+            RuntimeError: not fitted (no ``top_fraction``).
+        """
+        from personalign.programs.relevance.ranked import top_share_decisions
+
+        if self.top_fraction is None:
+            raise RuntimeError("YesProbRank has no top_fraction: compile it with LearnedSelectorFit first")
+        return top_share_decisions(scores, examples, self.top_fraction, self.min_group, self.threshold)
+
+    def dump_state(self, *args, **kwargs) -> dict:
+        return {**super().dump_state(), "top_fraction": self.top_fraction, "min_group": self.min_group}
+
+    def load_state(self, state: dict) -> "YesProbRank":
+        super().load_state(state)
+        self.top_fraction = state.get("top_fraction")
+        self.min_group = int(state.get("min_group", self.min_group))
         return self
