@@ -28,7 +28,7 @@ Sections of the output:
 Cache disabled: every LM call reaches the model and is counted. About 10 minutes on an idle
 2-core machine with the defaults.
 
-Usage: ``python benchmarks/extraction.py [--lm local/smollm2-135m-instruct] [--limit 8]
+Usage: ``python benchmarks/extraction.py [--lm local/qwen2.5-coder-1.5b-instruct] [--limit 8]
 [--limit-conversations 3] [--rounds 1] [--n-boot 1000] [--seed 0] [--sections verification,extraction,refine,bad_input]``
 (``--limit 0 --limit-conversations 0``: the LM-free parts only). Progress goes to stderr.
 """
@@ -253,7 +253,7 @@ def bad_input_section(lm, verifier, max_turn_chars):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lm", default="local/smollm2-135m-instruct")
+    ap.add_argument("--lm", default="local/qwen2.5-coder-1.5b-instruct")
     ap.add_argument("--limit", type=int, default=8, help="val pairs per LLM verifier; rejected attributes classified")
     ap.add_argument("--limit-conversations", type=int, default=3, help="val conversations for the LLM extractor/refiner")
     ap.add_argument("--rounds", type=int, default=1, help="verify-and-refine rounds")

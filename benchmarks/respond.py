@@ -21,7 +21,7 @@ Sections (all measured in one run, same model, fixed seeded samples):
   high temperature, synthetic profiles) vs the single no-profile answer: win rate by the typed
   answer judge (both orders), rule violations (meta text, item count), LM calls, seconds.
 
-Usage: ``python benchmarks/respond.py [--lm local/smollm2-135m-instruct] [--limit 20]
+Usage: ``python benchmarks/respond.py [--lm local/qwen2.5-coder-1.5b-instruct] [--limit 20]
 [--gen-limit 5] [--questions 2] [--k 5] [--attributes auto|retrieval|FILE] [--seed 0]
 [--sections mcq,generation,judge,perspectives]``. The DSPy cache is disabled so every call
 reaches the model. Measured on 2 cores shared with other jobs (load 7-10, ``OMP_WAIT_POLICY=PASSIVE``):
@@ -231,7 +231,7 @@ def section_perspectives(root, args, lm) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lm", default="local/smollm2-135m-instruct")
+    ap.add_argument("--lm", default="local/qwen2.5-coder-1.5b-instruct")
     ap.add_argument("--limit", type=int, default=20, help="MCQ val questions")
     ap.add_argument("--gen-limit", type=int, default=5, help="generation questions")
     ap.add_argument("--questions", type=int, default=2, help="open questions for the aggregator (max 4)")

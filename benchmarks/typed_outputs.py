@@ -7,7 +7,7 @@ bool, Literal, int, list[str] and list[pydantic model]) go through
 (b) DSPy's default ChatAdapter with no constraint and no JSON fallback (for comparison).
 Inputs differ per call; the cache is off. A failure is any exception from the predictor or an
 output that does not validate against its annotated type.
-Usage: python benchmarks/typed_outputs.py [--n 200] [--n-unconstrained 50] [--models local/smollm2-135m-instruct,local/gemma-3-270m]
+Usage: python benchmarks/typed_outputs.py [--n 200] [--n-unconstrained 50] [--models local/qwen2.5-coder-1.5b-instruct,local/qwen2.5-coder-0.5b-instruct]
 """
 
 
@@ -115,7 +115,7 @@ def run(model: str, n: int, constrained: bool) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=200)
-    ap.add_argument("--models", default="local/smollm2-135m-instruct,local/gemma-3-270m")
+    ap.add_argument("--models", default="local/qwen2.5-coder-1.5b-instruct,local/qwen2.5-coder-0.5b-instruct")
     ap.add_argument("--n-unconstrained", type=int, default=50,
                     help="calls per model for the unconstrained comparison (0 to skip); it generates up to 256 tokens of free text per call")
     args = ap.parse_args()
