@@ -97,8 +97,10 @@ def log_dataset(tracker, stage, examples: Sequence, *, data: str | os.PathLike, 
 
     tracker._setup()
     frame = pd.DataFrame(example_rows(stage, examples))
-    with warnings.catch_warnings():  # "source can be interpreted in multiple ways": both are local files
-        warnings.simplefilter("ignore", UserWarning)
+    # MLflow warns that a local path "can be interpreted in multiple ways" (both local files) and
+    # pandas warns about MLflow's use of its API: neither is the user's to act on
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         dataset = mlflow.data.from_pandas(frame, source=Path(str(data)).resolve().as_uri(), targets="gold",
                                           name=f"{Path(str(data)).stem}:{split}@{sha256[:12]}")
     mlflow.log_input(dataset, context=context, tags={"sha256": sha256, "split": str(split), "stage": stage.name})
@@ -127,7 +129,9 @@ def log_predictions(tracker, stage, examples: Sequence, report: dict, artifact_f
     import mlflow
 
     columns = {key: [r.get(key) for r in rows] for key in (rows[0] if rows else {})}
-    mlflow.log_table(columns, artifact_file=PREDICTIONS_TABLE)
+    with warnings.catch_warnings():  # pandas deprecation warnings raised inside MLflow
+        warnings.simplefilter("ignore")
+        mlflow.log_table(columns, artifact_file=PREDICTIONS_TABLE)
 
 
 _PROMPT_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -192,7 +196,7 @@ def _redact_span(span) -> None:
             span.set_attribute(key, clean)
 
 
-def _trace_cap_callback(cap: int):
+def _trace_cap_callback(cap: int, tags: dict[str, str]):
     """A DSPy callback that counts traced top-level program calls and turns MLflow tracing off
     (``mlflow.tracing.disable``) when a top-level call starts after ``cap`` traces."""
     from dspy.utils.callback import BaseCallback
@@ -221,6 +225,8 @@ def _trace_cap_callback(cap: int):
 
                 # MLflow's own callback runs after this one: the root span is still open when traced
                 if mlflow.get_current_active_span() is not None:
+                    if tags:
+                        mlflow.update_current_trace(tags=tags)
                     with self._lock:
                         self.stats["traced"] += 1
 
@@ -228,7 +234,7 @@ def _trace_cap_callback(cap: int):
 
 
 @contextlib.contextmanager
-def lm_traces(tracker, *, limit: int | None = None) -> Iterator[dict]:
+def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None = None) -> Iterator[dict]:
     """Log DSPy program calls made inside the block, with their LM calls, as MLflow traces.
 
     Uses DSPy's MLflow integration (``mlflow.dspy.autolog``), decided as follows:
@@ -243,6 +249,9 @@ def lm_traces(tracker, *, limit: int | None = None) -> Iterator[dict]:
     * **Cap**: at most ``limit`` traces per block (default :func:`max_traces`: 50, or
       ``PERSONALIGN_MAX_TRACES``; 0 turns traces off) -- the first ``limit`` top-level calls, in
       evaluation order; later calls run untraced (tracing is turned back on when the block ends).
+      ``compare`` opens one block per strategy, so it keeps up to ``limit`` traces of each.
+    * **Tags**: ``tags`` (e.g. ``{"strategy": "zero-shot"}``) are set on every trace, prefixed
+      ``personalign.``, so the Traces tab can be filtered by strategy.
     * **Secrets**: an MLflow span processor redacts every span's inputs, outputs and attributes
       (:func:`personalign.tracking.redact`); DSPy's integration already drops ``api_key`` and
       ``api_base`` from LM attributes.
@@ -258,7 +267,7 @@ def lm_traces(tracker, *, limit: int | None = None) -> Iterator[dict]:
     import mlflow
 
     tracker._setup()
-    counter = _trace_cap_callback(cap)
+    counter = _trace_cap_callback(cap, {f"personalign.{k}": str(v) for k, v in (tags or {}).items()})
     before = list(dspy.settings.callbacks)
     mlflow.dspy.autolog(log_traces=True, log_traces_from_compile=False, log_traces_from_eval=True,
                         log_compiles=False, log_evals=False, silent=True)
@@ -273,3 +282,26 @@ def lm_traces(tracker, *, limit: int | None = None) -> Iterator[dict]:
             mlflow.tracing.enable()
         with contextlib.suppress(Exception):
             mlflow.flush_trace_async_logging()
+
+
+_METRIC_NAME = re.compile(r"[^\w.\- /]+")
+
+
+def log_summary(tracker, result: dict, metric_keys: Sequence[str]) -> None:
+    """Log a compare result's summary into the active (parent) run: ``<metric>/<strategy>`` per
+    strategy (``@`` in a strategy name becomes `` at ``; CIs as ``_low``/``_high``), ``best_<metric>``
+    and the tag ``best_strategy``."""
+    if not _on(tracker) or not result.get("strategies"):
+        return
+    key = result.get("metric", "f1")
+    metrics: dict[str, Any] = {}
+    for row in result["strategies"]:
+        name = _METRIC_NAME.sub("_", row["name"].replace("@", " at "))
+        metrics.update({f"{k}/{name}": row[k] for k in (*metric_keys, "lm_calls", "compile_lm_calls", "failures")
+                        if k in row})
+    scored = [r for r in result["strategies"] if isinstance(r.get(key), (int, float))]
+    if scored:
+        best = max(scored, key=lambda r: r[key])
+        metrics[f"best_{key}"] = best[key]
+        tracker._setup().set_tag("best_strategy", best["name"])
+    tracker.log_metrics(metrics)
