@@ -30,6 +30,7 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
     from personalign.settings import runs_dir
     from personalign.stages import get_stage
     from personalign.tracking import Tracker
+    from personalign.tracking_native import log_dataset, register_prompt, run_name
 
     st = get_stage(stage)
     registry = st.registry
@@ -76,12 +77,20 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
             tracker.log_metrics({k: v for k, v in compile_info.items() if isinstance(v, (int, float))})
             tracker.log_artifact(target / "program.json")
             tracker.log_artifact(target / "prompt.md")
+            prompt = register_prompt(tracker, program, stage=st.name, strategy=strategy, optimizer=optimizer,
+                                     lm=model if info.uses_lm else None, run_id=tracker.run_id)
+            if prompt:
+                compile_info["prompt"] = prompt
 
     params = {"stage": st.name, "strategy": strategy, "optimizer": optimizer, "data": str(data),
               "data_sha256": file_sha256(data), "train_split": train_split, "seed": seed,
               "lm": model if info.uses_lm else None}
     if tracker is not None:
-        with tracker.run(f"compile-{st.name}-{name}", params=params, tags={"command": "compile", "stage": st.name}):
+        with tracker.run(run_name("compile", st.name, strategy=name, data=data, split=train_split,
+                                  lm=model if info.uses_lm else None),
+                         params=params, tags={"command": "compile", "stage": st.name}):
+            log_dataset(tracker, st, trainset, data=data, sha256=params["data_sha256"], split=train_split,
+                        context="training")
             work()
     else:
         work()
@@ -106,6 +115,7 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
     from personalign.programs._saved import load_program
     from personalign.stages import get_stage
     from personalign.tracking import Tracker
+    from personalign.tracking_native import lm_traces, log_dataset, log_predictions, run_name
 
     st = get_stage(stage)
     if not program.exists():
@@ -124,8 +134,9 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
     out: dict = {}
 
     def work():
-        report = evaluate_stage(st, prog, evalset, lm=lm_obj, n_boot=n_boot, seed=seed, progress=not json_out,
-                                description=meta["strategy"])
+        with lm_traces(tracker, tags={"stage": st.name, "strategy": meta["strategy"]}):
+            report = evaluate_stage(st, prog, evalset, lm=lm_obj, n_boot=n_boot, seed=seed, progress=not json_out,
+                                    description=meta["strategy"])
         hidden = {"correct", "gold_positive", "predicted_positive", "scores", "predictions", "errors"}
         out.update({"stage": st.name, "program": str(program), "strategy": meta["strategy"],
                     "optimizer": (meta.get("compile") or {}).get("optimizer"), "data": str(data), "split": split,
@@ -133,13 +144,15 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
                     "lm": model if uses_lm else None, "seed": seed})
         if tracker is not None:
             tracker.log_metrics({k: out[k] for k in (*_metric_keys(st), "lm_calls", "failures", "seconds") if k in out})
-            tracker.log_dict({"predictions": report["predictions"], "correct": report["correct"],
-                              "errors": report["errors"]}, "predictions.json")
+            log_predictions(tracker, st, evalset, report)
 
     params = {"stage": st.name, "program": str(program), "strategy": meta["strategy"], "data": str(data),
               "data_sha256": file_sha256(data), "split": split, "seed": seed, "lm": model if uses_lm else None}
     if tracker is not None:
-        with tracker.run(f"eval-{st.name}-{meta['strategy']}", params=params, tags={"command": "eval", "stage": st.name}):
+        with tracker.run(run_name("eval", st.name, strategy=meta["strategy"], data=data, split=split,
+                                  lm=model if uses_lm else None),
+                         params=params, tags={"command": "eval", "stage": st.name}):
+            log_dataset(tracker, st, evalset, data=data, sha256=params["data_sha256"], split=split)
             work()
     else:
         work()

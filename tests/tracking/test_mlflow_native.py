@@ -84,3 +84,43 @@ def test_compare_is_native_in_mlflow(compared):
     spans = traces[0].data.spans
     assert any(s.span_type == "CHAT_MODEL" or "LM" in s.name for s in spans)
     assert all(t.info.request_metadata.get("mlflow.sourceRun") == parent.info.run_id for t in traces)
+
+
+def _mock_cli(runs, *args):
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, cli_env
+    from tests.sweep.conftest import MOCK_SCRIPT
+
+    return subprocess.run([sys.executable, str(MOCK_SCRIPT), *args], capture_output=True, text=True, cwd=ROOT,
+                          env=cli_env(runs, PERSONALIGN_MAX_TRACES="3"), timeout=600)
+
+
+@pytest.mark.slow  # two CLI processes on an MLflow SQLite store
+def test_compile_registers_a_prompt_version_and_eval_logs_data_predictions_traces(tmp_path):
+    import mlflow
+
+    runs = tmp_path / "runs"
+    prog = tmp_path / "prog"
+    proc = _mock_cli(runs, "compile", "relevance", "--strategy", "zero-shot", "--optimizer", "labeled", "--data",
+                     str(DEMO), "--lm", MODEL, "--out", str(prog), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    compiled = json.loads(proc.stdout)
+    assert compiled["compile"]["prompt"]["uri"] == "prompts:/relevance-zero-shot/1"
+    proc = _mock_cli(runs, "eval", "relevance", "--program", str(prog), "--data", str(DEMO), "--limit", "5", "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{runs / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("personalign")
+    runs_by_cmd = {r.data.tags["command"]: r for r in client.search_runs([exp.experiment_id])}
+    assert runs_by_cmd["compile"].info.run_name == "compile relevance zero-shot@labeled · relevance_demo:train · relevance-0ms"
+    assert runs_by_cmd["eval"].info.run_name == "eval relevance zero-shot · relevance_demo:val · relevance-0ms"
+    version = client.get_prompt_version("relevance-zero-shot", 1)
+    assert "### demos (4)" in version.template and version.tags["mlflow_run_id"] == runs_by_cmd["compile"].info.run_id
+    ev = runs_by_cmd["eval"]
+    assert [d.dataset.name.split("@")[0] for d in ev.inputs.dataset_inputs] == ["relevance_demo:val"]
+    logged = json.loads(open(client.download_artifacts(ev.info.run_id, "predictions.json")).read())
+    assert len(logged["ids"]) == len(logged["inputs"]) == len(logged["predictions"]) == 5
+    traces = client.search_traces(locations=[exp.experiment_id])
+    assert len(traces) == 3 and {t.info.request_metadata.get("mlflow.sourceRun") for t in traces} == {ev.info.run_id}
