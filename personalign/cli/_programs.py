@@ -112,6 +112,7 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
     from personalign.compare import file_sha256
     from personalign.evaluation import evaluate_stage
     from personalign.lm import DEFAULT_MODEL, configure_cache, make_lm
+    from personalign.programs._fitted import fitted_rows_warning
     from personalign.programs._saved import load_program
     from personalign.stages import get_stage
     from personalign.tracking import Tracker
@@ -122,6 +123,9 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
         raise ConfigurationError(f"no saved program at {program}")
     prog, meta = load_program(program, stage=st.name)
     evalset = st.load(data, split)
+    leak = fitted_rows_warning(meta, data, split)
+    if leak:
+        sys.stderr.write(leak + "\n")
     if limit:
         evalset = evalset[:limit]
     configure_cache(cache_dir, enabled=not no_cache)
@@ -139,6 +143,7 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
                                     description=meta["strategy"])
         hidden = {"correct", "gold_positive", "predicted_positive", "scores", "predictions", "errors"}
         out.update({"stage": st.name, "program": str(program), "strategy": meta["strategy"],
+                    **({"warnings": [leak]} if leak else {}),
                     "optimizer": (meta.get("compile") or {}).get("optimizer"), "data": str(data), "split": split,
                     **{k: v for k, v in report.items() if k not in hidden},
                     "lm": model if uses_lm else None, "seed": seed})
@@ -147,7 +152,8 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
             log_predictions(tracker, st, evalset, report)
 
     params = {"stage": st.name, "program": str(program), "strategy": meta["strategy"], "data": str(data),
-              "data_sha256": file_sha256(data), "split": split, "seed": seed, "lm": model if uses_lm else None}
+              "data_sha256": file_sha256(data), "split": split, "seed": seed, "lm": model if uses_lm else None,
+              "evaluated_on_fitted_rows": bool(leak)}
     if tracker is not None:
         with tracker.run(run_name("eval", st.name, strategy=meta["strategy"], data=data, split=split,
                                   lm=model if uses_lm else None),
