@@ -31,9 +31,10 @@ Why MiniLM cosine rather than lexical overlap: restatements are often paraphrase
 keeps kosher ..."), which word overlap misses. The thresholds come from a measurement: six
 hand-written answers to PrefEval train questions scored profile cosine 0.28-0.51 and question
 cosine 0.37-0.62 (profile minus question <= 0.0) with >= 17 content words; SmolLM2-135M's own 12
-answers to PrefEval train pairs were 3 verbatim profile restatements (cosine 1.00), 2 echoes of
-the question (0.99-1.00) and 7 template placeholders (``{response}``, question cosine ~0) -- all
-rejected.
+answers to 12 PrefEval train pairs (``--limit 12 --seed 0``) were 3 verbatim profile restatements
+(cosine 1.00), 2 echoes of the question (0.99-1.00) and 7 template placeholders (``{response}``)
+-- all 12 rejected: 8 ``too_short`` (the placeholders and a 6-word restatement), 2
+``restates_profile``, 2 ``echoes_question``.
 """
 
 from __future__ import annotations
