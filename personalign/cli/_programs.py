@@ -155,7 +155,9 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
               "data_sha256": file_sha256(data), "split": split, "seed": seed, "lm": model if uses_lm else None,
               "evaluated_on_fitted_rows": bool(leak)}
     if tracker is not None:
-        with tracker.run(run_name("eval", st.name, strategy=meta["strategy"], data=data, split=split,
+        optimizer = (meta.get("compile") or {}).get("optimizer")
+        label = meta["strategy"] + (f"@{optimizer}" if optimizer else "")
+        with tracker.run(run_name("eval", st.name, strategy=label, data=data, split=split,
                                   lm=model if uses_lm else None),
                          params=params, tags={"command": "eval", "stage": st.name}):
             log_dataset(tracker, st, evalset, data=data, sha256=params["data_sha256"], split=split)

@@ -64,3 +64,14 @@ def test_runner_lm_calls_are_traced(shared_data, runs_dir):
     assert len(traces) == 3
     assert {t.info.tags.get("personalign.runner") for t in traces} == {"prefeval-mcq"}
     assert {t.info.request_metadata.get("mlflow.sourceRun") for t in traces} == {run.info.run_id}
+
+
+def test_every_runner_has_the_cache_and_tracking_flags():
+    from typer.testing import CliRunner
+
+    from personalign.runners.__main__ import app
+
+    for command in ("prefeval-mcq", "prefeval-generation", "personamem", "cupid", "judge-agreement", "sft-export"):
+        text = CliRunner().invoke(app, [command, "--help"], terminal_width=200).output
+        for flag in ("--cache-dir", "--no-cache", "--tracking-uri", "--no-track"):
+            assert flag in text, (command, flag)

@@ -115,7 +115,7 @@ def test_compile_registers_a_prompt_version_and_eval_logs_data_predictions_trace
     exp = client.get_experiment_by_name("personalign")
     runs_by_cmd = {r.data.tags["command"]: r for r in client.search_runs([exp.experiment_id])}
     assert runs_by_cmd["compile"].info.run_name == "compile relevance zero-shot@labeled · relevance_demo:train · relevance-0ms"
-    assert runs_by_cmd["eval"].info.run_name == "eval relevance zero-shot · relevance_demo:val · relevance-0ms"
+    assert runs_by_cmd["eval"].info.run_name == "eval relevance zero-shot@labeled · relevance_demo:val · relevance-0ms"
     version = client.get_prompt_version("relevance-zero-shot", 1)
     assert "### demos (4)" in version.template and version.tags["mlflow_run_id"] == runs_by_cmd["compile"].info.run_id
     ev = runs_by_cmd["eval"]
