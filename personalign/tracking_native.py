@@ -255,6 +255,8 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
     * **Secrets**: an MLflow span processor redacts every span's inputs, outputs and attributes
       (:func:`personalign.tracking.redact`); DSPy's integration already drops ``api_key`` and
       ``api_base`` from LM attributes.
+    * **Export**: synchronous (``MLFLOW_ENABLE_ASYNC_TRACE_LOGGING=false`` unless set): every
+      trace is in the store when the block ends.
 
     Yields ``{"traced", "limit", "capped"}`` (updated as calls run). A no-op (yielding
     ``traced=0``) when tracking is off.
@@ -263,6 +265,9 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
     if not _on(tracker) or cap == 0:
         yield {"traced": 0, "limit": 0, "capped": False}
         return
+    # Export each trace when it ends (a few ms for a capped number of traces) instead of through
+    # MLflow's background queue, which logs a "flushing the queue" line at every program exit.
+    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
     import dspy
     import mlflow
 
@@ -281,7 +286,7 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
         if counter.stats["capped"]:
             mlflow.tracing.enable()
         with contextlib.suppress(Exception):
-            mlflow.flush_trace_async_logging()
+            mlflow.flush_trace_async_logging()  # when the user turned async logging on
 
 
 _METRIC_NAME = re.compile(r"[^\w.\- /]+")
