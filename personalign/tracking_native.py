@@ -32,7 +32,7 @@ from typing import Any, Iterator, Sequence
 
 from personalign.tracking import redact
 
-DEFAULT_MAX_TRACES = 50  # per command; PERSONALIGN_MAX_TRACES overrides (0 turns traces off)
+DEFAULT_MAX_TRACES = 50  # per lm_traces block; PERSONALIGN_MAX_TRACES overrides (0 turns traces off)
 PREDICTIONS_TABLE = "predictions_table.json"
 
 
@@ -95,7 +95,7 @@ def log_dataset(tracker, stage, examples: Sequence, *, data: str | os.PathLike, 
     import mlflow
     import pandas as pd
 
-    tracker._setup()
+    tracker.check()
     frame = pd.DataFrame(example_rows(stage, examples))
     # MLflow warns that a local path "can be interpreted in multiple ways" (both local files) and
     # pandas warns about MLflow's use of its API: neither is the user's to act on
@@ -157,7 +157,7 @@ def register_prompt(tracker, program, *, stage: str, strategy: str, optimizer: s
 
     from personalign.programs._export import prompt_text
 
-    tracker._setup()
+    tracker.check()
     name = prompt_name(stage, strategy)
     tags = {"stage": stage, "strategy": strategy, "optimizer": optimizer or "none", "lm": lm or "none",
             **({"mlflow_run_id": run_id} if run_id else {})}
@@ -169,7 +169,12 @@ def register_prompt(tracker, program, *, stage: str, strategy: str, optimizer: s
 
 
 def max_traces() -> int:
-    """The trace cap per command: ``PERSONALIGN_MAX_TRACES`` (default :data:`DEFAULT_MAX_TRACES`)."""
+    """The trace cap of an :func:`lm_traces` block: ``PERSONALIGN_MAX_TRACES`` (default
+    :data:`DEFAULT_MAX_TRACES`).
+
+    Raises:
+        ConfigurationError: the variable is not an integer.
+    """
     raw = os.environ.get("PERSONALIGN_MAX_TRACES", "").strip()
     if not raw:
         return DEFAULT_MAX_TRACES
@@ -242,7 +247,8 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
     * **What**: each top-level call of a DSPy program (one example) is one trace, linked to the
       active run, with child spans for its predictors, the adapter's formatting/parsing and each LM
       call (messages sent, completion, model, token usage). Cache hits are traced too.
-    * **When**: evaluation and prediction calls (``log_traces_from_eval=True``). Compile calls are
+    * **When**: the calls of evaluations (``compare``, ``eval``, ``personalign run``; also inside
+      DSPy's ``Evaluate``: ``log_traces_from_eval=True``). Compile calls are
       not traced (``log_traces_from_compile=False``): a teleprompter makes hundreds to thousands
       of calls per compile, already counted in the run's ``compile_lm_calls``. Sweeps
       (``personalign sweep``) log no traces: trials x examples would be millions.
@@ -271,7 +277,7 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
     import dspy
     import mlflow
 
-    tracker._setup()
+    tracker.check()
     counter = _trace_cap_callback(cap, {f"personalign.{k}": str(v) for k, v in (tags or {}).items()})
     before = list(dspy.settings.callbacks)
     mlflow.dspy.autolog(log_traces=True, log_traces_from_compile=False, log_traces_from_eval=True,
@@ -308,5 +314,8 @@ def log_summary(tracker, result: dict, metric_keys: Sequence[str]) -> None:
     if scored:
         best = max(scored, key=lambda r: r[key])
         metrics[f"best_{key}"] = best[key]
-        tracker._setup().set_tag("best_strategy", best["name"])
+        import mlflow
+
+        tracker.check()
+        mlflow.set_tag("best_strategy", best["name"])
     tracker.log_metrics(metrics)
