@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
 
@@ -31,18 +32,22 @@ def ui_command(tracking_uri: str | None = None, port: int = 5000) -> tuple[list[
 
 
 def run_ui(*, tracking_uri: str | None, port: int) -> None:
-    """Replace this process with the MLflow UI server (Ctrl-C stops it)."""
+    """Replace this process with the MLflow UI server (Ctrl-C stops it).
+
+    Raises:
+        ConfigurationError: the URI is an ``http(s)://`` server (open it directly), or its SQLite
+            store does not exist yet.
+    """
+    from personalign.errors import ConfigurationError
     from personalign.settings import default_tracking_uri
 
-    argv, env = ui_command(tracking_uri, port)
     uri = tracking_uri or default_tracking_uri()
+    if uri.startswith(("http://", "https://")):
+        raise ConfigurationError(f"{uri} is an MLflow server already: open it in a browser")
+    argv, env = ui_command(tracking_uri, port)
     if uri.startswith("sqlite:///"):
-        from pathlib import Path
-
         db = Path(uri[len("sqlite:///"):])
         if not db.exists():
-            from personalign.errors import ConfigurationError
-
             raise ConfigurationError(f"no MLflow store at {db}: run a command first (e.g. `personalign compare`) "
                                      "or pass --tracking-uri URI")
     sys.stderr.write(f"MLflow UI for {uri} at http://{LOOPBACK}:{port} (offline; Ctrl-C stops)\n")

@@ -64,6 +64,8 @@ def test_ui_command_is_offline_and_loopback(runs_dir, monkeypatch):
 
 def test_ui_without_a_store_is_a_one_line_error(tmp_path):
     assert_one_line_error(run_cli("ui", env=cli_env(tmp_path / "runs")), "no MLflow store at", "mlflow.db")
+    assert_one_line_error(run_cli("ui", "--tracking-uri", "http://127.0.0.1:5000", env=cli_env(tmp_path / "runs")),
+                          "is an MLflow server already")
 
 
 def _free_port() -> int:
