@@ -181,8 +181,8 @@ def compare_stage(
     from personalign.evaluation import evaluate_stage, paired_comparison
     from personalign.lm import DEFAULT_MODEL, make_lm
     from personalign.stages import get_stage
-    from personalign.tracking_native import (lm_traces, log_dataset, log_predictions, log_summary, register_prompt,
-                                             run_name)
+    from personalign.tracking_native import (link_traces, lm_traces, log_dataset, log_predictions, log_summary,
+                                             register_prompt, run_name)
 
     st = get_stage(stage)
     registry = st.registry
@@ -243,7 +243,7 @@ def compare_stage(
             t0 = time.perf_counter()
             program, compile_info = compile_for_stage(st, base, opt_name, trainset, lm=lm_obj, seed=seed)
             with warnings.catch_warnings(record=True) as caught, \
-                    lm_traces(tracker, tags={"stage": st.name, "strategy": name}):
+                    lm_traces(tracker, tags={"stage": st.name, "strategy": name}) as traced:
                 warnings.simplefilter("always")
                 report = evaluate_stage(st, program, evalset, lm=lm_obj if info.uses_lm else None, n_boot=n_boot,
                                         seed=seed, progress=progress, description=name)
@@ -270,6 +270,7 @@ def compare_stage(
                     tracker.log_metrics({k: row[k] for k in (*metric_keys, "lm_calls", "compile_lm_calls", "seconds",
                                                              "failures") if k in row})
                     log_predictions(tracker, st, evalset, report)
+                    link_traces(tracker, traced)
                     prompt = register_prompt(tracker, program, stage=st.name, strategy=base, optimizer=opt_name,
                                              lm=model if info.uses_lm else None, run_id=tracker.run_id) \
                         if compile_info else None

@@ -208,7 +208,7 @@ def _trace_cap_callback(cap: int, tags: dict[str, str]):
 
     class TraceCap(BaseCallback):
         def __init__(self):
-            self.stats = {"traced": 0, "limit": cap, "capped": False}
+            self.stats = {"traced": 0, "limit": cap, "capped": False, "trace_ids": []}
             self._depth = threading.local()
             self._lock = threading.Lock()
 
@@ -229,11 +229,13 @@ def _trace_cap_callback(cap: int, tags: dict[str, str]):
                 import mlflow
 
                 # MLflow's own callback runs after this one: the root span is still open when traced
-                if mlflow.get_current_active_span() is not None:
+                span = mlflow.get_current_active_span()
+                if span is not None:
                     if tags:
                         mlflow.update_current_trace(tags=tags)
                     with self._lock:
                         self.stats["traced"] += 1
+                        self.stats["trace_ids"].append(span.trace_id)
 
     return TraceCap()
 
@@ -264,12 +266,12 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
     * **Export**: synchronous (``MLFLOW_ENABLE_ASYNC_TRACE_LOGGING=false`` unless set): every
       trace is in the store when the block ends.
 
-    Yields ``{"traced", "limit", "capped"}`` (updated as calls run). A no-op (yielding
-    ``traced=0``) when tracking is off.
+    Yields ``{"traced", "limit", "capped", "trace_ids"}`` (updated as calls run; see
+    :func:`link_traces`). A no-op (yielding ``traced=0``) when tracking is off.
     """
     cap = max_traces() if limit is None else max(0, int(limit))
     if not _on(tracker) or cap == 0:
-        yield {"traced": 0, "limit": 0, "capped": False}
+        yield {"traced": 0, "limit": 0, "capped": False, "trace_ids": []}
         return
     # Export each trace when it ends (a few ms for a capped number of traces) instead of through
     # MLflow's background queue, which logs a "flushing the queue" line at every program exit.
@@ -293,6 +295,18 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
             mlflow.tracing.enable()
         with contextlib.suppress(Exception):
             mlflow.flush_trace_async_logging()  # when the user turned async logging on
+
+
+def link_traces(tracker, stats: dict, run_id: str | None = None) -> None:
+    """Link the traces of an :func:`lm_traces` block (``stats``) to ``run_id`` (default: the
+    tracker's current run) as well -- e.g. to a compare's child run, opened after its evaluation."""
+    ids = list(stats.get("trace_ids") or [])
+    client = tracker.client() if _on(tracker) else None
+    run_id = run_id or getattr(tracker, "run_id", None)
+    if client is None or not ids or not run_id:
+        return
+    for lo in range(0, len(ids), 100):  # MLflow links at most 100 per call
+        client.link_traces_to_run(ids[lo: lo + 100], run_id)
 
 
 _METRIC_NAME = re.compile(r"[^\w.\- /]+")

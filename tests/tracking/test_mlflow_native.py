@@ -84,6 +84,9 @@ def test_compare_is_native_in_mlflow(compared):
     spans = traces[0].data.spans
     assert any(s.span_type == "CHAT_MODEL" or "LM" in s.name for s in spans)
     assert all(t.info.request_metadata.get("mlflow.sourceRun") == parent.info.run_id for t in traces)
+    # and each strategy's traces are linked to its child run (the run page's Traces tab)
+    linked = client.search_traces(locations=[parent.info.experiment_id], run_id=child.info.run_id)
+    assert sorted(t.info.tags.get("personalign.strategy") for t in linked) == ["zero-shot@labeled"] * 4
 
 
 def _mock_cli(runs, *args):
