@@ -262,7 +262,9 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
       ``personalign.``, so the Traces tab can be filtered by strategy.
     * **Secrets**: an MLflow span processor redacts every span's inputs, outputs and attributes
       (:func:`personalign.tracking.redact`); DSPy's integration already drops ``api_key`` and
-      ``api_base`` from LM attributes.
+      ``api_base`` from LM attributes. Limit: a span's exception event (message, stack trace)
+      is stored as raised -- MLflow's span processors cannot edit events; hosted providers mask
+      keys in their error messages.
     * **Export**: synchronous (``MLFLOW_ENABLE_ASYNC_TRACE_LOGGING=false`` unless set): every
       trace is in the store when the block ends.
 
