@@ -269,7 +269,9 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
       trace is in the store when the block ends.
 
     Yields ``{"traced", "limit", "capped", "trace_ids"}`` (updated as calls run; see
-    :func:`link_traces`). A no-op (yielding ``traced=0``) when tracking is off.
+    :func:`link_traces`). A no-op (yielding ``traced=0``) when tracking is off, or (with
+    ``"off"``: the reason) when called from a thread that does not own DSPy's settings
+    (``dspy.configure`` is single-owner; autolog needs it).
     """
     cap = max_traces() if limit is None else max(0, int(limit))
     if not _on(tracker) or cap == 0:
@@ -284,9 +286,13 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
     tracker.check()
     counter = _trace_cap_callback(cap, {f"personalign.{k}": str(v) for k, v in (tags or {}).items()})
     before = list(dspy.settings.callbacks)
-    mlflow.dspy.autolog(log_traces=True, log_traces_from_compile=False, log_traces_from_eval=True,
-                        log_compiles=False, log_evals=False, silent=True)
-    dspy.settings.configure(callbacks=[counter, *dspy.settings.callbacks])  # the cap runs before MLflow's callback
+    try:
+        mlflow.dspy.autolog(log_traces=True, log_traces_from_compile=False, log_traces_from_eval=True,
+                            log_compiles=False, log_evals=False, silent=True)
+        dspy.settings.configure(callbacks=[counter, *dspy.settings.callbacks])  # the cap runs before MLflow's
+    except RuntimeError as exc:  # DSPy's settings belong to another thread: run untraced
+        yield {"traced": 0, "limit": 0, "capped": False, "trace_ids": [], "off": str(exc)[:200]}
+        return
     try:
         with mlflow.tracing.configure(span_processors=[_redact_span]):
             yield counter.stats

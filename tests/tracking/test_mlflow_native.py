@@ -127,3 +127,39 @@ def test_compile_registers_a_prompt_version_and_eval_logs_data_predictions_trace
     assert len(logged["ids"]) == len(logged["inputs"]) == len(logged["predictions"]) == 5
     traces = client.search_traces(locations=[exp.experiment_id])
     assert len(traces) == 3 and {t.info.request_metadata.get("mlflow.sourceRun") for t in traces} == {ev.info.run_id}
+
+
+def test_lm_traces_is_a_no_op_without_tracking():
+    from personalign.tracking import Tracker
+    from personalign.tracking_native import link_traces, lm_traces, log_summary
+
+    for tracker in (None, Tracker(enabled=False)):
+        with lm_traces(tracker) as stats:
+            pass
+        assert stats["traced"] == 0 and stats["limit"] == 0
+        link_traces(tracker, stats)
+        log_summary(tracker, {"strategies": [{"name": "x", "f1": 0.5}]}, ("f1",))
+
+
+def test_run_names_and_prompt_names():
+    from personalign.tracking_native import prompt_name, run_name
+
+    assert run_name("compare", "relevance", data="a/b/relevance_labels.jsonl", split="val",
+                    lm="local/qwen2.5-coder-1.5b-instruct") == \
+        "compare relevance · relevance_labels:val · qwen2.5-coder-1.5b-instruct"
+    assert run_name("run", "cupid", data="x/cupid.jsonl", lm=None) == "run cupid · cupid · no LM"
+    assert prompt_name("relevance", "zero-shot") == "relevance-zero-shot"
+    assert prompt_name("relevance", "zero-shot@bootstrap") == "relevance-zero-shot-bootstrap"
+
+
+def test_max_traces_env(monkeypatch):
+    from personalign.errors import ConfigurationError
+    from personalign.tracking_native import DEFAULT_MAX_TRACES, max_traces
+
+    monkeypatch.delenv("PERSONALIGN_MAX_TRACES", raising=False)
+    assert max_traces() == DEFAULT_MAX_TRACES
+    monkeypatch.setenv("PERSONALIGN_MAX_TRACES", "0")
+    assert max_traces() == 0
+    monkeypatch.setenv("PERSONALIGN_MAX_TRACES", "many")
+    with pytest.raises(ConfigurationError, match="PERSONALIGN_MAX_TRACES"):
+        max_traces()
