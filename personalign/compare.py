@@ -181,6 +181,8 @@ def compare_stage(
     from personalign.evaluation import evaluate_stage, paired_comparison
     from personalign.lm import DEFAULT_MODEL, make_lm
     from personalign.stages import get_stage
+    from personalign.tracking_native import (link_traces, lm_traces, log_dataset, log_predictions, log_summary,
+                                             register_prompt, run_name)
 
     st = get_stage(stage)
     registry = st.registry
@@ -240,7 +242,8 @@ def compare_stage(
             info = registry.info(base)
             t0 = time.perf_counter()
             program, compile_info = compile_for_stage(st, base, opt_name, trainset, lm=lm_obj, seed=seed)
-            with warnings.catch_warnings(record=True) as caught:
+            with warnings.catch_warnings(record=True) as caught, \
+                    lm_traces(tracker, tags={"stage": st.name, "strategy": name}) as traced:
                 warnings.simplefilter("always")
                 report = evaluate_stage(st, program, evalset, lm=lm_obj if info.uses_lm else None, n_boot=n_boot,
                                         seed=seed, progress=progress, description=name)
@@ -266,8 +269,13 @@ def compare_stage(
                                                             **({"compile": compile_info} if compile_info else {})}):
                     tracker.log_metrics({k: row[k] for k in (*metric_keys, "lm_calls", "compile_lm_calls", "seconds",
                                                              "failures") if k in row})
-                    tracker.log_dict({"predictions": row["predictions"], "correct": report["correct"],
-                                      "errors": report["errors"]}, "predictions.json")
+                    log_predictions(tracker, st, evalset, report)
+                    link_traces(tracker, traced)
+                    prompt = register_prompt(tracker, program, stage=st.name, strategy=base, optimizer=opt_name,
+                                             lm=model if info.uses_lm else None, run_id=tracker.run_id) \
+                        if compile_info else None
+                    if prompt:
+                        row["prompt"] = prompt
 
     def outputs():
         if out_dir is None:
@@ -281,8 +289,13 @@ def compare_stage(
 
     if tracker is not None:
         tracker.check()  # a bad tracking URI fails here, before any strategy runs
-        with tracker.run(f"compare-{st.name}-{split}", params=params, tags={"command": "compare", "stage": st.name}):
+        with tracker.run(run_name("compare", st.name, data=data, split=split, lm=model if uses_lm else None),
+                         params=params, tags={"command": "compare", "stage": st.name}):
+            log_dataset(tracker, st, evalset, data=data, sha256=result["data_sha256"], split=split)
+            log_dataset(tracker, st, trainset, data=data, sha256=result["data_sha256"], split=train_split,
+                        context="training")
             body()
+            log_summary(tracker, result, metric_keys)
             result["mlflow_run_id"] = getattr(tracker, "run_id", None)
             outputs()
     else:

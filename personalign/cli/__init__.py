@@ -164,6 +164,17 @@ def eval_(
              cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track, json_out=json_out)
 
 
+@app.command()
+def ui(
+    port: int = typer.Option(5000, "--port", min=1, max=65535, help="Port on 127.0.0.1."),
+    tracking_uri: TrackingOpt = None,
+) -> None:
+    """Open MLflow's UI on personalign's store: offline (no cost-map fetch), loopback only."""
+    from personalign.cli._ui import run_ui
+
+    run_ui(tracking_uri=tracking_uri, port=port)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app; input errors become one line on stderr and exit code 2."""
     try:

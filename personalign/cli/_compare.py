@@ -105,7 +105,7 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
     console.print(f"results: {path}\nchart: {result['chart_file']}")
     if tracker is not None:
         console.print(f"MLflow run {result.get('mlflow_run_id')} in {tracker.tracking_uri} "
-                      f"(view: mlflow ui --backend-store-uri {tracker.tracking_uri})")
+                      f"(view: personalign ui --tracking-uri {tracker.tracking_uri})")
 
 
 def run_compare_relevance(**kwargs) -> None:

@@ -30,6 +30,7 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
     from personalign.settings import runs_dir
     from personalign.stages import get_stage
     from personalign.tracking import Tracker
+    from personalign.tracking_native import log_dataset, register_prompt, run_name
 
     st = get_stage(stage)
     registry = st.registry
@@ -76,12 +77,20 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
             tracker.log_metrics({k: v for k, v in compile_info.items() if isinstance(v, (int, float))})
             tracker.log_artifact(target / "program.json")
             tracker.log_artifact(target / "prompt.md")
+            prompt = register_prompt(tracker, program, stage=st.name, strategy=strategy, optimizer=optimizer,
+                                     lm=model if info.uses_lm else None, run_id=tracker.run_id)
+            if prompt:
+                compile_info["prompt"] = prompt
 
     params = {"stage": st.name, "strategy": strategy, "optimizer": optimizer, "data": str(data),
               "data_sha256": file_sha256(data), "train_split": train_split, "seed": seed,
               "lm": model if info.uses_lm else None}
     if tracker is not None:
-        with tracker.run(f"compile-{st.name}-{name}", params=params, tags={"command": "compile", "stage": st.name}):
+        with tracker.run(run_name("compile", st.name, strategy=name, data=data, split=train_split,
+                                  lm=model if info.uses_lm else None),
+                         params=params, tags={"command": "compile", "stage": st.name}):
+            log_dataset(tracker, st, trainset, data=data, sha256=params["data_sha256"], split=train_split,
+                        context="training")
             work()
     else:
         work()
@@ -103,15 +112,20 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
     from personalign.compare import file_sha256
     from personalign.evaluation import evaluate_stage
     from personalign.lm import DEFAULT_MODEL, configure_cache, make_lm
+    from personalign.programs._fitted import fitted_rows_warning
     from personalign.programs._saved import load_program
     from personalign.stages import get_stage
     from personalign.tracking import Tracker
+    from personalign.tracking_native import lm_traces, log_dataset, log_predictions, run_name
 
     st = get_stage(stage)
     if not program.exists():
         raise ConfigurationError(f"no saved program at {program}")
     prog, meta = load_program(program, stage=st.name)
     evalset = st.load(data, split)
+    leak = fitted_rows_warning(meta, data, split)
+    if leak:
+        sys.stderr.write(leak + "\n")
     if limit:
         evalset = evalset[:limit]
     configure_cache(cache_dir, enabled=not no_cache)
@@ -124,22 +138,29 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
     out: dict = {}
 
     def work():
-        report = evaluate_stage(st, prog, evalset, lm=lm_obj, n_boot=n_boot, seed=seed, progress=not json_out,
-                                description=meta["strategy"])
+        with lm_traces(tracker, tags={"stage": st.name, "strategy": meta["strategy"]}):
+            report = evaluate_stage(st, prog, evalset, lm=lm_obj, n_boot=n_boot, seed=seed, progress=not json_out,
+                                    description=meta["strategy"])
         hidden = {"correct", "gold_positive", "predicted_positive", "scores", "predictions", "errors"}
         out.update({"stage": st.name, "program": str(program), "strategy": meta["strategy"],
+                    **({"warnings": [leak]} if leak else {}),
                     "optimizer": (meta.get("compile") or {}).get("optimizer"), "data": str(data), "split": split,
                     **{k: v for k, v in report.items() if k not in hidden},
                     "lm": model if uses_lm else None, "seed": seed})
         if tracker is not None:
             tracker.log_metrics({k: out[k] for k in (*_metric_keys(st), "lm_calls", "failures", "seconds") if k in out})
-            tracker.log_dict({"predictions": report["predictions"], "correct": report["correct"],
-                              "errors": report["errors"]}, "predictions.json")
+            log_predictions(tracker, st, evalset, report)
 
     params = {"stage": st.name, "program": str(program), "strategy": meta["strategy"], "data": str(data),
-              "data_sha256": file_sha256(data), "split": split, "seed": seed, "lm": model if uses_lm else None}
+              "data_sha256": file_sha256(data), "split": split, "seed": seed, "lm": model if uses_lm else None,
+              "evaluated_on_fitted_rows": bool(leak)}
     if tracker is not None:
-        with tracker.run(f"eval-{st.name}-{meta['strategy']}", params=params, tags={"command": "eval", "stage": st.name}):
+        optimizer = (meta.get("compile") or {}).get("optimizer")
+        label = meta["strategy"] + (f"@{optimizer}" if optimizer else "")
+        with tracker.run(run_name("eval", st.name, strategy=label, data=data, split=split,
+                                  lm=model if uses_lm else None),
+                         params=params, tags={"command": "eval", "stage": st.name}):
+            log_dataset(tracker, st, evalset, data=data, sha256=params["data_sha256"], split=split)
             work()
     else:
         work()

@@ -28,7 +28,9 @@ def relevance(
     lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP),
     data: Optional[Path] = typer.Option(None, "--data",
                                         help="Labelled relevance JSONL to fit a trainable strategy on "
-                                             "(default examples/relevance_demo.jsonl)."),
+                                             "(default: the demo labels packaged with personalign)."),
+    fit_split: Optional[str] = typer.Option(None, "--fit-split",
+                                            help="Fit on this split of --data only (default: every row)."),
     save: Optional[Path] = typer.Option(None, "--save", help="Save the compiled program to this directory."),
     seed: int = typer.Option(0, "--seed", help="Seed of the fit."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -50,19 +52,34 @@ def relevance(
     from personalign.programs.relevance.api import compile_strategy, predict_relevance, save_program
 
     compiled = None
+    warnings: list[str] = []
     if save is not None and program is None:
         from personalign.lm import DEFAULT_MODEL, make_lm
         from personalign.programs.relevance import DEFAULT_PREDICT_STRATEGY, STRATEGIES
 
         name = strategy or DEFAULT_PREDICT_STRATEGY
         lm_obj = make_lm(lm or DEFAULT_MODEL) if STRATEGIES.info(name).uses_lm else None
-        compiled, info = compile_strategy(name, data=data, lm=lm_obj, seed=seed)
+        compiled, info = compile_strategy(name, data=data, split=fit_split, lm=lm_obj, seed=seed)
         save_program(compiled, save, strategy=name, lm=lm_obj.model if lm_obj else None, compile_info=info)
+        held = [s for s in (info or {}).get("fit_splits", []) if s not in ("train", "None")]
+        if held:
+            warnings.append(f"warning: {save} was fitted on every row of {info['data']}, including split(s) "
+                            f"{', '.join(held)}; `personalign eval` on them scores rows it was fitted on "
+                            "(pass --fit-split train to hold them out)")
         program = save
-    rows = predict_relevance(attrs, prompt, strategy=strategy, program=program, lm=lm, data=data, seed=seed)
+    elif program is None and data is None:
+        from personalign.programs.relevance import DEFAULT_PREDICT_STRATEGY, STRATEGIES
+
+        if STRATEGIES.info(strategy or DEFAULT_PREDICT_STRATEGY).trainable:
+            warnings.append("note: fitted on the demo labels packaged with personalign (7 prompts); "
+                            "pass --data FILE to fit on your own labels")
+    for line in warnings:
+        sys.stderr.write(line + "\n")
+    rows = predict_relevance(attrs, prompt, strategy=strategy, program=program, lm=lm, data=data, seed=seed,
+                             split=fit_split)
     if json_out:
         out = {"prompt": prompt, "strategy": strategy, "program": str(program) if program else None,
-               "predictions": rows}
+               "predictions": rows, "warnings": warnings}
         sys.stdout.write(json.dumps(out) + "\n")
         return
     for row in rows:

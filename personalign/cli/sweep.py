@@ -54,7 +54,7 @@ def sweep(
 
     Each trial compiles a strategy on the train split and is scored on --split in minibatches
     (MedianPruner); the best trial's program is saved under runs/programs/ with a readable
-    prompt.md. View the study with `optuna-dashboard STORAGE` and the runs with `mlflow ui`.
+    prompt.md. View the study with `optuna-dashboard STORAGE` and the runs with `personalign ui`.
     """
     import personalign  # noqa: F401  (offline defaults)
     from personalign.lm import configure_cache
@@ -96,4 +96,4 @@ def _print(result: dict, tracker) -> None:
     console.print(f"view: {result['dashboard']}", markup=False, highlight=False)
     if tracker is not None:
         console.print(f"MLflow run {result.get('mlflow_parent_run_id')} in {tracker.tracking_uri} "
-                      f"(view: mlflow ui --backend-store-uri {tracker.tracking_uri})", markup=False, highlight=False)
+                      f"(view: personalign ui --tracking-uri {tracker.tracking_uri})", markup=False, highlight=False)

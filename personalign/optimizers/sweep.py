@@ -72,6 +72,12 @@ HEARTBEAT_ATTR = "personalign:heartbeat"  # system attr (journal storages): unix
 _BOOKKEEPING = (WORKER_ATTR, HEARTBEAT_ATTR)
 _RESULT_ATTRS = ("mlflow_run_id", "report", "lm_calls", "failures", "seconds", "compile", "surplus", "error")
 
+def objective_name(stage, split: str) -> str:
+    """The objective's name shown by Optuna (``study.metric_names``): ``"<metric> (<split>)"``,
+    e.g. ``"f1 (val)"``."""
+    return f"{stage.metric_name} ({split})"
+
+
 # ----------------------------------------------------------------------------------------------
 # Search space
 # ----------------------------------------------------------------------------------------------
@@ -792,6 +798,10 @@ class Sweep:
             diff = sorted(k for k in identity if attrs["identity"].get(k) != identity[k])
             raise ConfigurationError(f"study '{self.study_name}' in {redact_url(self.storage_url)} was created with a "
                                      f"different {', '.join(diff)}; pass another --study-name to start a new study")
+        if not study.metric_names:  # the dashboard's axis: "f1 (val)", not "Objective 0"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                study.set_metric_names([objective_name(self.stage, self.split)])
         if "identity" not in attrs:
             study.set_user_attr("identity", identity)
             study.set_user_attr("data", str(self.data))

@@ -1,7 +1,10 @@
 """``python -m personalign.runners COMMAND``: Stage 3 benchmark runners and the SFT export.
 
-Each command prints one JSON object on stdout; an input or configuration error
-(:class:`personalign.errors.PersonalignError`) prints one line on stderr and exits with code 2.
+Each command prints one JSON object on stdout, progress on stderr (a start and an end line, and
+a progress bar per strategy), uses the LM cache (``--cache-dir``, ``--no-cache``) and logs an
+MLflow run (``--tracking-uri``, ``--no-track``; see :mod:`personalign.runners._tracked`). An input
+or configuration error (:class:`personalign.errors.PersonalignError`) prints one line on stderr
+and exits with code 2.
 """
 
 from __future__ import annotations
@@ -20,13 +23,28 @@ app = typer.Typer(name="personalign-runners", no_args_is_help=True, add_completi
 LM = typer.Option(None, "--lm", help="Model string (default local/qwen2.5-coder-1.5b-instruct).")
 SEED = typer.Option(0, "--seed")
 NBOOT = typer.Option(1000, "--n-boot", min=1)
+CACHE_DIR = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache).")
+NO_CACHE = typer.Option(False, "--no-cache", help="Disable the LM cache.")
+TRACKING = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db).")
+NO_TRACK = typer.Option(False, "--no-track", help="Do not log to MLflow.")
 
 
-def _emit(fn, *args, **kwargs) -> None:
+def _emit(command: str, fn, *, params: dict, data=None, lm=None, uses_lm=True, cache_dir=None,
+          no_cache: bool = False, tracking_uri=None, no_track: bool = False, inputs: tuple = ()) -> None:
     from personalign.errors import PersonalignError, find_personalign_error
 
     try:
-        out = fn(*args, **kwargs)
+        import personalign  # noqa: F401  (offline defaults)
+        from personalign.lm import configure_cache
+        from personalign.runners._tracked import check_inputs, run_tracked
+        from personalign.tracking import Tracker
+
+        check_inputs((data, *inputs))  # before the cache or the MLflow store is written
+        uses_lm = uses_lm() if callable(uses_lm) else uses_lm
+        configure_cache(cache_dir, enabled=not no_cache)
+        tracker = None if no_track else Tracker(tracking_uri)
+        out = run_tracked(command, fn, params=params, tracker=tracker, data=data, lm=lm, uses_lm=uses_lm,
+                          inputs=(data, *inputs))
     except Exception as exc:  # noqa: BLE001 -- user errors: one line, exit 2
         ours = exc if isinstance(exc, PersonalignError) else find_personalign_error(exc)
         if ours is None:
@@ -36,39 +54,69 @@ def _emit(fn, *args, **kwargs) -> None:
     sys.stdout.write(json.dumps(out) + "\n")
 
 
+def _split(strategies: str) -> list[str]:
+    return [s.strip() for s in strategies.split(",") if s.strip()]
+
+
+def _uses_lm(stage: str, strategies: str) -> bool:
+    """Whether any of ``strategies`` of ``stage`` calls an LM (an unknown name fails here, before any work)."""
+    from personalign.stages import get_stage
+
+    registry = get_stage(stage).registry
+    return any(registry.info(name).uses_lm for name in _split(strategies))
+
+
 @app.command("prefeval-mcq")
 def prefeval_mcq(data: Path, strategies: str = typer.Option("no-profile,gold-preference,extracted-attributes"),
                  split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None),
                  attributes: Optional[Path] = typer.Option(None, help="JSONL of user attributes (user_id, attributes)."),
-                 lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT) -> None:
+                 lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR,
+                 no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """PrefEval MCQ accuracy with 95% CIs per strategy."""
     from personalign.runners.prefeval import run_prefeval_mcq
 
-    _emit(run_prefeval_mcq, data, strategies=[s.strip() for s in strategies.split(",") if s.strip()], split=split,
-          limit=limit, attributes=attributes, lm=lm, n_boot=n_boot, seed=seed)
+    params = dict(data=str(data), strategies=strategies, split=split, limit=limit, attributes=attributes, lm=lm,
+                  seed=seed, n_boot=n_boot)
+    _emit("prefeval-mcq", lambda: run_prefeval_mcq(data, strategies=_split(strategies), split=split, limit=limit,
+                                                   attributes=attributes, lm=lm, n_boot=n_boot, seed=seed,
+                                                   progress=True),
+          params=params, data=data, inputs=(attributes,), lm=lm, uses_lm=lambda: _uses_lm("mcq", strategies),
+          cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track)
 
 
 @app.command("prefeval-generation")
 def prefeval_generation(data: Path, strategies: str = typer.Option("generic,personalized,personalized-implicit"),
                         split: str = typer.Option("val"), limit: int = typer.Option(10, min=1),
-                        lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT) -> None:
+                        lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT,
+                        cache_dir: Optional[Path] = CACHE_DIR, no_cache: bool = NO_CACHE,
+                        tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """Preference-violation rate of generated responses (typed judge), per strategy."""
     from personalign.runners.prefeval import run_prefeval_generation
 
-    _emit(run_prefeval_generation, data, strategies=[s.strip() for s in strategies.split(",") if s.strip()],
-          split=split, limit=limit, lm=lm, n_boot=n_boot, seed=seed)
+    params = dict(data=str(data), strategies=strategies, split=split, limit=limit, lm=lm, seed=seed, n_boot=n_boot)
+    _emit("prefeval-generation", lambda: run_prefeval_generation(data, strategies=_split(strategies), split=split,
+                                                                 limit=limit, lm=lm, n_boot=n_boot, seed=seed,
+                                                                 progress=True),
+          params=params, data=data, lm=lm, cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
+          no_track=no_track)
 
 
 @app.command("personamem")
 def personamem(questions: Path, contexts: Optional[Path] = typer.Option(None, help="shared_contexts JSONL "
                                                                               "(default: beside the CSV)."),
                strategies: str = typer.Option("no-profile,gold-preference"), limit: Optional[int] = typer.Option(None),
-               lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT) -> None:
+               lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR,
+               no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """PersonaMem MCQ accuracy (needs the shared-contexts file)."""
+    from personalign.data.personamem import default_contexts_path
     from personalign.runners.personamem import run_personamem
 
-    _emit(run_personamem, questions, contexts, strategies=[s.strip() for s in strategies.split(",") if s.strip()],
-          limit=limit, lm=lm, n_boot=n_boot, seed=seed)
+    params = dict(questions=str(questions), contexts=contexts, strategies=strategies, limit=limit, lm=lm, seed=seed,
+                  n_boot=n_boot)
+    _emit("personamem", lambda: run_personamem(questions, contexts, strategies=_split(strategies), limit=limit, lm=lm,
+                                               n_boot=n_boot, seed=seed, progress=True),
+          params=params, data=questions, inputs=(contexts or default_contexts_path(questions),), lm=lm, uses_lm=lambda: _uses_lm("mcq", strategies),
+          cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track)
 
 
 @app.command("cupid")
@@ -76,23 +124,34 @@ def cupid(data: Path, inferred: Optional[Path] = typer.Option(None, help="JSONL 
           responses: Optional[Path] = typer.Option(None, help="JSONL {id, response}."),
           no_lm: bool = typer.Option(False, "--no-lm", help="MiniLM similarity only."),
           limit: Optional[int] = typer.Option(None), lm: Optional[str] = LM, seed: int = SEED,
-          n_boot: int = NBOOT) -> None:
+          n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR, no_cache: bool = NO_CACHE,
+          tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """Score inferred preferences (checklist coverage, MiniLM cosine) and/or responses (checklist)."""
     from personalign.runners.cupid import run_cupid
 
-    _emit(run_cupid, data, inferred=inferred, responses=responses, lm=lm, use_lm=not no_lm, limit=limit,
-          n_boot=n_boot, seed=seed)
+    params = dict(data=str(data), inferred=inferred, responses=responses, no_lm=no_lm, limit=limit, lm=lm, seed=seed,
+                  n_boot=n_boot)
+    _emit("cupid", lambda: run_cupid(data, inferred=inferred, responses=responses, lm=lm, use_lm=not no_lm,
+                                     limit=limit, n_boot=n_boot, seed=seed),
+          params=params, data=data, inputs=(inferred, responses), lm=lm, uses_lm=not no_lm, cache_dir=cache_dir,
+          no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track)
 
 
 @app.command("judge-agreement")
 def judge_agreement(ratings: Path, strategies: str = typer.Option("pairwise,single-order,tie"),
                     split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None),
-                    lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT) -> None:
+                    lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT,
+                    cache_dir: Optional[Path] = CACHE_DIR, no_cache: bool = NO_CACHE,
+                    tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """Spearman rho and weighted kappa of judge strategies against human 1-5 ratings."""
     from personalign.runners.judge import run_judge_agreement
 
-    _emit(run_judge_agreement, ratings, strategies=[s.strip() for s in strategies.split(",") if s.strip()],
-          split=split, limit=limit, lm=lm, n_boot=n_boot, seed=seed)
+    params = dict(ratings=str(ratings), strategies=strategies, split=split, limit=limit, lm=lm, seed=seed,
+                  n_boot=n_boot)
+    _emit("judge-agreement", lambda: run_judge_agreement(ratings, strategies=_split(strategies), split=split,
+                                                         limit=limit, lm=lm, n_boot=n_boot, seed=seed, progress=True),
+          params=params, data=ratings, lm=lm, uses_lm=lambda: _uses_lm("judge", strategies), cache_dir=cache_dir,
+          no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track)
 
 
 @app.command("sft-export")
@@ -102,8 +161,9 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
                k: int = typer.Option(3, min=1, help="Profiles per question (with --bank)."),
                split: str = typer.Option("train"), limit: Optional[int] = typer.Option(None),
                explicit: bool = typer.Option(False, "--explicit", help="Allow explicit mentions of the profile."),
-               lm: Optional[str] = LM, seed: int = SEED) -> None:
-    """Profile-conditioned teacher answers to chat-format JSONL."""
+               lm: Optional[str] = LM, seed: int = SEED, cache_dir: Optional[Path] = CACHE_DIR,
+               no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
+    """Profile-conditioned teacher answers to chat-format JSONL (restatements of the profile are failures)."""
     from personalign.errors import ConfigurationError
     from personalign.runners.sft import bank_pairs, export_sft, prefeval_pairs
 
@@ -117,9 +177,12 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
             pairs = bank_pairs(bank, qs[:limit] if limit else qs, k=k)
         else:
             raise ConfigurationError("give --prefeval ROOT, or --bank BANK with --questions FILE")
-        return export_sft(pairs, out, lm=lm, implicit=not explicit)
+        return export_sft(pairs, out, lm=lm, implicit=not explicit, progress=True)
 
-    _emit(run)
+    params = dict(out=str(out), prefeval=prefeval, bank=bank, questions=questions, k=k, split=split, limit=limit,
+                  explicit=explicit, lm=lm, seed=seed)
+    _emit("sft-export", run, params=params, data=prefeval or bank, inputs=(questions,), lm=lm, cache_dir=cache_dir,
+          no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track)
 
 
 if __name__ == "__main__":

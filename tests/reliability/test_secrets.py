@@ -49,3 +49,37 @@ def test_fake_api_keys_never_reach_the_mlflow_store(runs_dir, monkeypatch):
     assert run.data.metrics["f1_ci_low"] == 0.4
     logged = json.loads(next(p for p in files if p.name == "predictions.json").read_text())
     assert logged["lm_kwargs"]["api_key"] == "***" and "***" in logged["errors"][0]
+
+
+@pytest.mark.slow  # an MLflow SQLite store
+def test_fake_api_keys_never_reach_mlflow_traces(runs_dir, monkeypatch):
+    """LM calls traced into MLflow (inputs, messages, outputs, LM attributes) are redacted too."""
+    import mlflow
+    from dspy.utils.dummies import DummyLM
+
+    from personalign.evaluation import evaluate_stage
+    from personalign.stages import get_stage
+    from personalign.tracking import Tracker
+    from personalign.tracking_native import lm_traces
+    from tests.conftest import DEMO
+
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    stage = get_stage("relevance")
+    examples = [ex.copy(attribute=f"My key is {ENV_KEY}") for ex in stage.load(DEMO, "val")[:2]]
+    lm = DummyLM([{"reasoning": f"saw {ENV_KEY}", "relevant": True}] * 4)
+    lm.kwargs.update(api_key=KWARG_KEY, api_base="http://127.0.0.1:9/v1", extra_headers={"Authorization": KWARG_KEY})
+    tracker = Tracker()
+    with tracker.run("traced"):
+        with lm_traces(tracker, limit=5) as stats:
+            report = evaluate_stage(stage, stage.registry.create("zero-shot"), examples, lm=lm, n_boot=10,
+                                    progress=False)
+    assert report["failures"] == 0 and stats["traced"] == 2
+    client = mlflow.MlflowClient(tracking_uri=tracker.tracking_uri)
+    traces = client.search_traces(locations=[client.get_run(tracker.run_id).info.experiment_id])
+    assert len(traces) == 2
+    text = json.dumps([t.to_dict() for t in traces], default=str)
+    assert "***" in text and "My key is" in text  # the inputs are there, redacted
+    for secret in (ENV_KEY, KWARG_KEY):
+        assert secret not in text
+        for path in (p for p in runs_dir.rglob("*") if p.is_file()):
+            assert secret.encode() not in path.read_bytes(), (secret, path)

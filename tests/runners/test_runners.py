@@ -131,30 +131,72 @@ def test_cupid_scoring_with_dummy_lm(tmp_path):
     assert out["responses"]["items"][0]["checklist"] == 0.5 and out["responses"]["n_missing"] == 0
 
 
-def test_sft_export_chat_format(tmp_path):
+GOOD_ANSWER = ("Try a chickpea curry with spinach and rice on Monday, black bean tacos on Tuesday, and a lentil "
+               "shepherd's pie with mashed potatoes later in the week.")
+
+
+@pytest.mark.slow  # loads MiniLM for the answer check
+def test_sft_export_keeps_only_answers_to_the_question(tmp_path):
     from personalign.runners.sft import export_sft
 
-    pairs = [{"id": "s1", "profile": "The user is vegan.", "question": "What should I cook?", "source": "test"},
-             {"id": "s2", "profile": "The user runs.", "question": "Plan my week.", "source": "test"}]
-    lm = DummyLM([{"response": "Tofu curry with rice."}, {"response": ""}, {"response": ""}])
+    pairs = [{"id": "s1", "profile": "The user is vegan.", "question": "What should I cook for dinner this week?",
+              "source": "test"},
+             {"id": "s2", "profile": "I strictly follow a Kosher diet.",
+              "question": "What are some top dining spots I should check out while in Chicago?", "source": "test"},
+             {"id": "s3", "profile": "I do not enjoy small, confined spaces.",
+              "question": "Can you recommend some thrilling adventure sports I can try?", "source": "test"},
+             {"id": "s4", "profile": "I avoid chain restaurants.", "question": "Where should I eat in Orlando?",
+              "source": "test"},
+             {"id": "s5", "profile": "The user runs.", "question": "Plan my week.", "source": "test"}]
+    answers = [GOOD_ANSWER,
+               "As someone who keeps kosher, I only eat food prepared under rabbinic supervision and never mix "
+               "meat with dairy.",  # a paraphrased restatement of the profile
+               "Can you recommend some thrilling adventure sports that I could try?",  # echoes the question
+               "{response}"]  # a template placeholder
+    lm = DummyLM([{"response": a} for a in answers] + [{"response": ""}] * 6)  # s5: empty every time
     out = export_sft(pairs, tmp_path / "sft.jsonl", lm=lm)
-    assert out["written"] == 1 and out["failed"] == 1
-    rec = json.loads((tmp_path / "sft.jsonl").read_text().splitlines()[0])
+    assert out["written"] == 1 and out["generation_failures"] == 1 and out["failed"] == 4
+    assert out["rejected"] == {"echoes_question": 1, "restates_profile": 1, "too_short": 1}
+    assert any(e.startswith("s2: restates_profile") for e in out["errors"])
+    lines = (tmp_path / "sft.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    rec = json.loads(lines[0])
     assert [m["role"] for m in rec["messages"]] == ["system", "user", "assistant"]
     assert rec["messages"][0]["content"] == "User profile: The user is vegan."
-    assert rec["messages"][2]["content"] == "Tofu curry with rice." and rec["metadata"]["implicit"] is True
+    assert rec["messages"][2]["content"] == GOOD_ANSWER and rec["metadata"]["implicit"] is True
+    assert rec["metadata"]["question_cosine"] > rec["metadata"]["profile_cosine"]
     assert not list(tmp_path.glob(".sft.jsonl.*"))  # no temporary file left
+
+
+def test_check_answer_rules():
+    from personalign.runners.sft import check_answer
+
+    kw = dict(profile="I strictly follow a Kosher diet.", question="Where should I eat in Chicago tonight?")
+    assert check_answer(answer="I strictly follow a Kosher diet.", profile_cosine=1.0, question_cosine=0.1,
+                        **kw) == "too_short"
+    assert check_answer(answer=GOOD_ANSWER, profile_cosine=0.8, question_cosine=0.5, **kw) == "restates_profile"
+    assert check_answer(answer=GOOD_ANSWER, profile_cosine=0.6, question_cosine=0.3, **kw) == "restates_profile"
+    assert check_answer(answer=GOOD_ANSWER, profile_cosine=0.3, question_cosine=0.95, **kw) == "echoes_question"
+    assert check_answer(answer=GOOD_ANSWER, profile_cosine=0.0, question_cosine=0.05, **kw) == "off_topic"
+    assert check_answer(answer=GOOD_ANSWER, profile_cosine=0.3, question_cosine=0.5, **kw) is None
 
 
 def test_cli_exit_code_2_on_bad_input(tmp_path):
     import subprocess
     import sys
 
+    from tests.conftest import cli_env
+
+    runs = tmp_path / "runs"
     r = subprocess.run([sys.executable, "-m", "personalign.runners", "personamem",
                         str(FIXTURES / "bad" / "personamem_missing_contexts" / "questions_32k.csv")],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=cli_env(runs))
     assert r.returncode == 2 and "shared_contexts_32k.jsonl" in r.stderr and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1
+    r = subprocess.run([sys.executable, "-m", "personalign.runners", "prefeval-mcq", str(tmp_path / "nope")],
+                       capture_output=True, text=True, timeout=300, env=cli_env(runs))
+    assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'nope'}: file not found"
+    assert not (runs / "mlflow.db").exists() and not (runs / "cache").exists()  # nothing written
 
 
 @pytest.mark.slow

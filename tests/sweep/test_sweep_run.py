@@ -90,6 +90,13 @@ def test_resume_adds_only_missing_trials_and_exports_the_best(runs_dir, mock_lm,
     assert {r.info.status for r in children} == {"FINISHED"}
 
 
+def test_the_objective_is_named_for_the_dashboard(runs_dir, mock_lm, mock_space):
+    out = _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="named", tracker=None)
+    assert _load(out).metric_names == ["f1 (val)"]  # optuna-dashboard shows it instead of "Objective 0"
+    again = _sweep(runs_dir, mock_space, n_trials=2, limit=3, study_name="named", tracker=None)  # resumed: kept
+    assert _load(again).metric_names == ["f1 (val)"]
+
+
 def test_a_study_is_tied_to_its_data(runs_dir, mock_lm, mock_space, tmp_path):
     _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="tied", tracker=None)
     other = tmp_path / "relevance_demo.jsonl"

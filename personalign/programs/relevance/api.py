@@ -22,8 +22,11 @@ from personalign.programs._saved import PROGRAM_FILE  # noqa: E402,F401
 
 
 def default_training_data() -> Path:
-    """``examples/relevance_demo.jsonl`` of the project checkout (the demo labels)."""
-    return Path(__file__).resolve().parents[3] / "examples" / "relevance_demo.jsonl"
+    """The demo labels shipped inside the package (``personalign/resources/relevance_demo.jsonl``,
+    also ``examples/relevance_demo.jsonl`` of a checkout): present in a wheel install too."""
+    from importlib.resources import files
+
+    return Path(str(files("personalign").joinpath("resources", "relevance_demo.jsonl")))
 
 
 def compile_strategy(strategy: str, *, data: str | Path | None = None, split: str | None = None,
@@ -56,6 +59,8 @@ def compile_strategy(strategy: str, *, data: str | Path | None = None, split: st
     if not path.exists():
         raise DataError(path, None, None, f"training data for '{strategy}' not found (pass --data PATH)")
     rows = load_relevance(path, split=split)
+    if not rows:
+        raise DataError(path, None, "split", f"no rows in split '{split}' to fit '{strategy}' on")
     trainset = [r.to_dspy() for r in rows]
     optimizer = STRATEGIES.default_optimizer(strategy, seed=seed)
     if lm is not None:
@@ -68,6 +73,7 @@ def compile_strategy(strategy: str, *, data: str | Path | None = None, split: st
         compiled, result = optimizer.compile(program, trainset=trainset)
     info_dict = result.to_dict()
     info_dict["data"] = str(path)
+    info_dict["fit_splits"] = sorted({str(r.split) for r in rows})  # what `eval` must not score as held out
     return compiled, info_dict
 
 
@@ -105,7 +111,7 @@ def load_program(directory: str | Path):
 
 def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy: str | None = None,
                       program=None, lm: str | None = None, data: str | Path | None = None,
-                      seed: int = 0) -> list[dict[str, Any]]:
+                      seed: int = 0, split: str | None = None) -> list[dict[str, Any]]:
     """Which of a user's ``attributes`` should change the answer to ``prompt``.
 
     Args:
@@ -115,7 +121,8 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
         program: a compiled program, or the path of one saved by :func:`save_program`.
         lm: model string for LLM strategies (default ``local/smollm2-135m-instruct``).
         data: training data for a trainable strategy compiled on the fly (default
-            ``examples/relevance_demo.jsonl``; every row is used).
+            :func:`default_training_data`, the packaged demo labels; every row is used, or only
+            ``split``).
 
     Returns:
         one dict per attribute, in order: ``{"attribute", "relevant": bool | None, "score": float | None}``
@@ -151,7 +158,7 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
 
         lm_obj = make_lm(model_string or DEFAULT_MODEL)
     if program is None:
-        program, _ = compile_strategy(name, data=data, lm=lm_obj, seed=seed)
+        program, _ = compile_strategy(name, data=data, split=split, lm=lm_obj, seed=seed)
     examples = [dspy.Example(attribute=a, prompt=prompt, prompt_id="predict", user_id="predict")
                 .with_inputs("attribute", "prompt") for a in attrs]
     if lm_obj is not None:

@@ -1,0 +1,343 @@
+"""MLflow-native records of a personalign run, beside the params/metrics/artifacts of
+:mod:`personalign.tracking`: what an MLflow user looks for in the UI.
+
+* **Dataset inputs** (:func:`log_dataset`): the evaluation (or training) rows as an MLflow
+  dataset (``mlflow.data.from_pandas``: ids, input fields, gold label) logged with
+  ``mlflow.log_input``; the data file's sha256 is the input tag ``sha256`` (MLflow's own digest
+  column is too short for it) and part of the dataset's name.
+* **Prediction tables** (:func:`log_predictions`): ``predictions.json`` (ids, inputs,
+  predictions, correctness, errors) and the same rows as an MLflow table
+  (``mlflow.log_table``, artifact ``predictions_table.json``: the UI's "Evaluations"/table view).
+* **Prompt registry** (:func:`register_prompt`): a compiled program's prompt (instructions,
+  fields, demos: :func:`personalign.programs._export.prompt_text`) registered as a new version of
+  the prompt ``<stage>-<strategy>`` (``mlflow.genai.register_prompt``); the optimizer, model and
+  run are version tags. Programs without an LM prompt are not registered.
+* **Traces** (:func:`lm_traces`): see its docstring for what is traced and the cap.
+* **Run names** (:func:`run_name`): command, stage, data, split and model.
+
+Every function is a no-op when the tracker is None or disabled, and redacts secrets like
+:mod:`personalign.tracking` does. None of this reaches the network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import threading
+import warnings
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from personalign.tracking import redact
+
+DEFAULT_MAX_TRACES = 50  # per lm_traces block; PERSONALIGN_MAX_TRACES overrides (0 turns traces off)
+PREDICTIONS_TABLE = "predictions_table.json"
+
+
+def _on(tracker) -> bool:
+    return tracker is not None and getattr(tracker, "enabled", False)
+
+
+def model_label(lm: str | None) -> str:
+    """The short name of a model string: ``local/smollm2-135m-instruct`` -> ``smollm2-135m-instruct``."""
+    return (lm or "no-lm").rstrip("/").split("/")[-1]
+
+
+def run_name(command: str, stage: str, *, data: str | os.PathLike | None = None, split: str | None = None,
+             lm: str | None = None, strategy: str | None = None) -> str:
+    """A run name that says what ran: ``compare relevance · relevance_demo:val · smollm2-135m-instruct``.
+
+    Args:
+        command: ``compare``, ``compile``, ``eval``, ``run``...; ``strategy`` follows the stage.
+        data: the data file (its stem is used); ``split`` follows it after ``:``.
+        lm: model string (short name used); None when no strategy calls an LM.
+    """
+    parts = [f"{command} {stage}" + (f" {strategy}" if strategy else "")]
+    if data is not None:
+        parts.append(Path(str(data)).stem + (f":{split}" if split else ""))
+    parts.append(model_label(lm) if lm else "no LM")
+    return " · ".join(parts)
+
+
+def _cell(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return redact(value)
+    if hasattr(value, "model_dump"):
+        value = value.model_dump()
+    return redact(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def example_rows(stage, examples: Sequence) -> list[dict[str, Any]]:
+    """One dict per example: ``id``, the stage's input fields (lists/dicts as JSON text) and ``gold``."""
+    rows = []
+    for i, ex in enumerate(examples):
+        row = {"id": str(getattr(ex, "id", None) or i)}
+        row.update({k: _cell(getattr(ex, k, None)) for k in stage.inputs})
+        try:
+            row["gold"] = _cell(stage.gold(ex))
+        except Exception:  # noqa: BLE001 -- unlabelled rows (predict) have no gold
+            row["gold"] = None
+        rows.append(row)
+    return rows
+
+
+def log_dataset(tracker, stage, examples: Sequence, *, data: str | os.PathLike, sha256: str, split: str | None,
+                context: str = "evaluation") -> None:
+    """Log ``examples`` (rows of ``split`` of ``data``) as an MLflow dataset input of the active run.
+
+    The dataset is named ``<file stem>:<split>@<sha256[:12]>``; its input tags are ``sha256`` (of
+    the whole data file), ``split``, ``stage`` and MLflow's ``mlflow.data.context`` (``context``).
+    """
+    if not _on(tracker) or not examples:
+        return
+    import mlflow
+    import pandas as pd
+
+    tracker.check()
+    frame = pd.DataFrame(example_rows(stage, examples))
+    # MLflow warns that a local path "can be interpreted in multiple ways" (both local files) and
+    # pandas warns about MLflow's use of its API: neither is the user's to act on
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dataset = mlflow.data.from_pandas(frame, source=Path(str(data)).resolve().as_uri(), targets="gold",
+                                          name=f"{Path(str(data)).stem}:{split}@{sha256[:12]}")
+    mlflow.log_input(dataset, context=context, tags={"sha256": sha256, "split": str(split), "stage": stage.name})
+
+
+def prediction_rows(stage, examples: Sequence, report: dict) -> list[dict[str, Any]]:
+    """``example_rows`` plus ``prediction`` and, when scored, ``correct`` per example."""
+    rows = example_rows(stage, examples)
+    correct = report.get("correct") or [None] * len(rows)
+    for row, pred, ok in zip(rows, report.get("predictions") or [None] * len(rows), correct):
+        row["prediction"] = _cell(pred)
+        row["correct"] = None if ok is None else (float(ok) if not isinstance(ok, bool) else ok)
+    return rows
+
+
+def log_predictions(tracker, stage, examples: Sequence, report: dict, artifact_file: str = "predictions.json") -> None:
+    """Log ``predictions.json`` (``{"ids", "inputs", "predictions", "correct", "errors"}``) and
+    the per-example table (:data:`PREDICTIONS_TABLE`) into the active run."""
+    if not _on(tracker):
+        return
+    rows = prediction_rows(stage, examples, report)
+    tracker.log_dict({"ids": [r["id"] for r in rows],
+                      "inputs": [{k: r[k] for k in stage.inputs} for r in rows],
+                      "predictions": report.get("predictions"), "correct": report.get("correct"),
+                      "errors": report.get("errors")}, artifact_file)
+    import mlflow
+
+    columns = {key: [r.get(key) for r in rows] for key in (rows[0] if rows else {})}
+    with warnings.catch_warnings():  # pandas deprecation warnings raised inside MLflow
+        warnings.simplefilter("ignore")
+        mlflow.log_table(columns, artifact_file=PREDICTIONS_TABLE)
+
+
+_PROMPT_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def prompt_name(stage: str, strategy: str) -> str:
+    """The registry name of a compiled prompt: ``<stage>-<strategy>`` (characters MLflow does not
+    allow in a prompt name become ``-``), e.g. ``relevance-zero-shot``."""
+    return _PROMPT_NAME.sub("-", f"{stage}-{strategy}")
+
+
+def register_prompt(tracker, program, *, stage: str, strategy: str, optimizer: str | None = None,
+                    lm: str | None = None, run_id: str | None = None) -> dict | None:
+    """Register the prompt of a compiled ``program`` as a new version of ``<stage>-<strategy>``.
+
+    Returns ``{"name", "version", "uri"}`` (``uri`` is ``prompts:/<name>/<version>``, loadable
+    with ``mlflow.genai.load_prompt``), or None when tracking is off or the program has no
+    predictor (no LM prompt to register).
+    """
+    if not _on(tracker) or not list(program.named_predictors()):
+        return None
+    import mlflow
+
+    from personalign.programs._export import prompt_text
+
+    tracker.check()
+    name = prompt_name(stage, strategy)
+    tags = {"stage": stage, "strategy": strategy, "optimizer": optimizer or "none", "lm": lm or "none",
+            **({"mlflow_run_id": run_id} if run_id else {})}
+    version = mlflow.genai.register_prompt(
+        name=name, template=redact(prompt_text(program)),
+        commit_message=f"{strategy}" + (f" compiled with {optimizer}" if optimizer else "") + (f" on {lm}" if lm else ""),
+        tags=tags)
+    return {"name": name, "version": int(version.version), "uri": f"prompts:/{name}/{version.version}"}
+
+
+def max_traces() -> int:
+    """The trace cap of an :func:`lm_traces` block: ``PERSONALIGN_MAX_TRACES`` (default
+    :data:`DEFAULT_MAX_TRACES`).
+
+    Raises:
+        ConfigurationError: the variable is not an integer.
+    """
+    raw = os.environ.get("PERSONALIGN_MAX_TRACES", "").strip()
+    if not raw:
+        return DEFAULT_MAX_TRACES
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        from personalign.errors import ConfigurationError
+
+        raise ConfigurationError(f"PERSONALIGN_MAX_TRACES must be an integer, got '{raw}'") from None
+
+
+_KEY_SECRET = re.compile(r"(api[_-]?key|secret|password|authorization)", re.I)
+
+
+def _redact_span(span) -> None:
+    """MLflow span processor: redact secrets in a span's inputs, outputs and attributes."""
+    if span.inputs is not None:
+        span.set_inputs(redact(span.inputs))
+    if span.outputs is not None:
+        span.set_outputs(redact(span.outputs))
+    for key, value in list((span.attributes or {}).items()):
+        clean = "***" if _KEY_SECRET.search(key) else redact(value)
+        if clean != value:
+            span.set_attribute(key, clean)
+
+
+def _trace_cap_callback(cap: int, tags: dict[str, str]):
+    """A DSPy callback that counts traced top-level program calls and turns MLflow tracing off
+    (``mlflow.tracing.disable``) when a top-level call starts after ``cap`` traces."""
+    from dspy.utils.callback import BaseCallback
+
+    class TraceCap(BaseCallback):
+        def __init__(self):
+            self.stats = {"traced": 0, "limit": cap, "capped": False, "trace_ids": []}
+            self._depth = threading.local()
+            self._lock = threading.Lock()
+
+        def on_module_start(self, call_id, instance, inputs):
+            depth = getattr(self._depth, "n", 0)
+            self._depth.n = depth + 1
+            if depth == 0:
+                with self._lock:
+                    if self.stats["traced"] >= cap and not self.stats["capped"]:
+                        import mlflow
+
+                        mlflow.tracing.disable()
+                        self.stats["capped"] = True
+
+        def on_module_end(self, call_id, outputs, exception=None):
+            self._depth.n = max(0, getattr(self._depth, "n", 1) - 1)
+            if self._depth.n == 0:
+                import mlflow
+
+                # MLflow's own callback runs after this one: the root span is still open when traced
+                span = mlflow.get_current_active_span()
+                if span is not None:
+                    if tags:
+                        mlflow.update_current_trace(tags=tags)
+                    with self._lock:
+                        self.stats["traced"] += 1
+                        self.stats["trace_ids"].append(span.trace_id)
+
+    return TraceCap()
+
+
+@contextlib.contextmanager
+def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None = None) -> Iterator[dict]:
+    """Log DSPy program calls made inside the block, with their LM calls, as MLflow traces.
+
+    Uses DSPy's MLflow integration (``mlflow.dspy.autolog``), decided as follows:
+
+    * **What**: each top-level call of a DSPy program (one example) is one trace, linked to the
+      active run, with child spans for its predictors, the adapter's formatting/parsing and each LM
+      call (messages sent, completion, model, token usage). Cache hits are traced too.
+    * **When**: the calls of evaluations (``compare``, ``eval``, ``personalign run``; also inside
+      DSPy's ``Evaluate``: ``log_traces_from_eval=True``). Compile calls are
+      not traced (``log_traces_from_compile=False``): a teleprompter makes hundreds to thousands
+      of calls per compile, already counted in the run's ``compile_lm_calls``. Sweeps
+      (``personalign sweep``) log no traces: trials x examples would be millions.
+    * **Cap**: at most ``limit`` traces per block (default :func:`max_traces`: 50, or
+      ``PERSONALIGN_MAX_TRACES``; 0 turns traces off) -- the first ``limit`` top-level calls, in
+      evaluation order; later calls run untraced (tracing is turned back on when the block ends).
+      ``compare`` opens one block per strategy, so it keeps up to ``limit`` traces of each.
+    * **Tags**: ``tags`` (e.g. ``{"strategy": "zero-shot"}``) are set on every trace, prefixed
+      ``personalign.``, so the Traces tab can be filtered by strategy.
+    * **Secrets**: an MLflow span processor redacts every span's inputs, outputs and attributes
+      (:func:`personalign.tracking.redact`); DSPy's integration already drops ``api_key`` and
+      ``api_base`` from LM attributes. Limit: a span's exception event (message, stack trace)
+      is stored as raised -- MLflow's span processors cannot edit events; hosted providers mask
+      keys in their error messages.
+    * **Export**: synchronous (``MLFLOW_ENABLE_ASYNC_TRACE_LOGGING=false`` unless set): every
+      trace is in the store when the block ends.
+
+    Yields ``{"traced", "limit", "capped", "trace_ids"}`` (updated as calls run; see
+    :func:`link_traces`). A no-op (yielding ``traced=0``) when tracking is off, or (with
+    ``"off"``: the reason) when called from a thread that does not own DSPy's settings
+    (``dspy.configure`` is single-owner; autolog needs it).
+    """
+    cap = max_traces() if limit is None else max(0, int(limit))
+    if not _on(tracker) or cap == 0:
+        yield {"traced": 0, "limit": 0, "capped": False, "trace_ids": []}
+        return
+    # Export each trace when it ends (a few ms for a capped number of traces) instead of through
+    # MLflow's background queue, which logs a "flushing the queue" line at every program exit.
+    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+    import dspy
+    import mlflow
+
+    tracker.check()
+    counter = _trace_cap_callback(cap, {f"personalign.{k}": str(v) for k, v in (tags or {}).items()})
+    before = list(dspy.settings.callbacks)
+    try:
+        mlflow.dspy.autolog(log_traces=True, log_traces_from_compile=False, log_traces_from_eval=True,
+                            log_compiles=False, log_evals=False, silent=True)
+        dspy.settings.configure(callbacks=[counter, *dspy.settings.callbacks])  # the cap runs before MLflow's
+    except RuntimeError as exc:  # DSPy's settings belong to another thread: run untraced
+        yield {"traced": 0, "limit": 0, "capped": False, "trace_ids": [], "off": str(exc)[:200]}
+        return
+    try:
+        with mlflow.tracing.configure(span_processors=[_redact_span]):
+            yield counter.stats
+    finally:
+        mlflow.dspy.autolog(disable=True, silent=True)
+        dspy.settings.configure(callbacks=before)
+        if counter.stats["capped"]:
+            mlflow.tracing.enable()
+        with contextlib.suppress(Exception):
+            mlflow.flush_trace_async_logging()  # when the user turned async logging on
+
+
+def link_traces(tracker, stats: dict, run_id: str | None = None) -> None:
+    """Link the traces of an :func:`lm_traces` block (``stats``) to ``run_id`` (default: the
+    tracker's current run) as well -- e.g. to a compare's child run, opened after its evaluation."""
+    ids = list(stats.get("trace_ids") or [])
+    client = tracker.client() if _on(tracker) else None
+    run_id = run_id or getattr(tracker, "run_id", None)
+    if client is None or not ids or not run_id:
+        return
+    for lo in range(0, len(ids), 100):  # MLflow links at most 100 per call
+        client.link_traces_to_run(ids[lo: lo + 100], run_id)
+
+
+_METRIC_NAME = re.compile(r"[^\w.\- /]+")
+
+
+def log_summary(tracker, result: dict, metric_keys: Sequence[str]) -> None:
+    """Log a compare result's summary into the active (parent) run: ``<metric>/<strategy>`` per
+    strategy (``@`` in a strategy name becomes `` at ``; CIs as ``_low``/``_high``), ``best_<metric>``
+    and the tag ``best_strategy``."""
+    if not _on(tracker) or not result.get("strategies"):
+        return
+    key = result.get("metric", "f1")
+    metrics: dict[str, Any] = {}
+    for row in result["strategies"]:
+        name = _METRIC_NAME.sub("_", row["name"].replace("@", " at "))
+        metrics.update({f"{k}/{name}": row[k] for k in (*metric_keys, "lm_calls", "compile_lm_calls", "failures")
+                        if k in row})
+    scored = [r for r in result["strategies"] if isinstance(r.get(key), (int, float))]
+    if scored:
+        best = max(scored, key=lambda r: r[key])
+        metrics[f"best_{key}"] = best[key]
+        import mlflow
+
+        tracker.check()
+        mlflow.set_tag("best_strategy", best["name"])
+    tracker.log_metrics(metrics)
