@@ -92,11 +92,10 @@ class Stage:
             DataError: the file is missing or malformed, or ``split`` has no examples (the message
                 lists the splits present).
         """
+        from personalign.data._io import check_input
         from personalign.errors import DataError
 
-        path = Path(path)
-        if not path.exists():
-            raise DataError(path, None, None, "file not found")
+        path = check_input(path, allow_dir=True)  # never opens a pipe or device
         examples = list(_resolve(self.loader)(path))
         if split is None:
             return examples

@@ -39,9 +39,10 @@ def relevance(
 
     attrs = list(attribute or [])
     if attributes_file is not None:
-        if not attributes_file.exists():
-            raise DataError(attributes_file, None, None, "file not found")
-        attrs += [line.strip() for line in attributes_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        from personalign.data._io import read_text
+
+        text = read_text(attributes_file, what="attributes file", max_bytes=64 * 1024**2)
+        attrs += [line.strip() for line in text.splitlines() if line.strip()]
     if not attrs:
         raise ConfigurationError("give at least one --attribute or an --attributes-file")
     if program is not None and strategy is not None:

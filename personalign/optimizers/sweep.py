@@ -214,10 +214,10 @@ class SearchSpace:
         """
         if path is None:
             return cls.from_dict(stage, default_space(stage), "the default search space")
+        from personalign.data._io import read_text
+
         path = Path(path)
-        if not path.exists():
-            raise DataError(path, None, None, "search space file not found")
-        text = path.read_text()
+        text = read_text(path, what="search space file", max_bytes=1024**2)
         if path.suffix.lower() == ".toml":
             import tomllib
 
@@ -1226,9 +1226,9 @@ def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, 
     if heartbeat_interval < 1 or grace_period <= heartbeat_interval:
         raise ConfigurationError("the grace period must be longer than the heartbeat interval (both >= 1 s)")
     st = get_stage(stage)
-    data = Path(data)
-    if not data.exists():
-        raise DataError(data, None, None, "file not found")
+    from personalign.data._io import check_input
+
+    data = check_input(data, allow_dir=True)
     sp = SearchSpace.load(st, space)
     url = storage or f"sqlite:///{runs_dir() / 'optuna.db'}"
     name = study_name or default_study_name(st.name, data, split, sp)

@@ -111,9 +111,9 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
         if prefeval is not None:
             pairs = prefeval_pairs(prefeval, split=split, limit=limit, seed=seed)
         elif bank is not None and questions is not None:
-            from personalign.data._io import check_file
+            from personalign.data._io import read_text
 
-            qs = [q.strip() for q in check_file(questions, what="questions file").read_text().splitlines() if q.strip()]
+            qs = [q.strip() for q in read_text(questions, what="questions file").splitlines() if q.strip()]
             pairs = bank_pairs(bank, qs[:limit] if limit else qs, k=k)
         else:
             raise ConfigurationError("give --prefeval ROOT, or --bank BANK with --questions FILE")
