@@ -105,6 +105,23 @@ class Stage:
             raise DataError(path, None, "split", f"no examples in split '{split}' (splits present: {present})")
         return chosen
 
+    def check_fittable(self, examples: list, path: str | Path, split: str) -> None:
+        """A binary stage's learned strategies fit on both classes: check ``examples`` (the train
+        split of ``path``) has both before any fitting starts.
+
+        Raises:
+            DataError: every example of ``split`` has the same label (names the file and the split).
+        """
+        from personalign.errors import DataError
+
+        if self.kind != "binary" or not examples:
+            return
+        seen = {self.is_positive(self.gold(ex)) for ex in examples} - {None}
+        if len(seen) < 2:
+            only = self.positive_name if True in seen else f"not {self.positive_name}"
+            raise DataError(path, None, "split", f"split '{split}' has only '{only}' examples; learned strategies "
+                                                 f"need both classes to fit")
+
     def gold(self, example) -> Any:
         return getattr(example, self.label)
 

@@ -9,6 +9,8 @@ from typing import List, Optional
 
 import typer
 
+from personalign.cli._checks import lm_option
+
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                   help="Predict with a strategy (compiled on the fly, or a saved program).")
 
@@ -25,7 +27,7 @@ def relevance(
     strategy: Optional[str] = typer.Option(None, "--strategy",
                                            help="Relevance strategy (default minilm-logreg)."),
     program: Optional[Path] = typer.Option(None, "--program", help="A saved program directory (see --save)."),
-    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP),
+    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP, callback=lm_option),
     data: Optional[Path] = typer.Option(None, "--data",
                                         help="Labelled relevance JSONL to fit a trainable strategy on "
                                              "(default examples/relevance_demo.jsonl)."),
@@ -47,6 +49,10 @@ def relevance(
         raise ConfigurationError("give at least one --attribute or an --attributes-file")
     if program is not None and strategy is not None:
         raise ConfigurationError("give --strategy or --program, not both")
+    if save is not None:
+        from personalign.programs._saved import check_save_target
+
+        check_save_target(save)
 
     from personalign.programs.relevance.api import compile_strategy, predict_relevance, save_program
 

@@ -98,6 +98,26 @@ def _dspy_document(program, meta: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def check_save_target(directory: str | Path) -> Path:
+    """Check, before any work, that a program can be saved to ``directory``: absent, an empty
+    directory, or a saved program (replaced whole), with a writable parent.
+
+    Raises:
+        ConfigurationError: a file; a non-empty directory that holds no saved program (never
+            deleted); an unwritable location.
+    """
+    from personalign.cli._checks import check_out_dir
+
+    directory = Path(directory)
+    if directory.is_dir() and any(directory.iterdir()) and not (directory / PROGRAM_FILE).is_file():
+        raise ConfigurationError(f"cannot save a program to {directory}: the directory is not empty and holds "
+                                 "no saved program; choose another directory")
+    check_out_dir(directory, flag="save directory", must_be_empty=False)
+    if not os.access(directory.absolute().parent, os.W_OK) and directory.absolute().parent.exists():
+        raise ConfigurationError(f"cannot save a program to {directory}: {directory.parent} is not writable")
+    return directory
+
+
 def save_program(program, directory: str | Path, *, stage: str, strategy: str, lm: str | None = None,
                  compile_info: dict | None = None, metrics: dict | None = None,
                  extra_files: dict[str, str] | None = None) -> Path:
@@ -113,13 +133,7 @@ def save_program(program, directory: str | Path, *, stage: str, strategy: str, l
     """
     import orjson
 
-    directory = Path(directory)
-    if directory.exists() or directory.is_symlink():
-        if not directory.is_dir():
-            raise ConfigurationError(f"cannot save a program to {directory}: it is a file, not a directory")
-        if any(directory.iterdir()) and not (directory / PROGRAM_FILE).is_file():
-            raise ConfigurationError(f"cannot save a program to {directory}: the directory is not empty and holds "
-                                     "no saved program; choose another directory")
+    directory = check_save_target(directory)
     tmp = directory.parent / f".{directory.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
         tmp.mkdir(parents=True)
@@ -373,5 +387,5 @@ def load_program(directory: str | Path, *, stage: str | None = None):
     return program, meta
 
 
-__all__ = ["PROGRAM_FILE", "ProgramMetadata", "load_program", "package_versions", "read_metadata", "read_npz",
+__all__ = ["PROGRAM_FILE", "ProgramMetadata", "check_save_target", "load_program", "package_versions", "read_metadata", "read_npz",
            "save_program", "validate_state"]

@@ -13,11 +13,13 @@ from typing import Optional
 
 import typer
 
+from personalign.cli._checks import lm_option
+
 app = typer.Typer(name="personalign-runners", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Stage 3 runners: PrefEval MCQ / generation, PersonaMem, CUPID, SFT export.")
 
-LM = typer.Option(None, "--lm", help="Model string (default local/smollm2-135m-instruct).")
+LM = typer.Option(None, "--lm", help="Model string (default local/smollm2-135m-instruct).", callback=lm_option)
 SEED = typer.Option(0, "--seed")
 NBOOT = typer.Option(1000, "--n-boot", min=1)
 

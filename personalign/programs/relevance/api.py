@@ -57,6 +57,9 @@ def compile_strategy(strategy: str, *, data: str | Path | None = None, split: st
         raise DataError(path, None, None, f"training data for '{strategy}' not found (pass --data PATH)")
     rows = load_relevance(path, split=split)
     trainset = [r.to_dspy() for r in rows]
+    from personalign.stages import get_stage
+
+    get_stage("relevance").check_fittable(trainset, path, split or "all rows")
     optimizer = STRATEGIES.default_optimizer(strategy, seed=seed)
     if lm is not None:
         from personalign.lm import use
