@@ -95,9 +95,11 @@ class Tracker:
         self.experiment = experiment
         self._artifact_root = runs_dir() / "mlartifacts"
         self._ready = False
+        self.closed_orphans: list[str] = []  # runs of killed predecessors closed when the store was opened
 
     def check(self) -> None:
-        """Open the tracking store now.
+        """Open the tracking store now (creating it whole if missing) and close, as KILLED, the runs
+        of killed predecessors (their ids in :attr:`closed_orphans`).
 
         Raises:
             ConfigurationError: the URI is unsupported or its store cannot be created (one line).
