@@ -210,6 +210,8 @@ def compare_stage(
     if needs_train and not trainset:
         raise DataError(data, None, "split", f"{', '.join(needs_train)} need a '{train_split}' split to compile on "
                         f"(splits present: {', '.join(available)})")
+    if any(registry.info(b).trainable for b, _ in specs):
+        st.check_fittable(trainset, data, train_split)
     uses_lm = any(registry.info(n).uses_lm for n, _ in specs)
     lm_obj = make_lm(model) if uses_lm else None
     if on_ready is not None:
