@@ -5,7 +5,8 @@
 2. 2 ``sweep`` worker processes x 4 trials on one journal study (same --seed) over a continuous
    space (minilm-logreg C, fit beta): distinct configurations among the 8 trials.
 3. 10 ``compile`` processes killed with SIGKILL while their MLflow run is open, then one more
-   tracked command: RUNNING runs before and after it.
+   tracked command: RUNNING runs before and after it (each compile already closes the runs its
+   killed predecessors left, so at most one is RUNNING before the last command).
 
 Usage: ``python benchmarks/concurrency.py``. Every process gets its own temp runs/ tree.
 """
@@ -103,8 +104,16 @@ def sweep_workers(base: Path, workers: int = 2, per_worker: int = 4) -> dict:
             "errors": [o[1].strip().splitlines()[-1][:200] for o, p in zip(outs, procs) if p.returncode and o[1]]}
 
 
-def _has_running(runs: Path) -> bool:
-    return (runs / "mlflow.db").exists() and _runs_by_status(runs).get("RUNNING", 0) > 0
+def _running_of(runs: Path, pid: int) -> bool:
+    """Whether process ``pid`` has a RUNNING run (its ``personalign.worker`` tag holds the pid)."""
+    if not (runs / "mlflow.db").exists():
+        return False
+    client = _client(runs)
+    exp = client.get_experiment_by_name("personalign")
+    if exp is None:
+        return False
+    query = f"attributes.status = 'RUNNING' and tags.`personalign.worker` LIKE '%|{pid}|%'"
+    return bool(client.search_runs([exp.experiment_id], query, max_results=1))
 
 
 def kill_compiles(base: Path, n: int = 10) -> dict:
@@ -114,10 +123,9 @@ def kill_compiles(base: Path, n: int = 10) -> dict:
         proc = subprocess.Popen(_cli("compile", "relevance", "--strategy", "minilm-logreg", "--data", str(DEMO),
                                      "--out", str(base / f"prog-{i}")), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, env=_env(runs), cwd=base)
-        before = _runs_by_status(runs).get("RUNNING", 0) if (runs / "mlflow.db").exists() else 0
         deadline = time.time() + 300
         while proc.poll() is None and time.time() < deadline:
-            if (runs / "mlflow.db").exists() and _runs_by_status(runs).get("RUNNING", 0) > before:
+            if _running_of(runs, proc.pid):  # this process's own run is open: kill it now
                 break
             time.sleep(0.2)
         if proc.poll() is None:
@@ -132,10 +140,21 @@ def kill_compiles(base: Path, n: int = 10) -> dict:
     status = _runs_by_status(runs)
     return {"killed": killed, "finished_before_kill": finished_first, "running_before_next_command": running_before,
             "next_command_exit": nxt.returncode, "running_after_next_command": status.get("RUNNING", 0),
-            "runs": status, "half_written_programs": sum(1 for i in range(n) if (base / f"prog-{i}").exists())}
+            "runs": status, "half_written_programs": sum(1 for i in range(n) if (base / f"prog-{i}").exists()
+                                                      and not (base / f"prog-{i}" / "program.json").exists())}
 
 
 def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", choices=("compares", "sweep", "kill9"), default=None)
+    only = ap.parse_args().only
+    if only:
+        with tempfile.TemporaryDirectory(prefix="conc-") as tmp:
+            fn = {"compares": concurrent_compares, "sweep": sweep_workers, "kill9": kill_compiles}[only]
+            emit({"benchmark": "concurrency", only: fn(Path(tmp))})
+        return
     t0 = time.perf_counter()
     out: dict = {"benchmark": "concurrency"}
     with tempfile.TemporaryDirectory(prefix="conc-") as tmp:
