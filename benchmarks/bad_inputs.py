@@ -226,6 +226,8 @@ def cases() -> list[tuple[str, object]]:
                                              _write(d, "s.toml", "strategies = ['minilm-logreg']\n")]),
         ("run sft-export binary questions", lambda d: ["run", "sft-export", str(d / "out.jsonl"), "--bank", demo,
                                                        "--questions", _write(d, "q.txt", b"\x00\x00")]),
+        ("run sft-export out is a dir", lambda d: ["run", "sft-export", str(d), "--bank", demo, "--questions",
+                                                   _write(d, "q.txt", "What should I cook?\n")]),
         ("run personamem fifo", lambda d: ["run", "personamem", _fifo(d, "questions_32k.csv")]),
         ("run prefeval-mcq missing", lambda d: ["run", "prefeval-mcq", str(d / "none")]),
         ("run judge-agreement huge int", lambda d: ["run", "judge-agreement", _write(d, "r.jsonl", huge)]),

@@ -131,7 +131,12 @@ class Tracker:
                     client.create_experiment(self.experiment, artifact_location=location)
                 mlflow.set_experiment(self.experiment)
             self._ready = True
-            self.closed_orphans = self.close_orphaned_runs()
+            try:
+                self.closed_orphans = self.close_orphaned_runs()
+            except Exception as exc:  # noqa: BLE001 -- hygiene is best effort; the command's own run matters
+                import logging
+
+                logging.getLogger(__name__).warning("could not close orphaned MLflow runs: %s", exc)
         return mlflow
 
     def _sqlite_path(self) -> Path | None:

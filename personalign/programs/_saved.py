@@ -106,7 +106,7 @@ def check_save_target(directory: str | Path) -> Path:
         ConfigurationError: a file; a non-empty directory that holds no saved program (never
             deleted); an unwritable location.
     """
-    from personalign.cli._checks import check_out_dir
+    from personalign._paths import check_out_dir
 
     directory = Path(directory)
     if directory.is_dir() and any(directory.iterdir()) and not (directory / PROGRAM_FILE).is_file():

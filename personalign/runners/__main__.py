@@ -110,6 +110,9 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
     from personalign.runners.sft import bank_pairs, export_sft, prefeval_pairs
 
     def run():
+        from personalign._paths import check_out_file
+
+        check_out_file(out, flag="OUT")  # before any LM call
         if prefeval is not None:
             pairs = prefeval_pairs(prefeval, split=split, limit=limit, seed=seed)
         elif bank is not None and questions is not None:
