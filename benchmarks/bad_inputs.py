@@ -65,10 +65,11 @@ def _fifo(d: Path, name: str) -> str:
     return str(p)
 
 
-def _one_class(d: Path) -> str:
+def _one_class(d: Path, splits: tuple[str, ...] = ("train",)) -> str:
+    """The demo data with every row of ``splits`` labelled relevant."""
     lines = [json.loads(x) for x in DEMO.read_text().splitlines() if x.strip()]
     for r in lines:
-        if r["split"] == "train":
+        if r["split"] in splits:
             r["relevant"] = True
     return _write(d, "one_class.jsonl", "".join(json.dumps(r) + "\n" for r in lines))
 
@@ -205,6 +206,8 @@ def cases() -> list[tuple[str, object]]:
                                                 "bm25", "--save", _write(d, "f.txt", "x")]),
         ("predict save onto foreign dir", lambda d: ["predict", "relevance", "--prompt", "hi", "-a", "x", "--strategy",
                                                      "bm25", "--save", str(Path(_write(d, "mine/n.txt", "x")).parent)]),
+        ("predict one-class data", lambda d: ["predict", "relevance", "--prompt", "hi", "-a", "x", "--strategy",
+                                              "minilm-logreg", "--data", _one_class(d, ("train", "val"))]),
         ("predict corrupt program", lambda d: ["predict", "relevance", "--prompt", "hi", "-a", "x", "--program",
                                                _program(d, _setitem("threshold", "x"))]),
         ("predict strategy and program", lambda d: ["predict", "relevance", "--prompt", "hi", "-a", "x", "--strategy",
