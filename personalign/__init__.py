@@ -29,8 +29,9 @@ def load_program(path, *, stage: str | None = None, with_metadata: bool = False)
             file (the message names the file and the key).
         personalign.errors.ConfigurationError: a program of another stage; an unknown strategy.
 
-    The ``program.json`` itself also loads with plain DSPy: ``dspy.Predict(Signature).load(path)``
-    for single-predictor LLM strategies (e.g. relevance ``zero-shot``).
+    The ``program.json`` itself also loads with plain DSPy into the module an LLM strategy wraps:
+    ``dspy.Predict(Signature).load(path)`` (relevance ``zero-shot``, ``criteria``) or
+    ``dspy.ChainOfThought(Signature).load(path)`` (``cot``).
     """
     from personalign.programs._saved import load_program as _load
 

@@ -2,10 +2,11 @@
 
 Layout of a saved program directory::
 
-    program.json      DSPy's own save format: the program's ``dump_state()``; for a program with a
-                      single predictor, that predictor's state also at the top level, so plain
-                      ``dspy.Predict(Signature).load("program.json")`` loads its instructions and
-                      demos. Our metadata sits under ``metadata.personalign`` (DSPy reads only
+    program.json      DSPy's own save format: the program's ``dump_state()``; for a program that
+                      wraps one DSPy module (or has one predictor), that module's state also at the
+                      top level, so plain ``dspy.Predict(Signature).load("program.json")`` (or
+                      ``dspy.ChainOfThought(Signature).load``) loads its instructions and demos. Our
+                      metadata sits under ``metadata.personalign`` (DSPy reads only
                       ``metadata.dependency_versions``):
                       ``{"format", "stage", "strategy", "state_keys", "lm", "compile", "data",
                       "data_sha256", "metrics", "versions", "weights": {file: sha256}}``.
@@ -81,18 +82,30 @@ def _weight_files(directory: Path) -> dict[str, str]:
             if p.is_file() and p.name != PROGRAM_FILE}
 
 
+def _plain_dspy_state(program) -> dict[str, Any] | None:
+    """The state plain DSPy loads: a program wrapping exactly one DSPy built-in module (e.g.
+    ``self.judge = dspy.ChainOfThought(Sig)``) gives that module's state (what
+    ``dspy.ChainOfThought(Sig).load`` reads); else a program with exactly one predictor gives the
+    predictor's state (what ``dspy.Predict(Sig).load`` reads); else None."""
+    import dspy
+
+    children = [v for v in vars(program).values() if isinstance(v, dspy.BaseModule)]
+    if len(children) == 1 and type(children[0]).__module__.startswith("dspy."):
+        return children[0].dump_state()
+    predictors = list(program.named_predictors()) if hasattr(program, "named_predictors") else []
+    return predictors[0][1].dump_state() if len(predictors) == 1 else None
+
+
 def _dspy_document(program, meta: dict[str, Any]) -> dict[str, Any]:
-    """``program.json``: the program's state, its single predictor's state at the top level (when
-    that does not clash), and DSPy's ``metadata.dependency_versions`` beside ours."""
+    """``program.json``: the program's state, the plain-DSPy state (:func:`_plain_dspy_state`) at
+    the top level when its keys do not clash, and DSPy's ``metadata.dependency_versions`` beside ours."""
     from dspy.utils.saving import get_dependency_versions
 
     state = program.dump_state()
     doc = dict(state)
-    predictors = list(program.named_predictors()) if hasattr(program, "named_predictors") else []
-    if len(predictors) == 1:
-        single = predictors[0][1].dump_state()
-        if not set(single) & set(state) and "metadata" not in single:
-            doc.update(single)
+    single = _plain_dspy_state(program)
+    if single and not set(single) & set(state) and "metadata" not in single:
+        doc.update(single)
     doc["metadata"] = {"dependency_versions": get_dependency_versions(),
                        "personalign": {**meta, "state_keys": list(state)}}
     return doc

@@ -35,6 +35,7 @@ def _running(uri: str) -> list[str]:
     return [r.info.run_id for r in client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'")]
 
 
+@pytest.mark.slow  # six MLflow store migrations race on two cores (~1 min)
 def test_six_processes_on_a_fresh_store(tmp_path):
     uri = f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}"
     env = cli_env(tmp_path / "runs")
@@ -75,6 +76,7 @@ def test_orphaned_runs_of_dead_processes_are_closed_killed(tmp_path):
     assert status == {orphan: "KILLED", other_machine: "RUNNING", alive: "RUNNING", untagged: "RUNNING"}
 
 
+@pytest.mark.slow  # two compiles in subprocesses with MLflow (~1 min)
 def test_kill_9_of_compile_leaves_no_running_run_after_the_next_command(tmp_path):
     """compile is killed while its MLflow run is open; the next tracked command closes it KILLED."""
     runs = tmp_path / "runs"

@@ -187,3 +187,22 @@ def test_program_json_loads_in_plain_dspy_in_a_fresh_process(tmp_path):
     expected = dspy.ChatAdapter().format(ours.signature, ours.demos, {"attribute": "a", "prompt": "b"})
     assert json.loads(plain.stdout) == json.loads(json.dumps(expected))
     assert "Custom compiled text." in plain.stdout and "likes jazz" in plain.stdout
+
+
+def test_chain_of_thought_program_loads_in_plain_dspy(tmp_path):
+    """``cot`` wraps dspy.ChainOfThought: plain ``dspy.ChainOfThought(RelevanceSignature).load``."""
+    import dspy
+
+    from personalign.programs.relevance import STRATEGIES
+    from personalign.signatures.relevance import RelevanceSignature
+
+    program = STRATEGIES.create("cot")
+    program.judge.predict.demos = [dspy.Example(attribute="vegan", prompt="dinner?", reasoning="diet", relevant=True)]
+    save_program(program, tmp_path / "cot", stage="relevance", strategy="cot")
+    plain = dspy.ChainOfThought(RelevanceSignature)
+    plain.load(str(tmp_path / "cot" / PROGRAM_FILE))
+    ours = personalign.load_program(tmp_path / "cot").judge.predict
+    inputs = {"attribute": "a", "prompt": "b"}
+    assert dspy.ChatAdapter().format(plain.predict.signature, plain.predict.demos, inputs) == \
+        dspy.ChatAdapter().format(ours.signature, ours.demos, inputs)
+    assert len(plain.predict.demos) == 1
