@@ -41,7 +41,7 @@ __all__ = [
     "MAX_LINE_BYTES",
 ]
 
-MAX_FILE_BYTES = int(os.environ.get("PERSONALIGN_MAX_FILE_BYTES", 2 * 1024**3))  # whole-document reads
+MAX_FILE_BYTES = 2 * 1024**3  # whole-document reads
 MAX_LINE_BYTES = 256 * 1024**2  # one JSONL line
 
 

@@ -15,8 +15,8 @@ Layout of a saved program directory::
 
 :func:`load_program` is the one validated loader: the metadata against its schema, the state
 against the strategy's own (keys, JSON types, ``__init__`` annotations, finite numbers), weight
-files against their sha256, and npz arrays (via :func:`read_npz`) by name, shape, dtype and
-finiteness. Every problem is a one-line :class:`~personalign.errors.DataError` naming the file
+files against their sha256, and npz arrays (:mod:`personalign.programs._weights`) by name,
+shape, dtype and finiteness. Every problem is a one-line :class:`~personalign.errors.DataError` naming the file
 and the key. Programs saved by earlier versions (top-level ``stage``/``strategy``/``state``) load too.
 :func:`save_program` is atomic: a save onto an existing program directory replaces it whole.
 """
@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from personalign.errors import ConfigurationError, DataError, PersonalignError
+from personalign.programs._weights import read_npz  # noqa: F401  (the npz half of the loader)
 
 PROGRAM_FILE = "program.json"
 FORMAT = 2
@@ -313,56 +314,6 @@ def _check_weight_hashes(directory: Path, meta: dict, path: Path) -> None:
                                                "(corrupt, or replaced after the save)")
 
 
-def read_npz(path: str | os.PathLike, shapes: dict[str, tuple[int, ...]], *,
-             positive: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Arrays of an ``.npz`` weights file, validated; returns ``{name: float64 ndarray}``.
-
-    Args:
-        shapes: the expected array names and shapes (``()`` for a scalar).
-        positive: names whose every value must be > 0 (e.g. a scaler's ``scale``).
-
-    Raises:
-        DataError: (naming the file and the array) missing or unreadable file, not an npz archive,
-            a pickled/object array, a missing array, a non-numeric dtype, a wrong shape, NaN or
-            infinity, a non-positive value where ``positive``.
-    """
-    import zipfile
-
-    import numpy as np
-
-    from personalign.data._io import check_input
-
-    p = check_input(path, what="weights file")
-    try:
-        archive = np.load(p, allow_pickle=False)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise DataError(p, None, None, f"not a valid .npz weights file ({type(exc).__name__})") from None
-    if not hasattr(archive, "files"):
-        raise DataError(p, None, None, "not an .npz archive (a single .npy array)")
-    out = {}
-    with archive as z:
-        for name, shape in shapes.items():
-            if name not in z.files:
-                raise DataError(p, None, name, f"missing array (arrays present: {', '.join(z.files) or 'none'})")
-            try:
-                arr = z[name]
-            except ValueError:
-                raise DataError(p, None, name, "object (pickled) array; only numeric arrays load") from None
-            except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-                raise DataError(p, None, name, f"unreadable array ({type(exc).__name__})") from None
-            if arr.dtype.kind not in "fiu":
-                raise DataError(p, None, name, f"dtype {arr.dtype} is not numeric")
-            if arr.shape != tuple(shape):
-                raise DataError(p, None, name, f"shape {arr.shape}, expected {tuple(shape)}")
-            arr = arr.astype(np.float64)
-            if not np.isfinite(arr).all():
-                raise DataError(p, None, name, "contains NaN or infinity")
-            if name in positive and not (arr > 0).all():
-                raise DataError(p, None, name, "must be > 0 everywhere")
-            out[name] = arr
-    return out
-
-
 def load_program(directory: str | Path, *, stage: str | None = None):
     """Load and validate a program saved by :func:`save_program`. Returns ``(program, metadata)``.
 
@@ -400,5 +351,5 @@ def load_program(directory: str | Path, *, stage: str | None = None):
     return program, meta
 
 
-__all__ = ["PROGRAM_FILE", "ProgramMetadata", "check_save_target", "load_program", "package_versions", "read_metadata", "read_npz",
-           "save_program", "validate_state"]
+__all__ = ["PROGRAM_FILE", "ProgramMetadata", "check_save_target", "load_program", "package_versions",
+           "read_metadata", "read_npz", "save_program", "validate_state"]

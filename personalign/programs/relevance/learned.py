@@ -166,7 +166,7 @@ class MiniLMLogReg(ThresholdedScorer):
         Raises:
             DataError: missing or invalid weights file (names the file and the array).
         """
-        from personalign.programs._saved import read_npz
+        from personalign.programs._weights import read_npz
 
         d = 384 * sum(g != "cosine" for g in self.features) + ("cosine" in self.features)
         self._w = read_npz(Path(directory) / WEIGHTS_FILE, {"coef": (d,), "intercept": (), "mean": (d,),

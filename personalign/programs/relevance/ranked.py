@@ -297,7 +297,7 @@ class RankedSelector(ThresholdedScorer):
         Raises:
             DataError: missing or invalid weights file (names the file and the array).
         """
-        from personalign.programs._saved import read_npz
+        from personalign.programs._weights import read_npz
 
         d = feature_dim(self.features)
         self._w = read_npz(Path(directory) / WEIGHTS_FILE, {"coef": (d,), "intercept": (), "mean": (d,),

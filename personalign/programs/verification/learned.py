@@ -345,7 +345,7 @@ class MiniLMVerifier(RejectScorer):
         Raises:
             DataError: missing or invalid weights file (names the file and the array).
         """
-        from personalign.programs._saved import read_npz
+        from personalign.programs._weights import read_npz
 
         d = sum(_GROUP_DIMS[g] for g in self.features)
         self._w = read_npz(Path(directory) / WEIGHTS_FILE, {"coef": (d,), "intercept": (), "mean": (d,),
