@@ -16,6 +16,9 @@ import personalign
 from personalign.errors import ConfigurationError, DataError
 from personalign.programs._saved import PROGRAM_FILE, read_npz, save_program
 
+MOCK = Path(__file__).resolve().parents[2] / "benchmarks" / "_mock_lm.py"
+PAIRS = [(f"The user {x}.", f"Help me {y}.") for x in ("is vegan", "plays chess", "has a dog", "is blind")
+         for y in ("plan dinner", "pick a gift", "fix my bike")]
 D = 384 * 3 + 1  # minilm-logreg's default features: attribute, product, absdiff (384 each) + cosine
 
 
@@ -174,19 +177,35 @@ def test_program_json_loads_in_plain_dspy_in_a_fresh_process(tmp_path):
                            dspy.Example(attribute="likes jazz", prompt="fix my bike", relevant=False)]
     save_program(program, tmp_path / "zs", stage="relevance", strategy="zero-shot", lm="local/x")
     script = textwrap.dedent(f"""
-        import json, dspy
+        import json, sys, dspy
+        sys.path.insert(0, {str(MOCK.parent)!r})
+        import _mock_lm
         from personalign.signatures.relevance import RelevanceSignature
         p = dspy.Predict(RelevanceSignature)
         p.load({str(tmp_path / "zs" / PROGRAM_FILE)!r})
         msgs = dspy.ChatAdapter().format(p.signature, p.demos, {{"attribute": "a", "prompt": "b"}})
-        print(json.dumps(msgs))
+        _mock_lm.register()
+        with dspy.context(lm=dspy.LM("mock/relevance", cache=False), adapter=dspy.ChatAdapter()):
+            preds = [bool(p(attribute=a, prompt=q).relevant) for a, q in {PAIRS!r}]
+        print(json.dumps({{"messages": msgs, "predictions": preds}}))
     """)
     plain = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert plain.returncode == 0, plain.stderr[-2000:]
-    ours = personalign.load_program(tmp_path / "zs").judge
+    got = json.loads(plain.stdout)
+    loaded = personalign.load_program(tmp_path / "zs")
+    ours = loaded.judge
     expected = dspy.ChatAdapter().format(ours.signature, ours.demos, {"attribute": "a", "prompt": "b"})
-    assert json.loads(plain.stdout) == json.loads(json.dumps(expected))
+    assert got["messages"] == json.loads(json.dumps(expected))
     assert "Custom compiled text." in plain.stdout and "likes jazz" in plain.stdout
+    # the mock LM answers as a function of the whole conversation: same prompt -> same predictions
+    from tests.sweep.conftest import load_mock
+
+    load_mock().register()
+    with dspy.context(lm=dspy.LM("mock/relevance", cache=False), adapter=dspy.ChatAdapter()):
+        mine = [bool(loaded(attribute=a, prompt=q).relevant) for a, q in PAIRS]
+        fresh = [bool(STRATEGIES.create("zero-shot")(attribute=a, prompt=q).relevant) for a, q in PAIRS]
+    assert got["predictions"] == mine
+    assert fresh != mine  # the compiled instructions and demos matter to the mock: the check can fail
 
 
 def test_chain_of_thought_program_loads_in_plain_dspy(tmp_path):
