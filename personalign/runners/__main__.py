@@ -128,4 +128,13 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
 
 
 if __name__ == "__main__":
-    app()
+    from personalign.errors import find_personalign_error
+
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 -- a flag callback's error (e.g. --lm ''): one line, exit 2
+        ours = find_personalign_error(exc)
+        if ours is None:
+            raise
+        sys.stderr.write(f"error: {ours}\n")
+        raise SystemExit(ours.exit_code) from None
