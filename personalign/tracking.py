@@ -142,7 +142,8 @@ class Tracker:
     def _sqlite_path(self) -> Path | None:
         if not self.tracking_uri.startswith("sqlite:///"):
             return None
-        return Path(self.tracking_uri[len("sqlite:///"):].split("?", 1)[0])
+        path = self.tracking_uri[len("sqlite:///"):].split("?", 1)[0]
+        return None if path in ("", ":memory:") else Path(path)
 
     @contextlib.contextmanager
     def _store_lock(self) -> Iterator[None]:
