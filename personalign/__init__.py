@@ -10,4 +10,33 @@ from personalign._env import apply_offline_defaults
 apply_offline_defaults()
 
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+
+
+def load_program(path, *, stage: str | None = None, with_metadata: bool = False):
+    """Load a program saved by ``personalign compile`` / ``predict --save`` / a sweep export.
+
+    Args:
+        path: the saved program's directory, or its ``program.json``.
+        stage: when given, refuse a program of another stage.
+        with_metadata: also return the metadata (stage, strategy, lm, compile info, metrics, state).
+
+    Returns:
+        the ``dspy.Module`` with its decision rule (threshold, ranking, demos, instructions) and
+        weights loaded, ready to call; ``(program, metadata dict)`` when ``with_metadata``.
+
+    Raises:
+        personalign.errors.DataError: a missing, malformed or tampered ``program.json`` or weights
+            file (the message names the file and the key).
+        personalign.errors.ConfigurationError: a program of another stage; an unknown strategy.
+
+    The ``program.json`` itself also loads with plain DSPy into the module an LLM strategy wraps:
+    ``dspy.Predict(Signature).load(path)`` (relevance ``zero-shot``, ``criteria``) or
+    ``dspy.ChainOfThought(Signature).load(path)`` (``cot``).
+    """
+    from personalign.programs._saved import load_program as _load
+
+    program, meta = _load(path, stage=stage)
+    return (program, meta) if with_metadata else program
+
+
+__all__ = ["__version__", "load_program"]

@@ -15,6 +15,7 @@ import json
 import sys
 import warnings
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,7 @@ def compare_stage(
     tracker=None,
     progress: bool = True,
     out_dir: str | Path | None = None,
+    on_ready=None,
 ) -> dict[str, Any]:
     """Compare strategies of ``stage`` on one split and return the result as a JSON-serializable dict.
 
@@ -165,7 +167,10 @@ def compare_stage(
         tracker: a :class:`personalign.tracking.Tracker` (None: no tracking); one parent run and a
             child run per strategy.
         out_dir: when given, the result JSON and a chart (PNG, 95% CI bars) are written there
-            atomically (paths in ``result_file`` and ``chart_file``) and logged as artifacts.
+            atomically (paths in ``result_file`` and ``chart_file``; unique per run: the MLflow run id
+            or a random suffix) and logged as artifacts.
+        on_ready: called once every input is validated, before anything is written (the CLI
+            configures the DSPy cache there, so bad input leaves no cache directory behind).
 
     Returns:
         ``{"stage", "kind", "metric", "data", "data_sha256", "split", "n", "lm", "seed", "strategies": [...]}``;
@@ -207,8 +212,12 @@ def compare_stage(
     if needs_train and not trainset:
         raise DataError(data, None, "split", f"{', '.join(needs_train)} need a '{train_split}' split to compile on "
                         f"(splits present: {', '.join(available)})")
+    if any(registry.info(b).trainable for b, _ in specs):
+        st.check_fittable(trainset, data, train_split)
     uses_lm = any(registry.info(n).uses_lm for n, _ in specs)
     lm_obj = make_lm(model) if uses_lm else None
+    if on_ready is not None:
+        on_ready()  # every input is valid: the caller may now create caches and stores
 
     result: dict[str, Any] = {
         "stage": st.name,
@@ -280,7 +289,8 @@ def compare_stage(
     def outputs():
         if out_dir is None:
             return
-        chart = plot_result(result, Path(out_dir) / f"{st.name}-{split}-{_stamp()}.png")
+        unique = (result.get("mlflow_run_id") or uuid.uuid4().hex)[:12]  # two runs in one second never collide
+        chart = plot_result(result, Path(out_dir) / f"{st.name}-{split}-{_stamp()}-{unique}.png")
         result["chart_file"] = str(chart)
         result["result_file"] = str(write_result(result, Path(out_dir), stem=chart.stem))
         if tracker is not None:
@@ -347,7 +357,7 @@ def write_result(result: dict[str, Any], out_dir: Path, stem: str | None = None)
     """Write the result JSON atomically (tmp + rename) under ``out_dir``; return its path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{stem or result['stage'] + '-' + result['split'] + '-' + _stamp()}.json"
-    tmp = path.with_suffix(".json.tmp")
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     tmp.write_text(json.dumps(result, indent=2))
     tmp.replace(path)
     return path

@@ -92,11 +92,10 @@ class Stage:
             DataError: the file is missing or malformed, or ``split`` has no examples (the message
                 lists the splits present).
         """
+        from personalign.data._io import check_input
         from personalign.errors import DataError
 
-        path = Path(path)
-        if not path.exists():
-            raise DataError(path, None, None, "file not found")
+        path = check_input(path, allow_dir=True)  # never opens a pipe or device
         examples = list(_resolve(self.loader)(path))
         if split is None:
             return examples
@@ -105,6 +104,23 @@ class Stage:
             present = ", ".join(sorted({str(_split_of(ex)) for ex in examples})) or "none"
             raise DataError(path, None, "split", f"no examples in split '{split}' (splits present: {present})")
         return chosen
+
+    def check_fittable(self, examples: list, path: str | Path, split: str) -> None:
+        """A binary stage's learned strategies fit on both classes: check ``examples`` (the train
+        split of ``path``) has both before any fitting starts.
+
+        Raises:
+            DataError: every example of ``split`` has the same label (names the file and the split).
+        """
+        from personalign.errors import DataError
+
+        if self.kind != "binary" or not examples:
+            return
+        seen = {self.is_positive(self.gold(ex)) for ex in examples} - {None}
+        if len(seen) < 2:
+            only = self.positive_name if True in seen else f"not {self.positive_name}"
+            raise DataError(path, None, "split", f"split '{split}' has only '{only}' examples; learned strategies "
+                                                 f"need both classes to fit")
 
     def gold(self, example) -> Any:
         return getattr(example, self.label)

@@ -6,6 +6,12 @@ tracking URI (e.g. an ``mlflow server`` at http://127.0.0.1:5000) by argument. V
 
 Secrets are never logged: parameter values whose key names a key, token, secret or password are
 replaced by ``***``, and any value equal to an API key/token found in the environment is too.
+
+Run-state hygiene: a fresh sqlite store is created and migrated in a temporary file under a file
+lock and renamed into place, so concurrent first commands never see (or leave) a half-migrated
+store. Every run carries the tag ``personalign.worker`` (host, boot, pid, process start); when a
+command opens the store it closes, as KILLED, the RUNNING runs whose process on this machine is
+gone (a predecessor killed with -9).
 """
 
 from __future__ import annotations
@@ -16,6 +22,15 @@ import os
 import re
 from pathlib import Path
 from typing import Any, Iterator
+
+WORKER_TAG = "personalign.worker"
+
+
+def _worker() -> str:
+    from personalign.optimizers.sweep import worker_id
+
+    return worker_id()
+
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|api[_-]?base)", re.I)
 _ENV_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.I)
@@ -80,9 +95,11 @@ class Tracker:
         self.experiment = experiment
         self._artifact_root = runs_dir() / "mlartifacts"
         self._ready = False
+        self.closed_orphans: list[str] = []  # runs of killed predecessors closed when the store was opened
 
     def check(self) -> None:
-        """Open the tracking store now.
+        """Open the tracking store now (creating it whole if missing) and close, as KILLED, the runs
+        of killed predecessors (their ids in :attr:`closed_orphans`).
 
         Raises:
             ConfigurationError: the URI is unsupported or its store cannot be created (one line).
@@ -102,20 +119,65 @@ class Tracker:
         import mlflow
 
         if not self._ready:
-            if self.tracking_uri.startswith("sqlite:///"):
-                Path(self.tracking_uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-            mlflow.set_tracking_uri(self.tracking_uri)
-            client = mlflow.MlflowClient()
-            exp = client.get_experiment_by_name(self.experiment)
-            if exp is None:
-                location = None
-                if self.tracking_uri.startswith("sqlite:"):
-                    self._artifact_root.mkdir(parents=True, exist_ok=True)
-                    location = self._artifact_root.as_uri()
-                client.create_experiment(self.experiment, artifact_location=location)
-            mlflow.set_experiment(self.experiment)
+            with self._store_lock():
+                mlflow.set_tracking_uri(self.tracking_uri)
+                client = mlflow.MlflowClient()
+                exp = client.get_experiment_by_name(self.experiment)
+                if exp is None:
+                    location = None
+                    if self.tracking_uri.startswith("sqlite:"):
+                        self._artifact_root.mkdir(parents=True, exist_ok=True)
+                        location = self._artifact_root.as_uri()
+                    client.create_experiment(self.experiment, artifact_location=location)
+                mlflow.set_experiment(self.experiment)
             self._ready = True
+            try:
+                self.closed_orphans = self.close_orphaned_runs()
+            except Exception as exc:  # noqa: BLE001 -- hygiene is best effort; the command's own run matters
+                import logging
+
+                logging.getLogger(__name__).warning("could not close orphaned MLflow runs: %s", exc)
         return mlflow
+
+    def _sqlite_path(self) -> Path | None:
+        if not self.tracking_uri.startswith("sqlite:///"):
+            return None
+        path = self.tracking_uri[len("sqlite:///"):].split("?", 1)[0]
+        return None if path in ("", ":memory:") else Path(path)
+
+    @contextlib.contextmanager
+    def _store_lock(self) -> Iterator[None]:
+        """Hold ``<db>.lock`` (sqlite stores) while the store is opened; create a missing store whole.
+
+        A missing sqlite database is created and migrated as ``.<db>.init-<pid>`` and renamed into
+        place, so no process ever opens a half-migrated store, even if this one is killed."""
+        db = self._sqlite_path()
+        if db is None:
+            yield
+            return
+        from filelock import FileLock
+
+        db.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(db) + ".lock", timeout=600):
+            if not db.exists() or db.stat().st_size == 0:
+                import mlflow
+
+                tmp = db.with_name(f".{db.name}.init-{os.getpid()}")
+                tmp.unlink(missing_ok=True)
+                try:
+                    mlflow.MlflowClient(tracking_uri=f"sqlite:///{tmp}").search_experiments(max_results=1)
+                    os.replace(tmp, db)
+                finally:
+                    tmp.unlink(missing_ok=True)
+            yield
+
+    def close_orphaned_runs(self, status: str = "KILLED") -> list[str]:
+        """Close the RUNNING runs of this experiment whose ``personalign.worker`` process (on this
+        machine) is gone; returns their run ids. Runs of live processes and of other machines stay."""
+        from personalign.optimizers.sweep import worker_alive
+
+        return self.close_stale_runs({}, lambda tags: worker_alive(tags.get(WORKER_TAG)) is False, status=status,
+                                     require_tag=WORKER_TAG)
 
     @contextlib.contextmanager
     def run(self, name: str, *, params: dict[str, Any] | None = None, tags: dict[str, str] | None = None,
@@ -126,6 +188,7 @@ class Tracker:
             return
         mlflow = self._setup()
         previous = getattr(self, "run_id", None)
+        tags = {WORKER_TAG: _worker(), **(tags or {})}
         with mlflow.start_run(run_name=name, nested=nested, tags=tags) as active:
             self.run_id = active.info.run_id
             if params:
@@ -185,7 +248,7 @@ class Tracker:
         import mlflow
 
         exp = client.get_experiment_by_name(self.experiment)
-        all_tags = {"mlflow.runName": name, **{k: str(v) for k, v in (tags or {}).items()}}
+        all_tags = {"mlflow.runName": name, WORKER_TAG: _worker(), **{k: str(v) for k, v in (tags or {}).items()}}
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         run = client.create_run(exp.experiment_id, tags=all_tags, run_name=name)
@@ -249,19 +312,23 @@ class Tracker:
         client = self.client()
         return None if client is None else client.get_run(run_id).info.status
 
-    def close_stale_runs(self, tags: dict[str, str], is_dead, status: str = "KILLED") -> list[str]:
-        """Close the RUNNING runs carrying every tag of ``tags`` for which ``is_dead(run_tags)`` is
-        true (e.g. the process that opened them was killed); returns their run ids."""
+    def close_stale_runs(self, tags: dict[str, str], is_dead, status: str = "KILLED",
+                         require_tag: str | None = None) -> list[str]:
+        """Close the RUNNING runs carrying every tag of ``tags`` (and the tag ``require_tag``, any
+        value) for which ``is_dead(run_tags)`` is true (e.g. the process that opened them was
+        killed); returns their run ids."""
         client = self.client()
         if client is None:
             return []
         exp = client.get_experiment_by_name(self.experiment)
         if exp is None:
             return []
-        query = " and ".join([f"tags.`{k}` = '{v}'" for k, v in tags.items()] + ["attributes.status = 'RUNNING'"])
+        clauses = [f"tags.`{k}` = '{v}'" for k, v in tags.items()] + ["attributes.status = 'RUNNING'"]
+        if require_tag:
+            clauses.append(f"tags.`{require_tag}` LIKE '%'")
         closed = []
-        for run in client.search_runs([exp.experiment_id], filter_string=query, max_results=1000):
-            if is_dead(run.data.tags):
+        for run in client.search_runs([exp.experiment_id], filter_string=" and ".join(clauses), max_results=1000):
+            if is_dead(run.data.tags) and client.get_run(run.info.run_id).info.status == "RUNNING":
                 client.set_terminated(run.info.run_id, status)
                 closed.append(run.info.run_id)
         return closed

@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from personalign import __version__
+from personalign.cli._checks import lm_option
 from personalign.errors import find_personalign_error
 
 app = typer.Typer(
@@ -55,7 +56,7 @@ def _root(
 LM_HELP = "Model: local/qwen2.5-coder-1.5b-instruct (default), local/qwen2.5-coder-0.5b-instruct (fast), local/smollm2-135m-instruct (tiny), or any litellm model string."
 
 # Options shared by the commands that run programs (one definition each).
-LmOpt = Annotated[Optional[str], typer.Option("--lm", help=LM_HELP)]
+LmOpt = Annotated[Optional[str], typer.Option("--lm", help=LM_HELP, callback=lm_option)]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of every stochastic step.")]
 CacheDirOpt = Annotated[Optional[Path], typer.Option("--cache-dir", help="DSPy cache directory (default runs/cache).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Disable the LM cache.")]
@@ -147,7 +148,7 @@ def eval_(
     program: Path = typer.Option(..., "--program", help="A saved program directory (from `compile`)."),
     data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL."),
     split: str = typer.Option("val", "--split", help="Split to evaluate on."),
-    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own."),
+    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own.", callback=lm_option),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     n_boot: NBootOpt = 1000,
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate only the first N examples of the split."),

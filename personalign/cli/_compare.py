@@ -6,7 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-from personalign.errors import DataError
 
 
 def _fmt_ci(value, ci) -> str:
@@ -77,20 +76,20 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
     from rich.console import Console
 
     from personalign.compare import compare_stage
+    from personalign.data._io import check_input
     from personalign.lm import configure_cache
     from personalign.settings import runs_dir
     from personalign.stages import get_stage
     from personalign.tracking import Tracker
 
     get_stage(stage)  # an unknown stage fails before anything else
-    if not data.exists():
-        raise DataError(data, None, None, "file not found")
-    configure_cache(cache_dir, enabled=not no_cache)
+    check_input(data, allow_dir=True)
     tracker = None if no_track else Tracker(tracking_uri)
     err = Console(stderr=True, soft_wrap=True)
     result = compare_stage(stage, data=data, split=split, train_split=train_split, strategies=strategies, lm=lm,
                            seed=seed, n_boot=n_boot, limit=limit, tracker=tracker, progress=not json_out,
-                           out_dir=runs_dir() / "compare")
+                           out_dir=runs_dir() / "compare",
+                           on_ready=lambda: configure_cache(cache_dir, enabled=not no_cache))
     path = result["result_file"]
     if json_out:
         summary = dict(result)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from personalign.cli._checks import check_out_dir
 from personalign.errors import ConfigurationError
 
 
@@ -46,18 +46,21 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
         if optimizer == "knn":
             raise ConfigurationError("knn programs keep their neighbour index in memory and cannot be saved; "
                                      "use `compare --strategies NAME@knn` to evaluate them")
+    check_out_dir(out)
     trainset = st.load(data, train_split)
-    configure_cache(cache_dir, enabled=not no_cache)
+    if info.trainable:
+        st.check_fittable(trainset, data, train_split)
     model = lm or DEFAULT_MODEL
     lm_obj = make_lm(model) if info.uses_lm else None
-    tracker = None if no_track else Tracker(tracking_uri)
-    if tracker is not None:
-        tracker.check()
     name = strategy + (f"@{optimizer}" if optimizer else "")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     target = out or runs_dir() / "programs" / f"{st.name}-{name.replace('@', '-')}-{stamp}"
-    if target.exists() and any(target.iterdir()):
-        raise ConfigurationError(f"output directory {target} is not empty; choose another --out")
+    check_out_dir(target)
+    # every input is valid: only now touch the cache and the tracking store
+    configure_cache(cache_dir, enabled=not no_cache)
+    tracker = None if no_track else Tracker(tracking_uri)
+    if tracker is not None:
+        tracker.check()
     compile_info: dict = {}
 
     def work():
@@ -65,14 +68,11 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
         compile_info.update(info_dict or {"optimizer": None})
         compile_info.update({"data": str(data), "train_split": train_split})
         # build in a sibling temp dir, then rename: an interrupted compile leaves no half-written program
-        tmp = target.with_name(target.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        save_program(program, tmp, stage=st.name, strategy=strategy, lm=model if info.uses_lm else None,
-                     compile_info=compile_info)
-        (tmp / "prompt.md").write_text(prompt_text(program))
-        if target.exists():
-            target.rmdir()  # empty (checked above)
-        tmp.replace(target)
+        try:
+            save_program(program, target, stage=st.name, strategy=strategy, lm=model if info.uses_lm else None,
+                         compile_info=compile_info, extra_files={"prompt.md": prompt_text(program)})
+        except OSError as exc:
+            raise ConfigurationError(f"cannot write --out {target}: {exc.strerror or exc}") from None
         if tracker is not None:
             tracker.log_metrics({k: v for k, v in compile_info.items() if isinstance(v, (int, float))})
             tracker.log_artifact(target / "program.json")
@@ -128,10 +128,10 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
         sys.stderr.write(leak + "\n")
     if limit:
         evalset = evalset[:limit]
-    configure_cache(cache_dir, enabled=not no_cache)
     uses_lm = st.registry.info(meta["strategy"]).uses_lm
     model = lm or meta.get("lm") or DEFAULT_MODEL
     lm_obj = make_lm(model) if uses_lm else None
+    configure_cache(cache_dir, enabled=not no_cache)  # after every input check: bad input writes nothing
     tracker = None if no_track else Tracker(tracking_uri)
     if tracker is not None:
         tracker.check()

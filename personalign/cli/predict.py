@@ -9,6 +9,8 @@ from typing import List, Optional
 
 import typer
 
+from personalign.cli._checks import lm_option
+
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                   help="Predict with a strategy (compiled on the fly, or a saved program).")
 
@@ -25,7 +27,7 @@ def relevance(
     strategy: Optional[str] = typer.Option(None, "--strategy",
                                            help="Relevance strategy (default minilm-logreg)."),
     program: Optional[Path] = typer.Option(None, "--program", help="A saved program directory (see --save)."),
-    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP),
+    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP, callback=lm_option),
     data: Optional[Path] = typer.Option(None, "--data",
                                         help="Labelled relevance JSONL to fit a trainable strategy on "
                                              "(default: the demo labels packaged with personalign)."),
@@ -41,13 +43,18 @@ def relevance(
 
     attrs = list(attribute or [])
     if attributes_file is not None:
-        if not attributes_file.exists():
-            raise DataError(attributes_file, None, None, "file not found")
-        attrs += [line.strip() for line in attributes_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        from personalign.data._io import read_text
+
+        text = read_text(attributes_file, what="attributes file", max_bytes=64 * 1024**2)
+        attrs += [line.strip() for line in text.splitlines() if line.strip()]
     if not attrs:
         raise ConfigurationError("give at least one --attribute or an --attributes-file")
     if program is not None and strategy is not None:
         raise ConfigurationError("give --strategy or --program, not both")
+    if save is not None:
+        from personalign.programs._saved import check_save_target
+
+        check_save_target(save)
 
     from personalign.programs.relevance.api import compile_strategy, predict_relevance, save_program
 

@@ -12,6 +12,8 @@ from typing import Optional
 
 import typer
 
+from personalign.cli._checks import lm_option
+
 _STORAGE_HELP = ("Optuna storage: sqlite:///PATH (default sqlite:///runs/optuna.db; one process, threads included -- "
                  "SQLite is not meant for many concurrent writers), journal:PATH (several processes on one machine "
                  "or a shared file system), postgresql://USER@HOST/DB (many workers on many machines).")
@@ -33,7 +35,7 @@ def sweep(
     split: str = typer.Option("val", "--split", help="Split each trial is evaluated on."),
     train_split: str = typer.Option("train", "--train-split", help="Split each trial is compiled on."),
     seed: int = typer.Option(0, "--seed", help="Seed of the TPE sampler, the optimizers and the bootstrap."),
-    lm: Optional[str] = typer.Option(None, "--lm", help="Model: local/qwen2.5-coder-1.5b-instruct (default), "
+    lm: Optional[str] = typer.Option(None, "--lm", callback=lm_option, help="Model: local/qwen2.5-coder-1.5b-instruct (default), "
                                                         "local/qwen2.5-coder-0.5b-instruct (fast), or any litellm model string."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate on the first N examples of the "
                                                                      "split only."),
@@ -61,16 +63,20 @@ def sweep(
     from personalign.optimizers.sweep import run_sweep
     from personalign.tracking import Tracker
 
-    configure_cache(cache_dir, enabled=not no_cache)
     tracker = None if no_track else Tracker(tracking_uri)
     result = run_sweep(stage, data=data, space=space, n_trials=n_trials, storage=storage, study_name=study_name,
                        n_jobs=n_jobs, seed=seed, lm=lm, split=split, train_split=train_split, tracker=tracker,
                        limit=limit, n_boot=n_boot, progress=True, heartbeat_interval=heartbeat, grace_period=grace,
-                       export=export)
+                       export=export, on_ready=lambda: configure_cache(cache_dir, enabled=not no_cache))
     if json_out:
         sys.stdout.write(json.dumps(result, default=str) + "\n")
-        return
-    _print(result, tracker)
+    else:
+        _print(result, tracker)
+    if not result["n_complete"] and not result["n_pruned"]:
+        # a sweep that produced no result is a failure, not a success (exit 1, after the summary)
+        sys.stderr.write(f"error: every trial of study {result['study']} failed ({result['n_fail']} failed, "
+                         "0 complete); see the trial errors above\n")
+        raise typer.Exit(1)
 
 
 def _print(result: dict, tracker) -> None:

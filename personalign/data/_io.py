@@ -4,12 +4,19 @@ Every function here raises :class:`~personalign.errors.DataError` naming the fil
 1-based line and the field when the input is malformed. JSONL is read one line at a time
 (the file is never held in memory as a whole); JSON documents are parsed whole because the
 upstream formats (PrefEval, CUPID) are single JSON arrays of a few hundred records.
+
+Readers are bounded: they accept regular files only (a named pipe, ``/dev/zero`` or a socket is
+refused before it is opened, so nothing blocks or reads forever), read at most
+:data:`MAX_FILE_BYTES` (whole documents) or :data:`MAX_LINE_BYTES` (one JSONL line), and turn
+oversized integers, too-deep nesting, unreadable files and binary (NUL-containing) text into
+one-line DataErrors.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -26,17 +33,99 @@ __all__ = [
     "array_element_lines",
     "validation_to_data_error",
     "check_file",
+    "check_input",
+    "read_text",
+    "read_bounded",
+    "loads_json",
+    "MAX_FILE_BYTES",
+    "MAX_LINE_BYTES",
 ]
+
+MAX_FILE_BYTES = 2 * 1024**3  # whole-document reads
+MAX_LINE_BYTES = 256 * 1024**2  # one JSONL line
+
+
+def check_input(path: str | os.PathLike, *, what: str = "data file", allow_dir: bool = False) -> Path:
+    """Return ``path`` as a :class:`Path` if it is a readable regular file (or, with
+    ``allow_dir``, a directory). Never opens a FIFO, device or socket (they could block forever).
+
+    Raises:
+        DataError: missing; a directory (unless ``allow_dir``); not a regular file; unreadable.
+    """
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise DataError(p, None, None, f"{what} not found") from None
+    except OSError as exc:
+        raise DataError(p, None, None, f"cannot access {what}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        if allow_dir:
+            if not os.access(p, os.R_OK | os.X_OK):
+                raise DataError(p, None, None, f"cannot read directory (permission denied)")
+            return p
+        raise DataError(p, None, None, "expected a file, found a directory")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a named pipe" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+                or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise DataError(p, None, None, f"expected a regular file, found {kind}")
+    if not os.access(p, os.R_OK):
+        raise DataError(p, None, None, f"cannot read {what} (permission denied)")
+    return p
 
 
 def check_file(path: str | os.PathLike, *, what: str = "data file") -> Path:
-    """Return ``path`` as a :class:`Path`; raise DataError if it is missing or a directory."""
+    """Return ``path`` as a :class:`Path`; raise DataError unless it is a readable regular file
+    (:func:`check_input`)."""
+    return check_input(path, what=what)
+
+
+def read_bounded(path: str | os.PathLike, *, what: str = "data file", max_bytes: int | None = None) -> bytes:
+    """The bytes of a readable regular file of at most ``max_bytes`` (default
+    :data:`MAX_FILE_BYTES`). Raises DataError (missing, not a regular file, unreadable, too big)."""
+    p = check_input(path, what=what)
+    limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
+    try:
+        with p.open("rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise DataError(p, None, None, f"cannot read {what}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise DataError(p, None, None, f"{what} is larger than {limit} bytes")
+    return data
+
+
+def read_text(path: str | os.PathLike, *, what: str = "file", max_bytes: int | None = None) -> str:
+    """UTF-8 text of a regular file (BOM stripped), bounded as :func:`read_bounded`.
+
+    Raises:
+        DataError: as :func:`read_bounded`; bytes not UTF-8 or a NUL byte (a binary file), naming
+            the line.
+    """
     p = Path(path)
-    if not p.exists():
-        raise DataError(p, None, None, f"{what} not found")
-    if p.is_dir():
-        raise DataError(p, None, None, f"expected a file, found a directory")
-    return p
+    data = read_bounded(p, what=what, max_bytes=max_bytes)
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise DataError(p, data[:nul].count(b"\n") + 1, None, "binary file (NUL byte), expected UTF-8 text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DataError(p, line, None, f"not valid UTF-8 (byte offset {exc.start})") from None
+
+
+def loads_json(text: str | bytes, path, line: int | None = None) -> Any:
+    """``json.loads`` whose every failure is a DataError naming ``path`` and the line: invalid
+    JSON, an integer of more than 4300 digits, nesting too deep for the parser."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = line if line is not None else exc.lineno
+        raise DataError(path, at, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise DataError(path, line, None, "invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        raise DataError(path, line, None, f"invalid JSON: {(str(exc).splitlines() or [''])[0][:120]}") from None
 
 
 def iter_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> Iterator[tuple[int, dict]]:
@@ -51,8 +140,21 @@ def iter_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> Iterato
     """
     p = check_file(path)
     n = 0
-    with p.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+    try:
+        fh = p.open("rb")
+    except OSError as exc:
+        raise DataError(p, None, None, f"cannot read file: {exc.strerror or exc}") from None
+    with fh:
+        lineno = 0
+        while True:
+            raw = fh.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                break
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise DataError(p, lineno, None, f"line longer than {MAX_LINE_BYTES} bytes")
+            if b"\0" in raw:
+                raise DataError(p, lineno, None, "binary data (NUL byte), expected UTF-8 JSON")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -65,6 +167,8 @@ def iter_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> Iterato
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise DataError(p, lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno}); truncated line?") from None
+            except (RecursionError, ValueError):
+                obj = loads_json(line, p, lineno)  # raises the one-line DataError
             if not isinstance(obj, dict):
                 raise DataError(p, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
             n += 1
@@ -76,26 +180,18 @@ def iter_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> Iterato
 def read_json(path: str | os.PathLike) -> Any:
     """Parse a whole JSON document. Raises DataError (with the line of a syntax error) on
     missing files, non-UTF-8 bytes, empty files and invalid JSON."""
-    p = check_file(path)
-    data = p.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise DataError(p, line, None, f"not valid UTF-8 (byte offset {exc.start})") from None
+    p = Path(path)
+    text = read_text(p, what="data file")
     if not text.strip():
         raise DataError(p, None, None, "file is empty")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(p, exc.lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    return loads_json(text, p)
 
 
 def array_element_lines(path: str | os.PathLike, n: int) -> list[int | None]:
     """1-based line on which each element of a top-level JSON array starts, for error messages
     about pretty-printed JSON arrays (one scan of the text, tracking nesting outside strings).
     Returns ``[None] * n`` if the scan does not find exactly ``n`` elements."""
-    text = Path(path).read_text(encoding="utf-8-sig")
+    text = read_text(path)
     lines: list[int | None] = []
     depth, line, in_str, esc, expect = 0, 1, False, False, False
     for ch in text:

@@ -145,8 +145,12 @@ def _kind(name: str) -> Kind:
 
 
 def iter_kind(path: str | os.PathLike, kind: str) -> Iterator[Any]:
-    """Stream the records of ``path`` read as ``kind`` (raises DataError on bad input)."""
-    yield from _kind(kind).load(path)
+    """Stream the records of ``path`` read as ``kind`` (raises DataError on bad input; a pipe or
+    device is refused before it is opened)."""
+    from personalign.data._io import check_input
+
+    k = _kind(kind)
+    yield from k.load(check_input(path, allow_dir=True))
 
 
 def validate(path: str | os.PathLike, kind: str) -> int:
@@ -176,7 +180,7 @@ def stats(path: str | os.PathLike, kind: str) -> dict:
     groups: dict[str, set] = {}
     lengths: dict[str, list[int]] = {}
     turns: list[int] = []
-    for rec in k.load(path):
+    for rec in iter_kind(path, kind):
         n += 1
         d = k.describe(rec)
         vals = d.get("labels") if d.get("labels") is not None else ([d["label"]] if d.get("label") is not None else [])

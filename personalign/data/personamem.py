@@ -27,7 +27,7 @@ import os
 import re
 from pathlib import Path
 
-from personalign.data._io import check_file, iter_jsonl
+from personalign.data._io import check_file, iter_jsonl, read_text
 from personalign.data.prefeval import render_turns
 from personalign.data.schemas import MCQExample, Turn
 from personalign.errors import DataError
@@ -52,6 +52,18 @@ def default_contexts_path(questions_csv: str | os.PathLike) -> Path:
     return p.with_name(f"shared_contexts{suffix}.jsonl")
 
 
+def _csv_rows(reader: csv.DictReader, path: Path):
+    """The rows of ``reader``; a CSV syntax error (e.g. a field over the size limit) is a DataError."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise DataError(path, reader.line_num, None, f"invalid CSV: {exc}") from None
+        yield row
+
+
 def parse_options(raw: str) -> list[str]:
     """Option texts (labels ``(a) `` stripped) from ``all_options``. Raises ValueError."""
     raw = raw.strip()
@@ -59,10 +71,10 @@ def parse_options(raw: str) -> list[str]:
     if raw.startswith("["):
         try:
             items = json.loads(raw)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             try:
                 items = ast.literal_eval(raw)  # a Python list literal; never evaluates code
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, RecursionError, MemoryError):
                 raise ValueError("not a valid list literal") from None
         if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
             raise ValueError("expected a list of strings")
@@ -121,19 +133,19 @@ def load_personamem(questions_csv: str | os.PathLike, contexts_jsonl: str | os.P
     """
     qpath = check_file(questions_csv, what="PersonaMem questions CSV")
     rows = []
-    try:
-        text = qpath.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(qpath, qpath.read_bytes()[: exc.start].count(b"\n") + 1, None, "not valid UTF-8") from None
+    text = read_text(qpath, what="PersonaMem questions CSV")
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = reader.fieldnames
+    try:
+        header = reader.fieldnames
+    except csv.Error as exc:
+        raise DataError(qpath, 1, None, f"invalid CSV: {exc}") from None
     if not header:
         raise DataError(qpath, None, None, "file is empty (no CSV header)")
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise DataError(qpath, 1, missing[0], f"missing column in CSV header (need {', '.join(REQUIRED)})")
     seen: dict[str, int] = {}
-    for row in reader:
+    for row in _csv_rows(reader, qpath):
         line = reader.line_num
         if None in row or any(row.get(c) is None for c in REQUIRED):
             raise DataError(qpath, line, None, f"expected {len(header)} columns")

@@ -220,10 +220,10 @@ class SearchSpace:
         """
         if path is None:
             return cls.from_dict(stage, default_space(stage), "the default search space")
+        from personalign.data._io import read_text
+
         path = Path(path)
-        if not path.exists():
-            raise DataError(path, None, None, "search space file not found")
-        text = path.read_text()
+        text = read_text(path, what="search space file", max_bytes=1024**2)
         if path.suffix.lower() == ".toml":
             import tomllib
 
@@ -236,6 +236,8 @@ class SearchSpace:
                 line = getattr(exc, "lineno", None) or (int(m.group(1)) if m else None)
                 msg = str(exc)[: m.start()] + f" (column {m.group(2)})" if m else str(exc)
                 raise DataError(path, line, None, f"invalid TOML: {msg}") from None
+            except (RecursionError, ValueError) as exc:  # nesting too deep, an integer too long
+                raise DataError(path, None, None, f"invalid TOML: {type(exc).__name__}") from None
         elif path.suffix.lower() in (".yaml", ".yml"):
             import yaml
 
@@ -245,6 +247,8 @@ class SearchSpace:
                 mark = getattr(exc, "problem_mark", None)
                 raise DataError(path, None if mark is None else mark.line + 1, None,
                                 f"invalid YAML: {getattr(exc, 'problem', exc)}") from None
+            except (RecursionError, ValueError) as exc:
+                raise DataError(path, None, None, f"invalid YAML: {type(exc).__name__}") from None
         else:
             raise ConfigurationError(f"{path}: a search space is a .toml or .yaml file")
         if not isinstance(raw, dict):
@@ -259,9 +263,17 @@ class SearchSpace:
         if unknown:
             raise ConfigurationError(f"{source}: unknown section(s) {sorted(unknown)}; known: {sorted(_TOP_KEYS)}")
         registry = stage.registry
-        strategies = raw.get("strategies") or [s.strip() for s in stage.default_strategies.split(",") if s.strip()]
+        strategies = raw.get("strategies")
+        if strategies is None:  # absent: the stage's defaults
+            strategies = [s.strip() for s in stage.default_strategies.split(",") if s.strip()]
         if isinstance(strategies, str):
             strategies = [s.strip() for s in strategies.split(",") if s.strip()]
+        if not isinstance(strategies, list) or not all(isinstance(s, str) for s in strategies):
+            raise ConfigurationError(f"{source}: 'strategies' must be a list of strategy names, got "
+                                     f"{type(strategies).__name__} {strategies!r:.60}")
+        if not strategies:
+            raise ConfigurationError(f"{source}: 'strategies' is empty; list at least one of "
+                                     f"{', '.join(registry.names())} (or omit it for the stage's defaults)")
         for name in strategies:
             try:
                 registry.info(name)
@@ -694,6 +706,8 @@ def default_study_name(stage: str, data: Path, split: str, space: SearchSpace) -
 class Sweep:
     """One invocation of a sweep (see the module docstring). Use :func:`run_sweep`."""
 
+    on_ready = None  # called once the inputs are validated, before anything is written
+
     def __init__(self, *, stage, space: SearchSpace, data: Path, split: str, train_split: str, n_trials: int,
                  storage: str, study_name: str, n_jobs: int, seed: int, lm: str | None, tracker, limit: int | None,
                  n_boot: int, progress: bool, heartbeat_interval: int, grace_period: int, export: bool,
@@ -731,6 +745,8 @@ class Sweep:
         if not self.trainset:
             raise DataError(self.data, None, "split", f"sweeps compile on the '{self.train_split}' split, which has "
                                                       f"no examples (splits present: {', '.join(present)})")
+        if any(self.stage.registry.info(s).trainable for s in self.space.strategies):
+            self.stage.check_fittable(self.trainset, self.data, self.train_split)
         # fixed order (independent of --seed, so every worker and every resume prunes on the same minibatches)
         import random
 
@@ -766,21 +782,20 @@ class Sweep:
         if self.space.pruner["kind"] == "median":
             kw = {k: v for k, v in self.space.pruner.items() if k != "kind"}
             pruner = optuna.pruners.MedianPruner(**kw)
-        # The sampler's seed is offset by the trials already in the study: a resumed or second worker
-        # does not replay the first worker's random start-up points. A fresh single-worker sweep
-        # (n_jobs=1) with the same seed is reproducible; with n_jobs > 1 Optuna reseeds each thread.
-        try:
-            probe = optuna.load_study(study_name=self.study_name, storage=storage)
-            existing = len(probe.get_trials(deepcopy=False))
-        except KeyError:
-            existing = 0
+        # The sampler is seeded per trial (seed + trial number; trial numbers are unique in a study):
+        # concurrent workers and threads never replay one random stream, and a single worker with the
+        # same seed and history proposes the same parameters (see personalign.optimizers._sampler).
         # multivariate TPE with group=True: the conditional space (parameters that exist only for some
         # strategies) is decomposed into groups of co-occurring parameters; constant_liar keeps
         # parallel workers from proposing the same point while a trial runs.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            sampler = optuna.samplers.TPESampler(seed=self.seed + existing, multivariate=True, group=True,
-                                                 constant_liar=True)
+        from personalign.optimizers._sampler import PerTrialSeedSampler
+
+        def tpe(seed: int):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=True)
+
+        sampler = PerTrialSeedSampler(tpe, seed=self.seed)
         try:
             study = optuna.create_study(study_name=self.study_name, storage=storage, direction="maximize",
                                         sampler=sampler, pruner=pruner, load_if_exists=True)
@@ -1029,6 +1044,8 @@ class Sweep:
 
         t0 = time.perf_counter()
         self._prepare_data()
+        if self.on_ready is not None:
+            self.on_ready()  # inputs valid: the caller may now create caches (before the study is opened)
         study = self._open_study()
         if self.tracker is not None:
             self.tracker.check()  # a bad tracking URI fails here, before any LM is loaded
@@ -1195,7 +1212,7 @@ def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, 
               lm: str | None = None, split: str = "val", train_split: str = "train", tracker=None,
               limit: int | None = None, n_boot: int = 1000, progress: bool = True,
               heartbeat_interval: int = HEARTBEAT_INTERVAL, grace_period: int = GRACE_PERIOD, export: bool = True,
-              max_failures: int | None = None) -> dict[str, Any]:
+              max_failures: int | None = None, on_ready=None) -> dict[str, Any]:
     """Run (or resume) an Optuna sweep of ``stage`` and return its summary (JSON-serializable).
 
     Args:
@@ -1215,6 +1232,7 @@ def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, 
         heartbeat_interval / grace_period: seconds; see :func:`open_storage` and :func:`is_stale`.
         export: save the best trial's program under ``runs/programs/`` at the end.
         max_failures: stop this invocation after this many failed trials (default max(3, n_trials // 2)).
+        on_ready: called once the inputs are validated, before the study or any cache is written.
 
     Returns:
         ``{"stage", "study", "storage", "n_trials", "n_complete", "n_pruned", "n_fail", "ran",
@@ -1236,9 +1254,9 @@ def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, 
     if heartbeat_interval < 1 or grace_period <= heartbeat_interval:
         raise ConfigurationError("the grace period must be longer than the heartbeat interval (both >= 1 s)")
     st = get_stage(stage)
-    data = Path(data)
-    if not data.exists():
-        raise DataError(data, None, None, "file not found")
+    from personalign.data._io import check_input
+
+    data = check_input(data, allow_dir=True)
     sp = SearchSpace.load(st, space)
     url = storage or f"sqlite:///{runs_dir() / 'optuna.db'}"
     name = study_name or default_study_name(st.name, data, split, sp)
@@ -1246,6 +1264,7 @@ def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, 
                   study_name=name, n_jobs=n_jobs, seed=seed, lm=lm, tracker=tracker, limit=limit, n_boot=n_boot,
                   progress=progress, heartbeat_interval=heartbeat_interval, grace_period=grace_period, export=export,
                   max_failures=max_failures)
+    sweep.on_ready = on_ready
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return {"started": started, **sweep.run()}
 

@@ -16,11 +16,13 @@ from typing import Optional
 
 import typer
 
+from personalign.cli._checks import lm_option
+
 app = typer.Typer(name="personalign-runners", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Stage 3 runners: PrefEval MCQ / generation, PersonaMem, CUPID, SFT export.")
 
-LM = typer.Option(None, "--lm", help="Model string (default local/qwen2.5-coder-1.5b-instruct).")
+LM = typer.Option(None, "--lm", help="Model string (default local/qwen2.5-coder-1.5b-instruct).", callback=lm_option)
 SEED = typer.Option(0, "--seed")
 NBOOT = typer.Option(1000, "--n-boot", min=1)
 CACHE_DIR = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache).")
@@ -168,12 +170,15 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
     from personalign.runners.sft import bank_pairs, export_sft, prefeval_pairs
 
     def run():
+        from personalign._paths import check_out_file
+
+        check_out_file(out, flag="OUT")  # before any LM call
         if prefeval is not None:
             pairs = prefeval_pairs(prefeval, split=split, limit=limit, seed=seed)
         elif bank is not None and questions is not None:
-            from personalign.data._io import check_file
+            from personalign.data._io import read_text
 
-            qs = [q.strip() for q in check_file(questions, what="questions file").read_text().splitlines() if q.strip()]
+            qs = [q.strip() for q in read_text(questions, what="questions file").splitlines() if q.strip()]
             pairs = bank_pairs(bank, qs[:limit] if limit else qs, k=k)
         else:
             raise ConfigurationError("give --prefeval ROOT, or --bank BANK with --questions FILE")
@@ -186,4 +191,13 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
 
 
 if __name__ == "__main__":
-    app()
+    from personalign.errors import find_personalign_error
+
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 -- a flag callback's error (e.g. --lm ''): one line, exit 2
+        ours = find_personalign_error(exc)
+        if ours is None:
+            raise
+        sys.stderr.write(f"error: {ours}\n")
+        raise SystemExit(ours.exit_code) from None

@@ -191,9 +191,10 @@ def test_compile_then_eval_in_a_fresh_process(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads(proc.stdout)
     saved = json.loads((out_dir / "program.json").read_text())
-    assert saved["stage"] == "relevance" and saved["strategy"] == "zero-shot"
-    assert saved["compile"]["optimizer"] == "labeled" and saved["versions"]["dspy"]
-    assert len(saved["state"]["judge"]["demos"]) == 4  # LabeledFewShot k=4, saved as JSON
+    meta = saved["metadata"]["personalign"]  # DSPy's layout: the state at the top, our metadata beside DSPy's
+    assert meta["stage"] == "relevance" and meta["strategy"] == "zero-shot"
+    assert meta["compile"]["optimizer"] == "labeled" and meta["versions"]["dspy"]
+    assert len(saved["judge"]["demos"]) == 4 == len(saved["demos"])  # LabeledFewShot k=4, saved as JSON
     prompt = (out_dir / "prompt.md").read_text()
     assert "### demos (4)" in prompt and "**relevant**" in prompt and "prompt_id" not in prompt
     assert summary["compile"]["actual_lm_calls"] <= summary["compile"]["projected_lm_calls"]

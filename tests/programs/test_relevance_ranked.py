@@ -86,7 +86,9 @@ def test_compile_save_load_roundtrip_without_pickle(name, demo, tmp_path):
     save_program(compiled, tmp_path, strategy=name, compile_info=res.to_dict())
     with np.load(tmp_path / "ranked_selector.npz", allow_pickle=False) as z:  # plain arrays
         assert set(z.files) == {"coef", "intercept", "mean", "scale"}
-    state = json.loads((tmp_path / "program.json").read_text())["state"]
+    from personalign.programs._saved import read_metadata
+
+    state = read_metadata(tmp_path)[1]["state"]
     assert state["top_fraction"] == compiled.top_fraction and state["fitted"] is True
     loaded, meta = load_program(tmp_path)
     assert meta["strategy"] == name and type(loaded) is type(compiled)
@@ -97,7 +99,9 @@ def test_compile_save_load_roundtrip_without_pickle(name, demo, tmp_path):
 def test_load_weights_rejects_wrong_features(demo, tmp_path):
     train, _ = demo
     STRATEGIES.create("style-rank").fit(train).save_weights(tmp_path)
-    with pytest.raises(ValueError, match="dimension"):
+    from personalign.errors import DataError
+
+    with pytest.raises(DataError, match="shape"):
         STRATEGIES.create("minilm-rank").load_weights(tmp_path)
 
 

@@ -280,7 +280,9 @@ def test_learned_verifier_compiles_with_f2_threshold_and_roundtrips(name, tmp_pa
         fresh = STRATEGIES.create(name).load_state(program.dump_state()).load_weights(tmp_path)
         assert [p.score for p in fresh.predict_batch(train[:6])] == pytest.approx([p.score for p in preds[:6]])
         bad = STRATEGIES.create(name, features=["sims"])
-        with pytest.raises(ValueError):
+        from personalign.errors import DataError
+
+        with pytest.raises(DataError, match="shape"):
             bad.load_weights(tmp_path)
 
 

@@ -5,10 +5,10 @@
                       "Suggest a weekly dinner plan.")
     # -> [{"attribute": ..., "relevant": True, "score": 0.71}, {...}]
 
-Saved program layout (no pickle; loading never unpickles): a directory with ``program.json``
-``{"stage": "relevance", "strategy", "state": <strategy.dump_state()>, "lm", "compile",
-"data", "data_sha256", "versions"}`` plus the strategy's weight files written by its
-``save_weights(dir)`` (``minilm_logreg.npz`` or ``cross_encoder/`` safetensors).
+Saved program layout (no pickle; loading never unpickles): see :mod:`personalign.programs._saved`
+-- a directory with a DSPy-loadable ``program.json`` (the strategy's state; our metadata under
+``metadata.personalign``) plus the strategy's weight files written by its ``save_weights(dir)``
+(``minilm_logreg.npz`` or ``cross_encoder/`` safetensors).
 """
 
 from __future__ import annotations
@@ -62,6 +62,9 @@ def compile_strategy(strategy: str, *, data: str | Path | None = None, split: st
     if not rows:
         raise DataError(path, None, "split", f"no rows in split '{split}' to fit '{strategy}' on")
     trainset = [r.to_dspy() for r in rows]
+    from personalign.stages import get_stage
+
+    get_stage("relevance").check_fittable(trainset, path, split or "all rows")
     optimizer = STRATEGIES.default_optimizer(strategy, seed=seed)
     if lm is not None:
         from personalign.lm import use

@@ -164,14 +164,11 @@ class MiniLMLogReg(ThresholdedScorer):
         """Read ``minilm_logreg.npz`` from ``directory`` (``allow_pickle=False``).
 
         Raises:
-            FileNotFoundError: no weights file; ValueError: wrong array shapes for ``features``.
+            DataError: missing or invalid weights file (names the file and the array).
         """
-        import numpy as np
+        from personalign.programs._weights import read_npz
 
-        with np.load(Path(directory) / WEIGHTS_FILE, allow_pickle=False) as z:
-            w = {k: np.asarray(z[k], dtype=np.float64) for k in ("coef", "intercept", "mean", "scale")}
         d = 384 * sum(g != "cosine" for g in self.features) + ("cosine" in self.features)
-        if w["coef"].shape != (d,) or w["mean"].shape != (d,) or w["scale"].shape != (d,):
-            raise ValueError(f"weights have dimension {w['coef'].shape}, features {self.features} need ({d},)")
-        self._w = w
+        self._w = read_npz(Path(directory) / WEIGHTS_FILE, {"coef": (d,), "intercept": (), "mean": (d,),
+                                                            "scale": (d,)}, positive=("scale",))
         return self

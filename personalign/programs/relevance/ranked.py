@@ -303,16 +303,13 @@ class RankedSelector(ThresholdedScorer):
         """Read ``ranked_selector.npz`` from ``directory`` (``allow_pickle=False``).
 
         Raises:
-            FileNotFoundError: no weights file; ValueError: array shapes do not match ``features``.
+            DataError: missing or invalid weights file (names the file and the array).
         """
-        import numpy as np
+        from personalign.programs._weights import read_npz
 
-        with np.load(Path(directory) / WEIGHTS_FILE, allow_pickle=False) as z:
-            w = {k: np.asarray(z[k], dtype=np.float64) for k in ("coef", "intercept", "mean", "scale")}
         d = feature_dim(self.features)
-        if any(w[k].shape != (d,) for k in ("coef", "mean", "scale")):
-            raise ValueError(f"weights have dimension {w['coef'].shape}, features {self.features} need ({d},)")
-        self._w = w
+        self._w = read_npz(Path(directory) / WEIGHTS_FILE, {"coef": (d,), "intercept": (), "mean": (d,),
+                                                            "scale": (d,)}, positive=("scale",))
         return self
 
 

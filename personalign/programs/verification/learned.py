@@ -343,16 +343,13 @@ class MiniLMVerifier(RejectScorer):
         """Read ``minilm_verifier.npz`` (``allow_pickle=False``).
 
         Raises:
-            FileNotFoundError: no weights file; ValueError: array shapes do not match ``features``.
+            DataError: missing or invalid weights file (names the file and the array).
         """
-        import numpy as np
+        from personalign.programs._weights import read_npz
 
-        with np.load(Path(directory) / WEIGHTS_FILE, allow_pickle=False) as z:
-            w = {k: np.asarray(z[k], dtype=np.float64) for k in ("coef", "intercept", "mean", "scale")}
         d = sum(_GROUP_DIMS[g] for g in self.features)
-        if w["coef"].shape != (d,) or w["mean"].shape != (d,) or w["scale"].shape != (d,):
-            raise ValueError(f"weights have dimension {w['coef'].shape}, features {self.features} need ({d},)")
-        self._w = w
+        self._w = read_npz(Path(directory) / WEIGHTS_FILE, {"coef": (d,), "intercept": (), "mean": (d,),
+                                                            "scale": (d,)}, positive=("scale",))
         return self
 
 
