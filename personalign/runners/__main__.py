@@ -32,7 +32,10 @@ NO_TRACK = typer.Option(False, "--no-track", help="Do not log to MLflow.")
 
 
 def _emit(command: str, fn, *, params: dict, data=None, lm=None, uses_lm=True, cache_dir=None,
-          no_cache: bool = False, tracking_uri=None, no_track: bool = False, inputs: tuple = ()) -> None:
+          no_cache: bool = False, tracking_uri=None, no_track: bool = False, inputs: tuple = (),
+          validate=None) -> None:
+    """Run ``fn`` as a tracked runner; ``validate()`` (reads and checks inputs, no side effects)
+    runs after the path checks and before the cache or the MLflow store is touched."""
     from personalign.errors import PersonalignError, find_personalign_error
 
     try:
@@ -42,6 +45,8 @@ def _emit(command: str, fn, *, params: dict, data=None, lm=None, uses_lm=True, c
         from personalign.tracking import Tracker
 
         check_inputs((data, *inputs))  # before the cache or the MLflow store is written
+        if validate is not None:
+            validate()
         uses_lm = uses_lm() if callable(uses_lm) else uses_lm
         configure_cache(cache_dir, enabled=not no_cache)
         tracker = None if no_track else Tracker(tracking_uri)
@@ -169,25 +174,29 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
     from personalign.errors import ConfigurationError
     from personalign.runners.sft import bank_pairs, export_sft, prefeval_pairs
 
-    def run():
+    pairs: list = []
+
+    def validate():  # every input read and checked before the cache, the store or any LM call
         from personalign._paths import check_out_file
 
-        check_out_file(out, flag="OUT")  # before any LM call
+        check_out_file(out, flag="OUT")
         if prefeval is not None:
-            pairs = prefeval_pairs(prefeval, split=split, limit=limit, seed=seed)
+            pairs.extend(prefeval_pairs(prefeval, split=split, limit=limit, seed=seed))
         elif bank is not None and questions is not None:
             from personalign.data._io import read_text
 
             qs = [q.strip() for q in read_text(questions, what="questions file").splitlines() if q.strip()]
-            pairs = bank_pairs(bank, qs[:limit] if limit else qs, k=k)
+            pairs.extend(bank_pairs(bank, qs[:limit] if limit else qs, k=k))
         else:
             raise ConfigurationError("give --prefeval ROOT, or --bank BANK with --questions FILE")
+
+    def run():
         return export_sft(pairs, out, lm=lm, implicit=not explicit, progress=True)
 
     params = dict(out=str(out), prefeval=prefeval, bank=bank, questions=questions, k=k, split=split, limit=limit,
                   explicit=explicit, lm=lm, seed=seed)
     _emit("sft-export", run, params=params, data=prefeval or bank, inputs=(questions,), lm=lm, cache_dir=cache_dir,
-          no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track)
+          no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track, validate=validate)
 
 
 if __name__ == "__main__":
