@@ -22,7 +22,8 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
                 lm: str | None, seed: int, out: Path | None, cache_dir, no_cache: bool, tracking_uri: str | None,
                 no_track: bool, json_out: bool) -> None:
     import personalign  # noqa: F401
-    from personalign.compare import compile_for_stage, file_sha256
+    from personalign.compare import file_sha256
+    from personalign.compile_service import compile_program
     from personalign.lm import DEFAULT_MODEL, configure_cache, make_lm
     from personalign.optimizers import OPTIMIZERS
     from personalign.programs._export import prompt_text
@@ -60,7 +61,7 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
     compile_info: dict = {}
 
     def work():
-        program, info_dict = compile_for_stage(st, strategy, optimizer, trainset, lm=lm_obj, seed=seed)
+        program, info_dict = compile_program(st, strategy, optimizer, trainset, lm=lm_obj, seed=seed)
         compile_info.update(info_dict or {"optimizer": None})
         compile_info.update({"data": str(data), "train_split": train_split})
         # build in a sibling temp dir, then rename: an interrupted compile leaves no half-written program

@@ -97,40 +97,35 @@ def count_demos(program) -> dict[str, int]:
 
 
 def evaluate_program(program, examples: Sequence, metric, *, seed: int = 0, n_boot: int = 1000,
-                     label_field: str | None = "relevant") -> dict[str, Any]:
-    """Run ``program`` on each example sequentially (in the calling thread) and score it.
+                     label_field: str | None = None, lm=None) -> dict[str, Any]:
+    """Run ``program`` on each example with :func:`personalign.evaluation.run_program` (the one
+    runner: same retries and failure semantics as ``compare``/``eval``) and score it with ``metric``.
 
-    Returns ``{"score", "score_ci", "n", "failures", "errors", "report"}``: the mean metric, its
-    95% percentile-bootstrap CI (:func:`personalign.metrics.bootstrap_ci`, resampling examples
-    with ``seed``), and -- when every example carries ``label_field`` -- the corpus
+    Returns ``{"score", "score_ci", "n", "failures", "errors", "report", "predictions"}``: the mean
+    metric, its 95% percentile-bootstrap CI (resampling examples with ``seed``), and -- when
+    ``label_field`` is given and every example carries it -- the corpus
     :func:`personalign.metrics.evaluate_binary` report (F1 etc. with CIs). A failed example
     scores 0. Configuration errors (missing model file, unknown model) propagate.
     """
     import numpy as np
 
-    from personalign.errors import ContextWindowError, find_personalign_error
+    from personalign.evaluation import run_program
     from personalign.metrics import bootstrap_ci, evaluate_binary
 
+    examples = list(examples)
+    inputs = list(examples[0].inputs().keys()) if examples else []
+    outcome = run_program(program, examples, inputs=inputs, output=None, lm=lm, progress=False)
+    preds = outcome.predictions
+    errors = list(outcome.errors)
     scores: list[float] = []
-    preds: list[Any] = []
-    errors: list[str] = []
-    for i, ex in enumerate(examples):
+    for i, (ex, pred) in enumerate(zip(examples, preds)):
         try:
-            pred = program(**ex.inputs())
-        except Exception as exc:  # noqa: BLE001 -- scored as a failure, reported
-            ours = find_personalign_error(exc)
-            if ours is not None and not isinstance(ours, ContextWindowError):
-                raise ours from None
-            pred = None
-            errors.append(f"example {i}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
-        try:
-            s = score_of(metric(ex, pred)) if pred is not None else 0.0
+            scores.append(score_of(metric(ex, pred)) if pred is not None else 0.0)
         except Exception as exc:  # noqa: BLE001
             errors.append(f"example {i}: metric failed: {type(exc).__name__}")
-            s = 0.0
-        scores.append(s)
-        preds.append(pred)
-    out: dict[str, Any] = {"n": len(scores), "failures": sum(p is None for p in preds), "errors": errors[:10]}
+            scores.append(0.0)
+    out: dict[str, Any] = {"n": len(scores), "failures": outcome.failures, "errors": errors[:10],
+                           "predictions": preds}
     if not scores:
         out.update(score=None, score_ci=None, report=None)
         return out
@@ -440,7 +435,7 @@ class TeleprompterOptimizer(Optimizer):
         with use(lm), counter:
             if self.score and valset:
                 before = evaluate_program(program.deepcopy(), valset, self.metric, seed=self.seed,
-                                          n_boot=self.n_boot, label_field=self.label_field)
+                                          n_boot=self.n_boot, label_field=self.label_field, lm=lm)
             calls_before = counter.snapshot()
             student = program.deepcopy()
             if getattr(student, "_compiled", False):
@@ -458,7 +453,7 @@ class TeleprompterOptimizer(Optimizer):
             stripped = self._strip(compiled, program)
             if self.score and valset:
                 after = evaluate_program(compiled, valset, self.metric, seed=self.seed, n_boot=self.n_boot,
-                                         label_field=self.label_field)
+                                         label_field=self.label_field, lm=lm)
         actual = counter.calls
         calls_after = actual - calls_before - calls_tele
         seconds = time.perf_counter() - start

@@ -9,7 +9,7 @@ the best main metric (F1 for binary stages) on a labelled split. Each trial:
    so a parameter is sampled only where it applies (``labeled.k`` only when the optimizer is
    ``labeled``);
 2. builds the strategy from the stage registry and compiles it on the train split
-   (:func:`personalign.compare.compile_for_stage`: a teleprompter on a dev set held out from train
+   (:func:`personalign.compile_service.compile_program`: a teleprompter on a dev set held out from train
    by group, or the strategy's own fit) -- nothing is fitted on the evaluation split;
 3. evaluates it on the evaluation split in minibatches (fixed order), reporting the running
    metric after each minibatch (``trial.report``) so that Optuna's ``MedianPruner`` stops trials
@@ -821,25 +821,12 @@ class Sweep:
         return trials
 
     def _compile(self, config: TrialConfig, lm):
-        from personalign.compare import compile_for_stage
+        from personalign.compile_service import compile_program
 
-        registry = self.stage.registry
-        info = registry.info(config.strategy)
-        program = registry.create(config.strategy, **config.strategy_kwargs)
-        if config.optimizer is None and info.trainable and config.fit_settings:
-            cls = registry.load(config.strategy)
-            kwargs = {**(getattr(cls, "optimizer_kwargs", {}) or {}), **config.fit_settings}
-            opt = registry.default_optimizer(config.strategy, seed=self.seed, **kwargs)
-            from personalign.lm import use
-
-            with use(lm) if (info.uses_lm and lm is not None) else contextlib.nullcontext():
-                program, result = opt.compile(program, trainset=self.trainset)
-            return program, result.to_dict()
-        settings = dict(config.optimizer_settings)
-        if config.optimizer is not None:
-            settings.setdefault("score", False)  # the sweep scores on the evaluation split itself
-        return compile_for_stage(self.stage, config.strategy, config.optimizer, self.trainset, lm=lm,
-                                 seed=self.seed, optimizer_settings=settings, program=program)
+        program = self.stage.registry.create(config.strategy, **config.strategy_kwargs)
+        return compile_program(self.stage, config.strategy, config.optimizer, self.trainset, lm=lm, seed=self.seed,
+                               optimizer_settings=config.optimizer_settings, fit_settings=config.fit_settings,
+                               program=program)
 
     def _trial_lm(self, config: TrialConfig):
         if self.lm_obj is None or not self.stage.registry.info(config.strategy).uses_lm:

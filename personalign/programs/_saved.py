@@ -2,7 +2,8 @@
 
 Layout: a directory with ``program.json``
 ``{"stage", "strategy", "state": <program.dump_state()>, "lm", "compile", "data", "data_sha256",
-"metrics", "versions"}`` plus the strategy's weight files written by its ``save_weights(dir)``
+"metrics", "versions"}`` and, for a program compiled with a decision rule, ``"decision_rule"``
+(:mod:`personalign.optimizers.decision`; reapplied on load) plus the strategy's weight files written by its ``save_weights(dir)``
 (npz with ``allow_pickle=False`` or safetensors). :func:`load_program` rebuilds the strategy from
 its stage's registry and loads the state: a fresh process needs no original Python objects.
 """
@@ -39,10 +40,14 @@ def save_program(program, directory: str | Path, *, stage: str, strategy: str, l
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    rule = getattr(program, "decision_rule", None)  # a compiled decision rule wraps the strategy
+    program = getattr(program, "undecided", program)
     if hasattr(program, "save_weights") and getattr(program, "fitted", True):
         program.save_weights(directory)
     meta: dict[str, Any] = {"stage": stage, "strategy": strategy, "state": program.dump_state(), "lm": lm,
                             "compile": compile_info, "metrics": metrics, "versions": package_versions()}
+    if rule is not None:
+        meta["decision_rule"] = rule
     data = (compile_info or {}).get("data")
     if data and Path(data).exists():
         from personalign.compare import file_sha256
@@ -91,6 +96,11 @@ def load_program(directory: str | Path, *, stage: str | None = None):
     program.load_state(meta.get("state") or {})
     if hasattr(program, "load_weights") and (meta.get("state") or {}).get("fitted", True):
         program.load_weights(path.parent)
+    if meta.get("decision_rule"):
+        from personalign.optimizers.decision import with_rule
+
+        st = get_stage(meta["stage"])
+        program = with_rule(program, meta["decision_rule"], st.output, st.group_key)
     return program, meta
 
 
