@@ -123,6 +123,7 @@ def compare_stage(
         ConfigurationError / UnknownModelError / ModelFileError: bad stage, strategy or model.
     """
     from personalign.compile_service import compile_program
+    from personalign.compile_service import summary as compile_summary
     from personalign.errors import ConfigurationError
     from personalign.evaluation import evaluate_stage, paired_comparison
     from personalign.lm import DEFAULT_MODEL, make_lm
@@ -198,6 +199,7 @@ def compare_stage(
                                         or (compile_info or {}).get("lm_calls") or 0),
                 "seconds": round(time.perf_counter() - t0, 3),
                 "compile": compile_info,
+                "compile_summary": compile_summary(compile_info),
                 "warnings": sorted({str(w.message) for w in caught}),
             }
             if reports:

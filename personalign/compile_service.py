@@ -235,4 +235,28 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
     return chosen, result.to_dict()
 
 
-__all__ = ["compile_program", "dev_split", "score_on", "choose"]
+def summary(compile_info: dict | None) -> dict[str, Any] | None:
+    """The reporting part of a ``CompileResult`` dict: ``{"objective", "dev_before", "dev_after",
+    "chosen", "reason", "projected_lm_calls", "actual_lm_calls", "decision_rule"}`` (None: nothing
+    compiled, or no dev selection ran)."""
+    if not compile_info or compile_info.get("chosen") is None:
+        return None
+    sel = (compile_info.get("details") or {}).get("selection") or {}
+    return {"objective": compile_info.get("objective"), "dev_before": compile_info.get("dev_objective_before"),
+            "dev_after": compile_info.get("dev_objective_after"), "chosen": compile_info.get("chosen"),
+            "reason": compile_info.get("reason"), "projected_lm_calls": compile_info.get("projected_lm_calls"),
+            "actual_lm_calls": compile_info.get("actual_lm_calls"), "decision_rule": sel.get("decision_rule"),
+            "warnings": sel.get("warnings") or []}
+
+
+def summary_line(name: str, compile_info: dict | None) -> str | None:
+    """One line for humans: ``NAME: dev f1 0.412 -> 0.455, chose bootstrap (why); LM calls 42 actual / 120
+    projected``; None when :func:`summary` is None."""
+    s = summary(compile_info)
+    if s is None:
+        return None
+    return (f"{name}: dev {s['objective']} {s['dev_before']:.3f} -> {s['dev_after']:.3f}, chose {s['chosen']} "
+            f"({s['reason']}); LM calls {s['actual_lm_calls']} actual / {s['projected_lm_calls']} projected")
+
+
+__all__ = ["compile_program", "dev_split", "score_on", "choose", "summary", "summary_line"]

@@ -93,8 +93,11 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
     else:
         from rich.console import Console
 
-        Console().print(f"compiled {name} -> {target}\nreadable prompt: {target / 'prompt.md'}", markup=False,
-                        highlight=False)
+        from personalign.compile_service import summary_line
+
+        line = summary_line(name, compile_info)
+        Console().print(f"compiled {name} -> {target}\nreadable prompt: {target / 'prompt.md'}"
+                        + (f"\n{line}" if line else ""), markup=False, highlight=False)
 
 
 def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | None, seed: int, n_boot: int,
