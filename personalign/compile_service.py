@@ -11,7 +11,8 @@ Compiling an LLM strategy with a teleprompter:
 2. the teleprompter's inner loop optimizes the stage's per-example metric **class-balanced**
    (:func:`personalign.objectives.balanced_metric`: DSPy's mean is then balanced accuracy), so no
    teleprompter can win by predicting one class;
-3. the candidates -- the **uncompiled program** and the compiled one -- are run on dev
+3. the candidates -- the **uncompiled program**, the compiled one and, for teleprompters that rank
+   candidate programs (bootstrap-rs, MIPROv2), up to ``max_alternatives`` runners-up -- are run on dev
    (:func:`personalign.evaluation.run_program`, the one runner) and scored by the stage's **set**
    objective (F1, F2, kappa, ... :func:`personalign.objectives.objective_score`). A candidate that
    predicts a single class on dev gets a warning and never wins over a non-constant one; among the
@@ -95,8 +96,10 @@ def choose(candidates: list[dict]) -> tuple[dict, str]:
     why = f"highest dev objective {value(best):.4f}" + (f" vs {others}" if others else "")
     if len(live) < len(candidates):
         why += "; constant candidates excluded"
-    if best is candidates[0] and len(live) > 1:
-        why += "; ties go to the uncompiled program"
+    elif best["constant"]:
+        why += "; every candidate predicts a single class on dev"
+    if any(c is not best and abs(value(c) - value(best)) <= 1e-12 for c in live):
+        why += "; ties go to the earlier candidate (the uncompiled program first)"
     return best, why
 
 
@@ -197,7 +200,10 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
         warnings.simplefilter("ignore")  # sklearn's undefined-metric warnings on tiny dev sets
         candidates.append(score_on(stage, program, dev, lm=lm, name="uncompiled"))
         candidates.append(score_on(stage, compiled, dev, lm=lm, name=optimizer))
-    programs = {"uncompiled": program.deepcopy(), optimizer: compiled}
+        programs = {"uncompiled": program.deepcopy(), optimizer: compiled}
+        for i, alt in enumerate(getattr(opt, "alternatives", None) or [], start=2):
+            programs[f"{optimizer}#{i}"] = alt
+            candidates.append(score_on(stage, alt, dev, lm=lm, name=f"{optimizer}#{i}"))
     notes = [f"{c['name']} predicts a single class on dev" for c in candidates if c["constant"]]
     best, why = choose(candidates)
     chosen = programs[best["name"]]
@@ -212,7 +218,8 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
         warnings.warn(f"{strategy}@{optimizer}: {note}", UserWarning, stacklevel=2)
     dev_calls = sum(c["lm_calls"] for c in candidates)
     calls_per_run = opt._calls_per_run(program) if hasattr(opt, "_calls_per_run") else 1
-    result.projected_lm_calls = (result.projected_lm_calls or 0) + 2 * len(dev) * calls_per_run
+    n_cands = 2 + int(getattr(opt, "max_alternatives", 0) or 0)
+    result.projected_lm_calls = (result.projected_lm_calls or 0) + n_cands * len(dev) * calls_per_run
     result.actual_lm_calls = (result.actual_lm_calls or 0) + dev_calls
     result.lm_calls = result.actual_lm_calls
     result.score_before, result.score_after = candidates[0]["objective"], after

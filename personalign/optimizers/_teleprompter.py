@@ -299,6 +299,7 @@ class TeleprompterOptimizer(Optimizer):
         self.n_boot = int(n_boot)
         self.on_event = on_event
         self._guards: list[str] = []
+        self.alternatives: list = []
 
     # -- settings --------------------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
@@ -450,6 +451,7 @@ class TeleprompterOptimizer(Optimizer):
                               adapter=retrying):
                 compiled = self._run(student, trainset, valset or None)
             calls_tele = counter.snapshot() - calls_before
+            self.alternatives = self._alternatives(compiled, program)
             stripped = self._strip(compiled, program)
             if self.score and valset:
                 after = evaluate_program(compiled, valset, self.metric, seed=self.seed, n_boot=self.n_boot,
@@ -498,6 +500,34 @@ class TeleprompterOptimizer(Optimizer):
                               "projected_lm_calls": proj["total"], "by_phase": phases,
                               "over_budget_reason": details.get("over_budget_reason")})
         return compiled, result
+
+    # runner-up programs of the teleprompter's own search kept as alternatives for a final choice
+    # on dev (personalign.compile_service); wrappers whose teleprompter ranks candidates set it
+    max_alternatives = 0
+
+    def _alternatives(self, compiled, original) -> list:
+        """Up to :attr:`max_alternatives` runner-up programs from the teleprompter's public
+        ``candidate_programs`` (best score first; the returned program itself excluded)."""
+        import json
+
+        cands = getattr(compiled, "candidate_programs", None)
+        if not self.max_alternatives or not isinstance(cands, list):
+            return []
+        state = lambda p: json.dumps(p.dump_state(), sort_keys=True, default=str)  # noqa: E731
+        seen = {state(compiled)}
+        out = []
+        ranked = sorted((c for c in cands if isinstance(c, dict) and c.get("program") is not None),
+                        key=lambda c: -float(c.get("score") or 0.0))
+        for c in ranked:
+            prog = c["program"].deepcopy()
+            self._strip(prog, original)
+            key = state(prog)
+            if key not in seen:
+                seen.add(key)
+                out.append(prog)
+            if len(out) >= self.max_alternatives:
+                break
+        return out
 
     @staticmethod
     def _strip(compiled, original) -> dict[str, Any]:

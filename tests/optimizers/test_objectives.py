@@ -129,6 +129,8 @@ def test_a_constant_program_never_wins_a_compile(objective, optimizer):
         assert info["chosen"] == "uncompiled"
         assert any("single class on dev" in str(w.message) for w in caught)
     assert info["actual_lm_calls"] <= info["projected_lm_calls"]
+    if optimizer == "bootstrap-rs":  # runners-up of the teleprompter's own search are candidates too
+        assert any(c["name"].startswith("bootstrap-rs#") for c in sel["candidates"])
 
 
 def test_a_better_compiled_program_is_chosen():
