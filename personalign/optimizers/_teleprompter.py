@@ -263,8 +263,8 @@ class TeleprompterOptimizer(Optimizer):
     """Base of the DSPy teleprompter wrappers (see the module docstring for the flow).
 
     Args:
-        metric: DSPy metric ``(example, pred, trace=None)`` (default
-            :func:`personalign.metrics.relevance_accuracy`).
+        metric: DSPy metric ``(example, pred, trace=None)``; required to compile (a stage's:
+            ``Stage.teleprompter_kwargs()``; the compile service passes its class-balanced form).
         lm: the ``dspy.LM`` to compile with (None: the active one, ``dspy.settings.lm``).
         seed: every random choice of the wrapper and of the teleprompter (0 is honoured).
         num_threads: threads of DSPy's parallel evaluation inside the teleprompter (default 1:
@@ -283,13 +283,9 @@ class TeleprompterOptimizer(Optimizer):
     seed_note = ""
 
     def __init__(self, *, metric=None, lm=None, seed: int = 0, num_threads: int = 1,
-                 calls_per_run: int | None = None, score: bool = True, label_field: str | None = "relevant",
+                 calls_per_run: int | None = None, score: bool = True, label_field: str | None = None,
                  n_boot: int = 1000, on_event: EventCallback | None = None) -> None:
         super().__init__(seed=seed)
-        if metric is None:
-            from personalign.metrics import relevance_accuracy
-
-            metric = relevance_accuracy
         self.metric = metric
         self.lm = lm
         self.num_threads = int(num_threads)
@@ -310,7 +306,7 @@ class TeleprompterOptimizer(Optimizer):
         lm = self.lm
         return {
             "seed": self.seed,
-            "metric": metric_name(self.metric),
+            "metric": metric_name(self.metric) if self.metric is not None else None,
             "lm": getattr(lm, "model", None) if lm is not None else None,
             "num_threads": self.num_threads,
             "calls_per_run": self.calls_per_run,
@@ -413,12 +409,17 @@ class TeleprompterOptimizer(Optimizer):
 
         Raises:
             ValueError: empty trainset (or a wrapper-specific invalid setting).
-            ConfigurationError: no LM given and none active.
+            ConfigurationError: no metric, or no LM given and none active.
         """
         import dspy
 
         from personalign.lm import CallCounter, use
 
+        if self.metric is None:
+            from personalign.errors import ConfigurationError
+
+            raise ConfigurationError(f"optimizer '{self.name}' needs metric= (a stage's: "
+                                     "Stage.teleprompter_kwargs())")
         trainset = list(trainset)
         valset = list(valset) if valset else []
         self._validate(trainset, valset)
