@@ -19,9 +19,10 @@ def _value(v: Any) -> str:
 
 
 def prompt_text(program) -> str:
-    """Markdown text of every predictor of ``program`` (instructions, input/output fields, demos).
+    """Markdown text of every predictor of ``program`` (instructions, input/output fields, demos)
+    and its decision rule (a compiled rule, a fitted threshold, or the predictor's own output).
 
-    Programs without predictors (learned selectors, similarity baselines) get a one-line note.
+    Programs without predictors or threshold (learned selectors) get a one-line note.
     """
     parts: list[str] = []
     for name, predictor in program.named_predictors():
@@ -51,6 +52,9 @@ def prompt_text(program) -> str:
         parts.append((describe() if describe else str(rule)) + f" (`{rule['kind']}` = {rule['value']:.6g}; fitted by "
                      f"grouped CV on {rule['n']} dev examples in {rule['n_groups']} groups, out-of-fold objective "
                      f"{rule['raw_objective']:.4f} -> {rule['cv_objective']:.4f})\n")
+    elif isinstance(getattr(program, "threshold", None), (int, float)):
+        parts.append("## decision rule\n")
+        parts.append(f"yes when score >= {program.threshold:.6g} (the strategy's fitted threshold)\n")
     elif parts:
         parts.append("## decision rule\n")
         parts.append("the predictor's own output field (no calibrated threshold)\n")

@@ -88,6 +88,10 @@ def test_a_decision_rule_is_saved_in_the_program_json_and_reapplied_on_load(tmp_
     text = prompt_text(loaded)
     assert "## decision rule" in text and "score >= 0.25" in text and "### instructions" in text
     assert "no calibrated threshold" in prompt_text(ZeroShotJudge())
+    fitted = Scored()
+    fitted.threshold = 0.3
+    assert "yes when score >= 0.3 (the strategy's fitted threshold)" in prompt_text(fitted)
+    assert "has no LM prompt" in prompt_text(Scored())
 
 
 class MarginJudge(dspy.Module):
