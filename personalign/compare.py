@@ -91,8 +91,10 @@ def compare_stage(
 ) -> dict[str, Any]:
     """Compare strategies of ``stage`` on one split and return the result as a JSON-serializable dict.
 
-    Every trainable strategy is compiled on ``train_split`` (teleprompters hold out whole groups
-    of train as their dev set); nothing is fitted on the evaluation split. Each strategy is then
+    Every trainable strategy is compiled on ``train_split`` by
+    :func:`personalign.compile_service.compile_program` (teleprompters hold out whole groups of
+    train as their dev set and the final choice among the uncompiled and compiled programs is made
+    there by the stage's set objective); nothing is fitted on the evaluation split. Each strategy is then
     run on the evaluation split and scored against the gold labels
     (:func:`personalign.evaluation.stage_report`), and compared with the first strategy on the
     same examples (:func:`personalign.evaluation.paired_comparison`).
@@ -116,7 +118,9 @@ def compare_stage(
         ``{"stage", "kind", "metric", "data", "data_sha256", "split", "n", "lm", "seed", "strategies": [...]}``;
         each strategy row holds the report (binary: ``f1, f1_ci, precision, recall, yes_rate``, ...;
         scored: ``<metric>, <metric>_ci``), ``lm_calls, compile_lm_calls, seconds, failures,
-        errors, compile, predictions`` and, from the second on, ``vs_first``.
+        errors, compile, compile_summary`` (dev objective before/after, chosen candidate and why,
+        LM calls projected/actual; :func:`personalign.compile_service.summary`), ``predictions``
+        and, from the second on, ``vs_first``.
 
     Raises:
         DataError: unreadable data, or a split with no examples.

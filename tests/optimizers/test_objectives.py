@@ -218,3 +218,17 @@ def test_every_stage_declares_a_valid_objective():
         dataclasses.replace(RELEVANCE, objective="auc")
     with pytest.raises(ValueError, match="needs a binary stage"):
         dataclasses.replace(RELEVANCE, kind="scored", objective="f1")
+
+
+def test_the_compile_summary_reports_the_choice():
+    from personalign.compile_service import summary, summary_line
+
+    _, info = compile_program(RELEVANCE, "zero-shot", "labeled", examples(), lm=CollapsingLM(), seed=0,
+                              optimizer_settings={"k": 2})
+    s = summary(info)
+    assert s["objective"] == "f1" and s["chosen"] == "uncompiled" and s["dev_before"] == s["dev_after"] > 0
+    assert s["warnings"] == ["labeled predicts a single class on dev"]
+    line = summary_line("zero-shot@labeled", info)
+    assert line.startswith(f"zero-shot@labeled: dev f1 {s['dev_before']:.3f} -> {s['dev_after']:.3f}, chose uncompiled")
+    assert "(constant)" in line and f"{s['actual_lm_calls']} actual / {s['projected_lm_calls']} projected" in line
+    assert summary(None) is None and summary_line("x", {"optimizer": None}) is None
