@@ -10,7 +10,9 @@ when the program has scores), then run on the evaluation split (``--split``, def
 ``--limit 0`` = the whole split). Per row:
 
 * the stage's main metric (F1 of the positive class) with its 95% bootstrap CI, recall,
-  precision, yes-rate (predicted positive rate) and ``constant`` (a single class predicted);
+  precision, yes-rate (predicted positive rate), ``objective`` (the stage's set objective: F1,
+  or F2 of "rejected" with ``--stage verification``, default data the PrefEval-derived pairs) and
+  ``constant`` (a single class predicted);
 * ``vs_uncompiled``: the paired-bootstrap F1 difference against the same strategy uncompiled,
   its 95% CI and McNemar's exact p (:func:`personalign.evaluation.paired_comparison`);
 * ``compile``: the dev objective before/after, the chosen candidate and why, the decision rule;
@@ -51,6 +53,8 @@ def default_data(stage: str):
     real = shared_data() / "recenter_relevance" / "relevance_labels.jsonl"
     if stage == "relevance":
         return real if real.exists() else ROOT / "examples" / "relevance_demo.jsonl"
+    if stage == "verification" and (shared_data() / "prefeval").exists():
+        return shared_data() / "prefeval"  # PrefEval-derived pairs, split by topic
     return None
 
 
@@ -128,7 +132,7 @@ def main(argv=None) -> None:
     from personalign.errors import ConfigurationError
     from personalign.evaluation import evaluate_stage, paired_comparison
     from personalign.lm import DEFAULT_MODEL, configure_cache, make_lm
-    from personalign.objectives import objective_name
+    from personalign.objectives import objective_name, objective_score
     from personalign.optimizers import OPTIMIZERS
     from personalign.stages import get_stage
 
@@ -175,6 +179,7 @@ def main(argv=None) -> None:
             report = evaluate_stage(st, program, evalset, lm=lm, n_boot=args.n_boot, seed=args.seed, progress=False,
                                     description=name)
             row = row_of(name, report, info, time.perf_counter() - t0, keep)
+            row["objective"] = objective_score(st, evalset, report["predictions"])  # F1, or F2 of "rejected"
             if reference is None:
                 reference = report
             else:
