@@ -3,7 +3,7 @@
 Layout: a directory with ``program.json``
 ``{"stage", "strategy", "state": <program.dump_state()>, "lm", "compile", "data", "data_sha256",
 "metrics", "versions"}`` and, for a program compiled with a decision rule, ``"decision_rule"``
-(:mod:`personalign.optimizers.decision`; reapplied on load) plus the strategy's weight files written by its ``save_weights(dir)``
+(:mod:`personalign.programs._decision`; reapplied on load) plus the strategy's weight files written by its ``save_weights(dir)``
 (npz with ``allow_pickle=False`` or safetensors). :func:`load_program` rebuilds the strategy from
 its stage's registry and loads the state: a fresh process needs no original Python objects.
 """
@@ -97,7 +97,7 @@ def load_program(directory: str | Path, *, stage: str | None = None):
     if hasattr(program, "load_weights") and (meta.get("state") or {}).get("fitted", True):
         program.load_weights(path.parent)
     if meta.get("decision_rule"):
-        from personalign.optimizers.decision import with_rule
+        from personalign.programs._decision import with_rule
 
         st = get_stage(meta["stage"])
         program = with_rule(program, meta["decision_rule"], st.output, st.group_key)
