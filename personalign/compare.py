@@ -216,8 +216,10 @@ def compare_stage(
                 with tracker.run(name, nested=True, params={"strategy": name, "summary": info.summary,
                                                             "uses_lm": info.uses_lm, **({"lm": model} if info.uses_lm else {}),
                                                             **({"compile": compile_info} if compile_info else {})}):
-                    tracker.log_metrics({k: row[k] for k in (*metric_keys, "lm_calls", "compile_lm_calls", "seconds",
-                                                             "failures") if k in row})
+                    dev = row["compile_summary"] or {}
+                    tracker.log_metrics({**{k: row[k] for k in (*metric_keys, "lm_calls", "compile_lm_calls", "seconds",
+                                                                "failures") if k in row},
+                                         **{k: dev[k] for k in ("dev_before", "dev_after") if dev.get(k) is not None}})
                     tracker.log_dict({"predictions": row["predictions"], "correct": report["correct"],
                                       "errors": report["errors"]}, "predictions.json")
 

@@ -32,3 +32,28 @@ def test_compile_benchmark_prints_the_table(capsys, monkeypatch):
         assert row["compile_lm_calls"] <= row["projected_compile_lm_calls"]
         assert row["objective"] == row["f1"]
     assert "Δ vs uncompiled" in err and "zero-shot@bootstrap" in err
+
+
+def test_compare_reports_and_tracks_the_dev_choice(tmp_path):
+    import mlflow
+
+    from personalign.compare import compare_stage
+    from personalign.lm import configure_cache
+    from personalign.tracking import Tracker
+    from tests.sweep.conftest import load_mock
+
+    load_mock().register()
+    configure_cache(tmp_path / "cache", enabled=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = compare_stage("relevance", data=DEMO, strategies="zero-shot,zero-shot@labeled", lm="mock/relevance-0ms",
+                        n_boot=20, limit=6, tracker=Tracker(uri), progress=False)
+    ref, compiled = out["strategies"]
+    assert ref["compile_summary"] is None
+    s = compiled["compile_summary"]
+    assert s["objective"] == "f1" and s["chosen"] in ("uncompiled", "labeled") and s["reason"]
+    assert s["actual_lm_calls"] <= s["projected_lm_calls"]
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("personalign")
+    runs = client.search_runs([exp.experiment_id], filter_string="tags.mlflow.runName = 'zero-shot@labeled'")
+    assert runs, [r.info.run_name for r in client.search_runs([exp.experiment_id])]
+    assert runs[0].data.metrics["dev_after"] == s["dev_after"]
