@@ -233,8 +233,9 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
                        for c in candidates],
         "chosen": result.chosen, "reason": why, "warnings": notes,
         "decision_rule": rule.to_dict() if rule is not None else None,
-        "inner_metric": "class-balanced " + str(getattr(opt, "metric", None) and
-                                                getattr(opt.metric, "__name__", "metric")),
+        "inner_metric": getattr(getattr(opt, "metric", None), "__name__", None),
+        "class_weights": {("positive" if k else "negative"): round(v, 4)
+                          for k, v in getattr(getattr(opt, "metric", None), "weights", {}).items()},
     }
     for key, c in (("val_before", candidates[0]), ("val_after", candidates[1])):
         result.details[key] = {"n": len(dev), "failures": c["failures"], "errors": [], "report": None,

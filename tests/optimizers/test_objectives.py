@@ -125,6 +125,8 @@ def test_a_constant_program_never_wins_a_compile(objective, optimizer):
     assert final["objective"] >= info["dev_objective_before"] - 1e-9
     assert info["dev_objective_after"] >= info["dev_objective_before"]
     assert info["chosen"] and info["reason"]
+    assert sel["inner_metric"] == "balanced_relevance_accuracy"
+    assert set(sel["class_weights"]) == {"positive", "negative"}
     if sel["candidates"][1]["constant"]:
         assert info["chosen"] == "uncompiled"
         assert any("single class on dev" in str(w.message) for w in caught)
