@@ -146,7 +146,8 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
         stage: a :class:`~personalign.stages.Stage`.
         optimizer: a teleprompter name (LLM strategies), or None (trainable strategies: their own
             fit; LLM strategies: returned as they are).
-        optimizer_settings: teleprompter settings (e.g. ``{"k": 4}``).
+        optimizer_settings: teleprompter settings (e.g. ``{"k": 4}``); ``decision_rule``: ``"auto"``
+            (default: step 4) or ``"none"`` (a sweep's search space may name it).
         fit_settings: settings of a trainable strategy's own optimizer (e.g. ``{"beta": 2.0}``).
         select: choose among the uncompiled and compiled programs on dev (step 3); False returns
             the teleprompter's program.
@@ -177,6 +178,13 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
         return program, result.to_dict()
 
     settings = dict(optimizer_settings or {})
+    rule_mode = settings.pop("decision_rule", "auto")
+    if rule_mode not in ("auto", "none"):
+        from personalign.errors import ConfigurationError
+
+        raise ConfigurationError(f"decision_rule must be 'auto' (fit one by grouped CV on dev) or 'none', "
+                                 f"got {rule_mode!r}")
+    calibrate = calibrate and rule_mode == "auto"
     fit, dev = dev_split(trainset, seed, stage.group_key)
     selecting = select and dev is not None and OPTIMIZERS.info(optimizer).kind == "teleprompter"
     if OPTIMIZERS.info(optimizer).kind == "teleprompter":

@@ -305,7 +305,7 @@ class SearchSpace:
                                          f"{', '.join(OPTIMIZERS.names('teleprompter'))}")
             if not isinstance(settings, dict):
                 raise ConfigurationError(f"{source}: [optimizer.{opt_name}] must be a table")
-            accepted = _init_params(OPTIMIZERS.load(opt_name)) - _TELEPROMPTER_COMMON
+            accepted = (_init_params(OPTIMIZERS.load(opt_name)) - _TELEPROMPTER_COMMON) | {"decision_rule"}
             for key in settings:
                 if key not in accepted:
                     raise ConfigurationError(f"{source}: [optimizer.{opt_name}] '{key}' is not a setting of "

@@ -124,3 +124,17 @@ def test_compile_calibrates_a_scored_binary_program(dummy_lm):
     assert isinstance(program, DecidedProgram)
     assert info["dev_objective_after"] > info["dev_objective_before"] == 0.0
     assert "decision rule" in info["reason"]
+
+
+def test_decision_rule_none_keeps_the_programs_own_decisions(dummy_lm):
+    from personalign.compile_service import compile_program
+    from personalign.errors import ConfigurationError
+    from personalign.programs.relevance import STAGE
+    from tests.optimizers.test_objectives import examples
+
+    program, info = compile_program(STAGE, "zero-shot", "labeled", examples(), lm=dummy_lm, seed=0,
+                                    optimizer_settings={"k": 0, "decision_rule": "none"}, program=MarginJudge())
+    assert info["details"]["selection"]["decision_rule"] is None and not isinstance(program, DecidedProgram)
+    with pytest.raises(ConfigurationError, match="decision_rule must be"):
+        compile_program(STAGE, "zero-shot", "labeled", examples(), lm=dummy_lm,
+                        optimizer_settings={"decision_rule": "sometimes"})
