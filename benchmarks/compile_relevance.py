@@ -1,46 +1,36 @@
-"""Compiled prompts vs zero-shot vs a learned selector on relevance (val); prints one JSON object.
+"""Compiled vs uncompiled LLM strategies on a binary stage (default: relevance); prints one JSON object.
 
-On the evaluation split (default ``val``), side by side in one process and on the same examples:
+The table of issue 12: for each LLM strategy (``--strategies``, default ``zero-shot,cot,criteria``)
+the **uncompiled** program and the program compiled by each teleprompter (``--teleprompters``,
+default ``labeled,bootstrap,mipro,copro,simba,gepa``; MIPROv2 and GEPA ``auto="light"``), all
+compiled on the train split by the one compile path
+(:func:`personalign.compile_service.compile_program`: class-balanced inner metric, final choice
+among uncompiled and compiled on dev groups of train by the stage's set objective, decision rule
+when the program has scores), then run on the evaluation split (``--split``, default ``val``;
+``--limit 0`` = the whole split). Per row:
 
-* ``zero-shot`` -- the typed LLM judge as written (no compile);
-* ``zero-shot@bootstrap`` -- compiled by DSPy's BootstrapFewShot (4 bootstrapped + labeled demos);
-* ``zero-shot@mipro`` -- compiled by DSPy's MIPROv2, ``auto="light"`` (6 candidates, trials capped
-  at 6: :class:`personalign.optimizers.mipro.MIPROv2` defaults), data-aware and tip-aware
-  proposals; for the time budget its prompt model is the same LM with a
-  ``--proposal-max-tokens`` output budget (default 128: an instruction fits, and the 135M model
-  tends to run to the budget) and the program-aware proposer (two more long-prompt calls per
-  instruction) is off unless ``--mipro-program-aware``. Proposals were the slowest part: ~8 of
-  the 10 minutes of a first run with both on;
-* ``minilm-logreg`` -- a learned selector (logistic regression on MiniLM features; no LM).
+* the stage's main metric (F1 of the positive class) with its 95% bootstrap CI, recall,
+  precision, yes-rate (predicted positive rate), ``objective`` (the stage's set objective: F1,
+  or F2 of "rejected" with ``--stage verification``, default data the PrefEval-derived pairs) and
+  ``constant`` (a single class predicted);
+* ``vs_uncompiled``: the paired-bootstrap F1 difference against the same strategy uncompiled,
+  its 95% CI and McNemar's exact p (:func:`personalign.evaluation.paired_comparison`);
+* ``compile``: the dev objective before/after, the chosen candidate and why, the decision rule;
+* LM calls of compile (projected and actual) and of evaluation, and seconds.
 
-Per strategy: F1 with its 95% percentile-bootstrap CI, precision, recall, yes-rate, failures,
-the paired-bootstrap F1 difference against zero-shot with its 95% CI and McNemar's exact p
-(:func:`personalign.evaluation.paired_comparison`), LM calls of compile and of evaluation (DSPy's
-cache disabled, so every call reaches the model), projected compile calls, and seconds.
+Budget: teleprompters compile on at most ``--train-per-prompt`` examples per training prompt (a
+seeded, label-stratified sample; 0 = all). DSPy's cache is disabled, so every call reaches the
+model. The human-readable table goes to stderr; stdout holds the JSON object only.
 
-Budget (so that the run fits ~15 min on 2 busy cores with the embedded model): the evaluation
-split is a seeded random sample of ``--limit`` examples; teleprompters compile on at most
-``--train-per-prompt`` examples of each training prompt (a seeded sample; the teleprompters'
-dev set is then a whole held-out prompt of that sample, see
-:func:`personalign.compare.dev_split`). The learned selector calls no LM and is fitted on the whole
-train split, as ``personalign compare`` does.
-
-Data: ``--data`` (default: the real human labels ``../shared/data/recenter_relevance/
-relevance_labels.jsonl`` when present, else ``examples/relevance_demo.jsonl``). Model: ``--lm``
-(default the embedded ``local/smollm2-135m-instruct``).
-
-llama.cpp threads: unless set, the script sets ``OMP_WAIT_POLICY=PASSIVE`` before the model loads.
-Measured here on 2 cores shared with other jobs (load ~8), 5 relevance calls took 59 s with
-OpenMP's default active wait and 10 s with ``PASSIVE`` (or ``PERSONALIGN_THREADS=1``); on an idle
-machine active wait is faster (see the README). The JSON records the setting (``env``).
-
-Usage: ``python benchmarks/compile_relevance.py [--data PATH] [--limit 40] [--train-per-prompt 6]
-[--strategies zero-shot,zero-shot@bootstrap,zero-shot@mipro,minilm-logreg] [--seed 0] [--n-boot 1000]``
+Usage: ``python benchmarks/compile_relevance.py [--stage relevance] [--data PATH] [--lm MODEL]
+[--strategies zero-shot,cot,criteria] [--teleprompters labeled,bootstrap] [--limit 40]
+[--train-per-prompt 6] [--seed 0] [--n-boot 1000]``
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import random
@@ -50,17 +40,22 @@ from collections import defaultdict
 
 from _common import ROOT, emit, quiet_logs, shared_data
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before llama.cpp loads; see the docstring
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before llama.cpp loads (see benchmarks/README)
 
 import personalign  # noqa: E402,F401
 
-DEFAULT_STRATEGIES = "zero-shot,zero-shot@bootstrap,zero-shot@mipro,minilm-logreg"
-KEEP = ("f1", "f1_ci", "precision", "recall", "yes_rate", "accuracy", "failures", "lm_calls")
+STRATEGIES = "zero-shot,cot,criteria"
+TELEPROMPTERS = "labeled,bootstrap,mipro,copro,simba,gepa"
+LIGHT = {"mipro": {"auto": "light"}, "gepa": {"auto": "light"}}
 
 
-def default_data():
+def default_data(stage: str):
     real = shared_data() / "recenter_relevance" / "relevance_labels.jsonl"
-    return real if real.exists() else ROOT / "examples" / "relevance_demo.jsonl"
+    if stage == "relevance":
+        return real if real.exists() else ROOT / "examples" / "relevance_demo.jsonl"
+    if stage == "verification" and (shared_data() / "prefeval").exists():
+        return shared_data() / "prefeval"  # PrefEval-derived pairs, split by topic
+    return None
 
 
 def cap_per_group(examples, per_group: int, key: str, label, seed: int) -> list:
@@ -83,122 +78,127 @@ def cap_per_group(examples, per_group: int, key: str, label, seed: int) -> list:
     return [ex for i, ex in enumerate(examples) if i in keep]
 
 
+def row_of(name, report, compile_info, seconds, keep):
+    from personalign.compile_service import summary
+
+    ci = compile_info or {}
+    row = {"name": name, **{k: report.get(k) for k in keep}, "eval_lm_calls": report["lm_calls"],
+           "constant": len({p for p in report["predicted_positive"]}) < 2,
+           "compile_lm_calls": int(ci.get("actual_lm_calls") or ci.get("lm_calls") or 0),
+           "projected_compile_lm_calls": ci.get("projected_lm_calls"), "seconds": round(seconds, 1),
+           "errors": report["errors"][:3]}
+    row["compile"] = summary(compile_info)
+    return row
+
+
+def table(rows, key) -> str:
+    """The rows as a fixed-width text table (stderr)."""
+    head = ("program", f"{key} [95% CI]", "recall", "yes", "Δ vs uncompiled [95% CI]", "McNemar p", "calls proj/act",
+            "s", "chosen")
+    out = [head]
+    for r in rows:
+        vs = r.get("vs_uncompiled")
+        ci = r.get(f"{key}_ci") or [float("nan")] * 2
+        out.append((r["name"] + (" (constant)" if r["constant"] else ""), f"{r[key]:.3f} [{ci[0]:.2f}, {ci[1]:.2f}]",
+                    f"{r['recall']:.3f}", f"{r['yes_rate']:.1%}",
+                    f"{vs['diff']:+.3f} [{vs['ci'][0]:+.2f}, {vs['ci'][1]:+.2f}]" if vs else "(reference)",
+                    f"{vs['mcnemar_p']:.3g}" if vs and vs.get("mcnemar_p") is not None else "-",
+                    f"{r['projected_compile_lm_calls'] or '-'}/{r['compile_lm_calls']}", f"{r['seconds']:.1f}",
+                    (r["compile"] or {}).get("chosen") or "-"))
+    widths = [max(len(str(row[i])) for row in out) for i in range(len(head))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in out)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default=None, help="relevance data file (default: real labels when present)")
+    ap.add_argument("--stage", default="relevance", help="a binary stage (relevance, verification)")
+    ap.add_argument("--data", default=None, help="the stage's labelled data (default: real relevance labels)")
     ap.add_argument("--split", default="val")
+    ap.add_argument("--train-split", default="train")
     ap.add_argument("--lm", default=None)
-    ap.add_argument("--strategies", default=DEFAULT_STRATEGIES)
-    ap.add_argument("--limit", type=int, default=40, help="evaluation examples (seeded sample); 0 = all")
+    ap.add_argument("--strategies", default=STRATEGIES, help="LLM strategies, comma-separated")
+    ap.add_argument("--teleprompters", default=TELEPROMPTERS, help="teleprompters, comma-separated ('' = none)")
+    ap.add_argument("--limit", type=int, default=0, help="evaluation examples (seeded sample); 0 = the whole split")
     ap.add_argument("--train-per-prompt", type=int, default=6,
-                    help="teleprompters compile on at most this many examples per training prompt; 0 = all")
-    ap.add_argument("--proposal-max-tokens", type=int, default=128,
-                    help="output budget of MIPROv2's instruction-proposal calls (0 = the task LM's)")
-    ap.add_argument("--mipro-program-aware", action="store_true",
-                    help="let MIPROv2's proposer describe the program first (2 more long-prompt calls per "
-                         "instruction; off by default for the time budget)")
+                    help="teleprompters compile on at most this many examples per training group; 0 = all")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-boot", type=int, default=1000)
     args = ap.parse_args(argv)
     quiet_logs()
     logging.getLogger("dspy").setLevel(logging.ERROR)
 
-    import contextlib
-
-    from personalign.compare import compile_for_stage, file_sha256, parse_strategy_specs
+    from personalign.compare import file_sha256
+    from personalign.compile_service import compile_program
+    from personalign.errors import ConfigurationError
     from personalign.evaluation import evaluate_stage, paired_comparison
     from personalign.lm import DEFAULT_MODEL, configure_cache, make_lm
+    from personalign.objectives import objective_name, objective_score
+    from personalign.optimizers import OPTIMIZERS
     from personalign.stages import get_stage
 
     t_all = time.perf_counter()
-    load_start = [round(x, 2) for x in os.getloadavg()]
-    st = get_stage("relevance")
-    data = args.data or default_data()
+    st = get_stage(args.stage)
+    if st.kind != "binary":
+        raise SystemExit(f"error: --stage {args.stage} is not a binary stage")
+    data = args.data or default_data(args.stage)
+    if data is None:
+        raise SystemExit(f"error: --data is required for --stage {args.stage}")
+    bases = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    teles = [t.strip() for t in args.teleprompters.split(",") if t.strip()]
+    for b in bases:
+        if not st.registry.info(b).uses_lm or st.registry.info(b).trainable:
+            raise ConfigurationError(f"'{b}' is not an untrained LLM strategy of {st.name}")
+    for t in teles:
+        if OPTIMIZERS.info(t).kind != "teleprompter":
+            raise ConfigurationError(f"'{t}' is not a teleprompter")
     examples = st.load(data)
-    evalset = [ex for ex in examples if ex.split == args.split]
+    evalset = [ex for ex in examples if getattr(ex, "split", None) == args.split]
     n_split = len(evalset)
     if args.limit and args.limit < len(evalset):
         keep = set(random.Random(args.seed).sample(range(len(evalset)), args.limit))
         evalset = [ex for i, ex in enumerate(evalset) if i in keep]
-    trainset = [ex for ex in examples if ex.split == "train"]
+    trainset = [ex for ex in examples if getattr(ex, "split", None) == args.train_split]
     positive = lambda ex: bool(st.is_positive(st.gold(ex)))  # noqa: E731
     tele_train = (cap_per_group(trainset, args.train_per_prompt, st.group_key, positive, args.seed)
                   if args.train_per_prompt else trainset)
-
     configure_cache(enabled=False)  # every LM call reaches the model: honest calls and seconds
     model = args.lm or DEFAULT_MODEL
-    specs = parse_strategy_specs(args.strategies, DEFAULT_STRATEGIES, st.registry)
-    lm = make_lm(model) if any(st.registry.info(n).uses_lm for n, _ in specs) else None
+    lm = make_lm(model)
+    keep = ("f1", "f1_ci", "precision", "recall", "recall_ci", "yes_rate", "accuracy", "failures")
 
-    rows, reports = [], []
-    for base, opt in specs:
-        name = f"{base}@{opt}" if opt else base
-        info = st.registry.info(base)
-        print(f"[compile_relevance] {name} ... ({time.perf_counter() - t_all:.0f} s)", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        train = tele_train if opt else trainset
-        settings = None
-        if opt == "mipro":
-            settings = {"program_aware_proposer": args.mipro_program_aware}
-            if args.proposal_max_tokens:
-                settings["prompt_lm"] = make_lm(model, max_tokens=args.proposal_max_tokens)
-        with contextlib.redirect_stdout(sys.stderr):
-            program, compile_info = compile_for_stage(st, base, opt, train, lm=lm, seed=args.seed,
-                                                      optimizer_settings=settings)
-        t_compile = time.perf_counter() - t0
-        report = evaluate_stage(st, program, evalset, lm=lm if info.uses_lm else None, n_boot=args.n_boot,
-                                seed=args.seed, progress=False, description=name)
-        ci = compile_info or {}
-        details = ci.get("details") or {}
-        row = {"name": name, **{k: report[k] for k in KEEP}, "eval_lm_calls": report["lm_calls"],
-               "compile_lm_calls": int(ci.get("actual_lm_calls") or ci.get("lm_calls") or 0),
-               "projected_compile_lm_calls": ci.get("projected_lm_calls"),
-               "n_compile_train": len(train) if (opt or info.trainable) else 0,
-               "compile_seconds": round(t_compile, 1), "eval_seconds": report["seconds"],
-               "seconds": round(time.perf_counter() - t0, 1), "errors": report["errors"][:3]}
-        row.pop("lm_calls")
-        row["lm_calls"] = row["compile_lm_calls"] + row["eval_lm_calls"]
-        if opt:
-            row["compile"] = {"dev_score_before": ci.get("score_before"), "dev_score_before_ci": ci.get("score_before_ci"),
-                              "dev_score_after": ci.get("score_after"), "dev_score_after_ci": ci.get("score_after_ci"),
-                              "n_fit": details.get("n_train"), "n_dev": details.get("n_val"),
-                              "demos": details.get("demos"),
-                              "teleprompter_failures": details.get("teleprompter_failures"),
-                              "over_budget_reason": details.get("over_budget_reason")}
-        elif ci:
-            row["compile"] = {k: details.get(k) for k in ("threshold", "top_fraction", "oof_auc") if k in details}
-        if reports:
-            cmp = paired_comparison(st, report, reports[0], n_boot=args.n_boot, seed=args.seed)
-            row["vs_zero_shot"] = {"against": rows[0]["name"], "f1_diff": round(cmp["diff"]["diff"], 4),
-                                   "f1_diff_ci": [round(x, 4) for x in cmp["diff"]["ci"]],
-                                   "mcnemar_p": (cmp["mcnemar"] or {}).get("p_value")}
-        reports.append(report)
-        rows.append(row)
-
-    gold = [bool(st.is_positive(st.gold(ex))) for ex in evalset]
+    rows = []
+    for base in bases:
+        reference = None
+        for tele in [None, *teles]:
+            name = f"{base}@{tele}" if tele else base
+            print(f"[compile_relevance] {name} ... ({time.perf_counter() - t_all:.0f} s)", file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
+            with contextlib.redirect_stdout(sys.stderr):
+                program, info = compile_program(st, base, tele, tele_train, lm=lm, seed=args.seed,
+                                                optimizer_settings=LIGHT.get(tele))
+            report = evaluate_stage(st, program, evalset, lm=lm, n_boot=args.n_boot, seed=args.seed, progress=False,
+                                    description=name)
+            row = row_of(name, report, info, time.perf_counter() - t0, keep)
+            row["objective"] = objective_score(st, evalset, report["predictions"])  # F1, or F2 of "rejected"
+            if reference is None:
+                reference = report
+            else:
+                cmp = paired_comparison(st, report, reference, n_boot=args.n_boot, seed=args.seed)
+                row["vs_uncompiled"] = {"against": base, "diff": round(cmp["diff"]["diff"], 4),
+                                        "ci": [round(x, 4) for x in cmp["diff"]["ci"]],
+                                        "mcnemar_p": (cmp["mcnemar"] or {}).get("p_value")}
+            rows.append(row)
+    print(table(rows, "f1"), file=sys.stderr, flush=True)
+    gold = [positive(ex) for ex in evalset]
     emit({
-        "benchmark": "compile_relevance",
-        "data": str(data),
-        "data_sha256": file_sha256(data),
-        "split": args.split,
-        "n_split": n_split,
-        "n": len(evalset),
-        "gold_yes_rate": round(sum(gold) / len(gold), 4),
-        "n_train": len(trainset),
-        "n_teleprompter_train": len(tele_train),
-        "teleprompter_train_positives": sum(positive(ex) for ex in tele_train),
-        "lm": model,
-        "seed": args.seed,
-        "n_boot": args.n_boot,
-        "cache": "disabled (every LM call reaches the model)",
-        "mipro_proposal_max_tokens": args.proposal_max_tokens or None,
-        "mipro_program_aware_proposer": args.mipro_program_aware,
-        "env": {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "PERSONALIGN_THREADS")},
-        "cpus": os.cpu_count(),
-        "load_avg_start": load_start,
-        "load_avg_end": [round(x, 2) for x in os.getloadavg()],
-        "strategies": rows,
-        "seconds": round(time.perf_counter() - t_all, 1),
+        "benchmark": "compile_relevance", "stage": st.name, "objective": objective_name(st),
+        "positive": st.positive_name, "data": str(data), "data_sha256": file_sha256(data), "split": args.split,
+        "n_split": n_split, "n": len(evalset), "gold_yes_rate": round(sum(gold) / max(1, len(gold)), 4),
+        "n_train": len(trainset), "n_teleprompter_train": len(tele_train), "lm": model, "seed": args.seed,
+        "n_boot": args.n_boot, "cache": "disabled (every LM call reaches the model)",
+        "teleprompter_settings": {t: LIGHT.get(t, "wrapper defaults") for t in teles},
+        "env": {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "PERSONALIGN_THREADS")}, "cpus": os.cpu_count(),
+        "rows": rows, "seconds": round(time.perf_counter() - t_all, 1),
     })
 
 

@@ -38,21 +38,18 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def parse_strategy_specs(spec: str | None, default: str, registry=None) -> list[tuple[str, str | None]]:
+def parse_strategy_specs(spec: str | None, default: str, registry) -> list[tuple[str, str | None]]:
     """Parse ``"zero-shot,zero-shot@bootstrap,minilm-cosine"`` into (strategy, optimizer or None).
 
     ``NAME@OPT`` compiles strategy NAME with optimizer OPT (a name of
     :data:`personalign.optimizers.OPTIMIZERS`) on the train split before evaluation.
-    ``registry`` is the stage's strategy registry (default: relevance).
+    ``registry`` is the stage's strategy registry (``stage.registry``).
 
     Raises:
         ConfigurationError: unknown strategy or optimizer name, or an empty list.
     """
     from personalign.errors import ConfigurationError
     from personalign.optimizers import OPTIMIZERS
-
-    if registry is None:
-        from personalign.programs.relevance import STRATEGIES as registry
 
     if spec is not None and not spec.strip(", "):
         raise ConfigurationError(f"--strategies is empty; available: {', '.join(registry.names())}")
@@ -71,63 +68,11 @@ def parse_strategy_specs(spec: str | None, default: str, registry=None) -> list[
     return out
 
 
-def dev_split(trainset: list, seed: int, group_key: str | None = "prompt_id") -> tuple[list, list | None]:
-    """Hold out whole groups (prompts) of train as the teleprompters' dev set (never the eval split):
-    ``(fit, dev)``; dev is None when train has fewer than 2 groups."""
-    from personalign.data.splits import group_split
+def compile_for_stage(stage, strategy: str, optimizer: str | None, trainset: list, **kwargs):
+    """:func:`personalign.compile_service.compile_program` (the one compile path; former name)."""
+    from personalign.compile_service import compile_program
 
-    if group_key is None:
-        return trainset, None
-    groups = {getattr(ex, group_key, None) for ex in trainset}
-    if len(groups) < 2 or None in groups:
-        return trainset, None
-    parts = group_split(trainset, by=lambda ex: getattr(ex, group_key), fractions={"fit": 0.75, "dev": 0.25},
-                        seed=seed)
-    return parts["fit"], parts["dev"] or None
-
-
-_dev_split = dev_split  # former private name
-
-
-def compile_for_stage(stage, strategy: str, optimizer: str | None, trainset: list, *, lm=None, seed: int = 0,
-                      optimizer_settings: dict | None = None, program=None):
-    """Build ``strategy`` of ``stage`` and compile it on ``trainset``.
-
-    With ``optimizer`` (a teleprompter name) the LLM strategy is compiled by that teleprompter
-    on a dev split held out from train by group; without it, a trainable strategy is fitted by
-    its own optimizer and an LLM strategy is returned as is.
-
-    Returns:
-        ``(program, compile_info | None)`` where ``compile_info`` is ``CompileResult.to_dict()``.
-    """
-    from personalign.lm import use
-    from personalign.optimizers import OPTIMIZERS
-
-    registry = stage.registry
-    info = registry.info(strategy)
-    program = program if program is not None else registry.create(strategy)
-    ctx = use(lm) if (info.uses_lm and lm is not None) else contextlib.nullcontext()
-    if optimizer is not None:
-        kwargs = {"seed": seed, **(optimizer_settings or {})}
-        if OPTIMIZERS.info(optimizer).kind == "teleprompter":
-            kwargs = {**stage.teleprompter_kwargs(), "lm": lm, **kwargs}
-            per_run = getattr(registry.load(strategy), "lm_calls_per_run", None)
-            if per_run is not None:  # programs that loop (judge both orders, aggregator): for the projection
-                kwargs.setdefault("calls_per_run", int(per_run))
-            if optimizer == "gepa" and stage.feedback_metric is not None:
-                kwargs.setdefault("feedback_metric", stage.feedback_fn())
-        opt = OPTIMIZERS.create(optimizer, **kwargs)
-        fit, dev = dev_split(trainset, seed, stage.group_key)
-        # teleprompters print progress to stdout; keep stdout for results (--json)
-        with ctx, contextlib.redirect_stdout(sys.stderr):
-            program, compiled = opt.compile(program, trainset=fit, valset=dev)
-        return program, compiled.to_dict()
-    if info.trainable:
-        opt = stage.default_optimizer(strategy, seed=seed)
-        with ctx:
-            program, compiled = opt.compile(program, trainset=trainset)
-        return program, compiled.to_dict()
-    return program, None
+    return compile_program(stage, strategy, optimizer, trainset, **kwargs)
 
 
 def compare_stage(
@@ -148,8 +93,10 @@ def compare_stage(
 ) -> dict[str, Any]:
     """Compare strategies of ``stage`` on one split and return the result as a JSON-serializable dict.
 
-    Every trainable strategy is compiled on ``train_split`` (teleprompters hold out whole groups
-    of train as their dev set); nothing is fitted on the evaluation split. Each strategy is then
+    Every trainable strategy is compiled on ``train_split`` by
+    :func:`personalign.compile_service.compile_program` (teleprompters hold out whole groups of
+    train as their dev set and the final choice among the uncompiled and compiled programs is made
+    there by the stage's set objective); nothing is fitted on the evaluation split. Each strategy is then
     run on the evaluation split and scored against the gold labels
     (:func:`personalign.evaluation.stage_report`), and compared with the first strategy on the
     same examples (:func:`personalign.evaluation.paired_comparison`).
@@ -176,12 +123,16 @@ def compare_stage(
         ``{"stage", "kind", "metric", "data", "data_sha256", "split", "n", "lm", "seed", "strategies": [...]}``;
         each strategy row holds the report (binary: ``f1, f1_ci, precision, recall, yes_rate``, ...;
         scored: ``<metric>, <metric>_ci``), ``lm_calls, compile_lm_calls, seconds, failures,
-        errors, compile, predictions`` and, from the second on, ``vs_first``.
+        errors, compile, compile_summary`` (dev objective before/after, chosen candidate and why,
+        LM calls projected/actual; :func:`personalign.compile_service.summary`), ``predictions``
+        and, from the second on, ``vs_first``.
 
     Raises:
         DataError: unreadable data, or a split with no examples.
         ConfigurationError / UnknownModelError / ModelFileError: bad stage, strategy or model.
     """
+    from personalign.compile_service import compile_program
+    from personalign.compile_service import summary as compile_summary
     from personalign.errors import ConfigurationError
     from personalign.evaluation import evaluate_stage, paired_comparison
     from personalign.lm import DEFAULT_MODEL, make_lm
@@ -250,7 +201,7 @@ def compare_stage(
         for (base, opt_name), name in zip(specs, names):
             info = registry.info(base)
             t0 = time.perf_counter()
-            program, compile_info = compile_for_stage(st, base, opt_name, trainset, lm=lm_obj, seed=seed)
+            program, compile_info = compile_program(st, base, opt_name, trainset, lm=lm_obj, seed=seed)
             with warnings.catch_warnings(record=True) as caught, \
                     lm_traces(tracker, tags={"stage": st.name, "strategy": name}) as traced:
                 warnings.simplefilter("always")
@@ -264,6 +215,7 @@ def compare_stage(
                                         or (compile_info or {}).get("lm_calls") or 0),
                 "seconds": round(time.perf_counter() - t0, 3),
                 "compile": compile_info,
+                "compile_summary": compile_summary(compile_info),
                 "warnings": sorted({str(w.message) for w in caught}),
             }
             if reports:
@@ -276,8 +228,10 @@ def compare_stage(
                 with tracker.run(name, nested=True, params={"strategy": name, "summary": info.summary,
                                                             "uses_lm": info.uses_lm, **({"lm": model} if info.uses_lm else {}),
                                                             **({"compile": compile_info} if compile_info else {})}):
-                    tracker.log_metrics({k: row[k] for k in (*metric_keys, "lm_calls", "compile_lm_calls", "seconds",
-                                                             "failures") if k in row})
+                    dev = row["compile_summary"] or {}
+                    tracker.log_metrics({**{k: row[k] for k in (*metric_keys, "lm_calls", "compile_lm_calls", "seconds",
+                                                                "failures") if k in row},
+                                         **{k: dev[k] for k in ("dev_before", "dev_after") if dev.get(k) is not None}})
                     log_predictions(tracker, st, evalset, report)
                     link_traces(tracker, traced)
                     prompt = register_prompt(tracker, program, stage=st.name, strategy=base, optimizer=opt_name,

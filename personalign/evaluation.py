@@ -94,7 +94,7 @@ def run_program(
     examples: Sequence,
     *,
     inputs: Sequence[str],
-    output: str,
+    output: str | None,
     lm=None,
     retries: int = 2,
     description: str = "predict",
@@ -106,8 +106,16 @@ def run_program(
     Args:
         program: a dspy.Module returning a Prediction with field ``output``.
         examples: dspy.Example-like objects carrying the ``inputs`` fields.
-        lm: the dspy.LM to use (set with :func:`personalign.lm.use`); None for LM-free programs.
+        output: the Prediction field kept per example; None keeps the whole Prediction (for
+            DSPy metrics that read several fields).
+        lm: the dspy.LM to use (set with :func:`personalign.lm.use`); None for LM-free programs
+            (or for a program run inside an active ``use(lm)``: retries then repeat the same call).
         retries: extra attempts per failed example.
+
+    This is the one runner of programs over examples: ``compare``, ``eval``, the sweep, the
+    compile service's dev selection and the teleprompter wrappers' before/after scores
+    (:func:`personalign.optimizers._teleprompter.evaluate_program`) all use it, so a failure means
+    the same thing everywhere.
     """
     from personalign.lm import CallCounter, use
 
@@ -122,7 +130,7 @@ def run_program(
             with use(lm) if lm is not None else contextlib.nullcontext():
                 outs = program.predict_batch(examples)
             for i, out in enumerate(outs):
-                preds[i] = getattr(out, output)
+                preds[i] = out if output is None else getattr(out, output)
                 scores[i] = getattr(out, "score", None)
             bar.update(task, advance=len(examples))
         else:
@@ -136,7 +144,7 @@ def run_program(
                             active = lm if attempt == 0 else lm.copy(rollout_id=attempt, temperature=0.7)
                             with use(active):
                                 out = program(**kwargs)
-                        preds[i] = getattr(out, output)
+                        preds[i] = out if output is None else getattr(out, output)
                         scores[i] = getattr(out, "score", None)
                         break
                     except Exception as exc:  # noqa: BLE001 -- counted, reported, never fatal

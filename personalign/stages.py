@@ -50,6 +50,11 @@ class Stage:
         group_key: example field grouping examples (teleprompters' dev split and grouped CV hold
             out whole groups); None: no groups.
         feedback_metric: ``"module:function"`` GEPA feedback metric (optional).
+        objective: the **set-level** objective compiles maximize on their dev split
+            (:mod:`personalign.objectives`): ``"f1"`` or ``"fbeta:B"`` of the positive class
+            (binary stages), ``"mean"`` of ``metric`` (extraction recall, MCQ accuracy, win rate),
+            or ``"module:function"`` ``(examples, predictions) -> float`` (judge: kappa). None:
+            ``"f1"`` for binary stages, ``"mean"`` otherwise.
     """
 
     name: str
@@ -67,8 +72,12 @@ class Stage:
     metric_name: str = "f1"
     group_key: str | None = "prompt_id"
     feedback_metric: str | None = None
+    objective: str | None = None
 
     def __post_init__(self) -> None:
+        from personalign.objectives import objective_spec, validate_spec
+
+        validate_spec(objective_spec(self), self.kind)
         if self.kind not in KINDS:
             raise ValueError(f"stage {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
         if self.kind == "scored" and self.metric is None:

@@ -98,6 +98,12 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
         return
     console = Console() if sys.stdout.isatty() else Console(width=180)
     console.print(render_table(result))
+    from personalign.compile_service import summary_line
+
+    for row in result["strategies"]:
+        line = summary_line(row["name"], row.get("compile"))
+        if line:
+            console.print(line, markup=False, highlight=False)
     for row in result["strategies"]:
         for line in row["errors"][:3] + row.get("warnings", []):
             err.print(f"{row['name']}: {line}", style="yellow", markup=False, highlight=False)

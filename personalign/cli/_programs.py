@@ -22,7 +22,8 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
                 lm: str | None, seed: int, out: Path | None, cache_dir, no_cache: bool, tracking_uri: str | None,
                 no_track: bool, json_out: bool) -> None:
     import personalign  # noqa: F401
-    from personalign.compare import compile_for_stage, file_sha256
+    from personalign.compare import file_sha256
+    from personalign.compile_service import compile_program
     from personalign.lm import DEFAULT_MODEL, configure_cache, make_lm
     from personalign.optimizers import OPTIMIZERS
     from personalign.programs._export import prompt_text
@@ -64,7 +65,7 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
     compile_info: dict = {}
 
     def work():
-        program, info_dict = compile_for_stage(st, strategy, optimizer, trainset, lm=lm_obj, seed=seed)
+        program, info_dict = compile_program(st, strategy, optimizer, trainset, lm=lm_obj, seed=seed)
         compile_info.update(info_dict or {"optimizer": None})
         compile_info.update({"data": str(data), "train_split": train_split})
         # build in a sibling temp dir, then rename: an interrupted compile leaves no half-written program
@@ -101,8 +102,11 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
     else:
         from rich.console import Console
 
-        Console().print(f"compiled {name} -> {target}\nreadable prompt: {target / 'prompt.md'}", markup=False,
-                        highlight=False)
+        from personalign.compile_service import summary_line
+
+        line = summary_line(name, compile_info)
+        Console().print(f"compiled {name} -> {target}\nreadable prompt: {target / 'prompt.md'}"
+                        + (f"\n{line}" if line else ""), markup=False, highlight=False)
 
 
 def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | None, seed: int, n_boot: int,

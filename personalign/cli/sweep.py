@@ -32,7 +32,9 @@ def sweep(
                                                                         "name resumes the study."),
     n_jobs: int = typer.Option(1, "--n-jobs", min=1, help="Trials run in parallel threads of this process (pays off with hosted LMs; the "
                                                       "embedded model runs one call at a time per process)."),
-    split: str = typer.Option("val", "--split", help="Split each trial is evaluated on."),
+    split: str = typer.Option("dev", "--split", help="Split each trial is scored on (its set objective: F1, F2, "
+                                                     "kappa); dev (default): whole groups held out of the train "
+                                                     "split, never val."),
     train_split: str = typer.Option("train", "--train-split", help="Split each trial is compiled on."),
     seed: int = typer.Option(0, "--seed", help="Seed of the TPE sampler, the optimizers and the bootstrap."),
     lm: Optional[str] = typer.Option(None, "--lm", callback=lm_option, help="Model: local/qwen2.5-coder-1.5b-instruct (default), "
@@ -54,7 +56,8 @@ def sweep(
 ) -> None:
     """Optuna sweep over a stage's strategies, optimizers and settings; resumable, parallel, pruned, tracked.
 
-    Each trial compiles a strategy on the train split and is scored on --split in minibatches
+    Each trial compiles a strategy on the train split and is scored by the stage's set objective
+    on --split (default: dev groups held out of train) in minibatches
     (MedianPruner); the best trial's program is saved under runs/programs/ with a readable
     prompt.md. View the study with `optuna-dashboard STORAGE` and the runs with `personalign ui`.
     """

@@ -3,9 +3,11 @@
 Every optimizer takes all of its configuration (seed included) in ``__init__`` and returns
 ``(compiled_program, CompileResult)``. Wrappers over DSPy teleprompters (one per file, on
 :class:`~personalign.optimizers._teleprompter.TeleprompterOptimizer`) and the fitting of learned
-strategies live behind :class:`Optimizer`; :data:`OPTIMIZERS` maps CLI names to classes::
+strategies live behind :class:`Optimizer`; :data:`OPTIMIZERS` maps CLI names to classes (the
+metric comes from the stage: wrappers have no stage defaults; normally
+:func:`personalign.compile_service.compile_program` builds them)::
 
-    opt = OPTIMIZERS.create("bootstrap", lm=lm, seed=0, max_bootstrapped_demos=2)
+    opt = OPTIMIZERS.create("bootstrap", **stage.teleprompter_kwargs(), lm=lm, seed=0, max_bootstrapped_demos=2)
     compiled, result = opt.compile(judge, trainset=train, valset=val)
 """
 

@@ -97,40 +97,35 @@ def count_demos(program) -> dict[str, int]:
 
 
 def evaluate_program(program, examples: Sequence, metric, *, seed: int = 0, n_boot: int = 1000,
-                     label_field: str | None = "relevant") -> dict[str, Any]:
-    """Run ``program`` on each example sequentially (in the calling thread) and score it.
+                     label_field: str | None = None, lm=None) -> dict[str, Any]:
+    """Run ``program`` on each example with :func:`personalign.evaluation.run_program` (the one
+    runner: same retries and failure semantics as ``compare``/``eval``) and score it with ``metric``.
 
-    Returns ``{"score", "score_ci", "n", "failures", "errors", "report"}``: the mean metric, its
-    95% percentile-bootstrap CI (:func:`personalign.metrics.bootstrap_ci`, resampling examples
-    with ``seed``), and -- when every example carries ``label_field`` -- the corpus
+    Returns ``{"score", "score_ci", "n", "failures", "errors", "report", "predictions"}``: the mean
+    metric, its 95% percentile-bootstrap CI (resampling examples with ``seed``), and -- when
+    ``label_field`` is given and every example carries it -- the corpus
     :func:`personalign.metrics.evaluate_binary` report (F1 etc. with CIs). A failed example
     scores 0. Configuration errors (missing model file, unknown model) propagate.
     """
     import numpy as np
 
-    from personalign.errors import ContextWindowError, find_personalign_error
+    from personalign.evaluation import run_program
     from personalign.metrics import bootstrap_ci, evaluate_binary
 
+    examples = list(examples)
+    inputs = list(examples[0].inputs().keys()) if examples else []
+    outcome = run_program(program, examples, inputs=inputs, output=None, lm=lm, progress=False)
+    preds = outcome.predictions
+    errors = list(outcome.errors)
     scores: list[float] = []
-    preds: list[Any] = []
-    errors: list[str] = []
-    for i, ex in enumerate(examples):
+    for i, (ex, pred) in enumerate(zip(examples, preds)):
         try:
-            pred = program(**ex.inputs())
-        except Exception as exc:  # noqa: BLE001 -- scored as a failure, reported
-            ours = find_personalign_error(exc)
-            if ours is not None and not isinstance(ours, ContextWindowError):
-                raise ours from None
-            pred = None
-            errors.append(f"example {i}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
-        try:
-            s = score_of(metric(ex, pred)) if pred is not None else 0.0
+            scores.append(score_of(metric(ex, pred)) if pred is not None else 0.0)
         except Exception as exc:  # noqa: BLE001
             errors.append(f"example {i}: metric failed: {type(exc).__name__}")
-            s = 0.0
-        scores.append(s)
-        preds.append(pred)
-    out: dict[str, Any] = {"n": len(scores), "failures": sum(p is None for p in preds), "errors": errors[:10]}
+            scores.append(0.0)
+    out: dict[str, Any] = {"n": len(scores), "failures": outcome.failures, "errors": errors[:10],
+                           "predictions": preds}
     if not scores:
         out.update(score=None, score_ci=None, report=None)
         return out
@@ -268,8 +263,8 @@ class TeleprompterOptimizer(Optimizer):
     """Base of the DSPy teleprompter wrappers (see the module docstring for the flow).
 
     Args:
-        metric: DSPy metric ``(example, pred, trace=None)`` (default
-            :func:`personalign.metrics.relevance_accuracy`).
+        metric: DSPy metric ``(example, pred, trace=None)``; required to compile (a stage's:
+            ``Stage.teleprompter_kwargs()``; the compile service passes its class-balanced form).
         lm: the ``dspy.LM`` to compile with (None: the active one, ``dspy.settings.lm``).
         seed: every random choice of the wrapper and of the teleprompter (0 is honoured).
         num_threads: threads of DSPy's parallel evaluation inside the teleprompter (default 1:
@@ -288,13 +283,9 @@ class TeleprompterOptimizer(Optimizer):
     seed_note = ""
 
     def __init__(self, *, metric=None, lm=None, seed: int = 0, num_threads: int = 1,
-                 calls_per_run: int | None = None, score: bool = True, label_field: str | None = "relevant",
+                 calls_per_run: int | None = None, score: bool = True, label_field: str | None = None,
                  n_boot: int = 1000, on_event: EventCallback | None = None) -> None:
         super().__init__(seed=seed)
-        if metric is None:
-            from personalign.metrics import relevance_accuracy
-
-            metric = relevance_accuracy
         self.metric = metric
         self.lm = lm
         self.num_threads = int(num_threads)
@@ -304,6 +295,7 @@ class TeleprompterOptimizer(Optimizer):
         self.n_boot = int(n_boot)
         self.on_event = on_event
         self._guards: list[str] = []
+        self.alternatives: list = []
 
     # -- settings --------------------------------------------------------------------------
     def settings(self) -> dict[str, Any]:
@@ -314,7 +306,7 @@ class TeleprompterOptimizer(Optimizer):
         lm = self.lm
         return {
             "seed": self.seed,
-            "metric": metric_name(self.metric),
+            "metric": metric_name(self.metric) if self.metric is not None else None,
             "lm": getattr(lm, "model", None) if lm is not None else None,
             "num_threads": self.num_threads,
             "calls_per_run": self.calls_per_run,
@@ -417,12 +409,17 @@ class TeleprompterOptimizer(Optimizer):
 
         Raises:
             ValueError: empty trainset (or a wrapper-specific invalid setting).
-            ConfigurationError: no LM given and none active.
+            ConfigurationError: no metric, or no LM given and none active.
         """
         import dspy
 
         from personalign.lm import CallCounter, use
 
+        if self.metric is None:
+            from personalign.errors import ConfigurationError
+
+            raise ConfigurationError(f"optimizer '{self.name}' needs metric= (a stage's: "
+                                     "Stage.teleprompter_kwargs())")
         trainset = list(trainset)
         valset = list(valset) if valset else []
         self._validate(trainset, valset)
@@ -440,7 +437,7 @@ class TeleprompterOptimizer(Optimizer):
         with use(lm), counter:
             if self.score and valset:
                 before = evaluate_program(program.deepcopy(), valset, self.metric, seed=self.seed,
-                                          n_boot=self.n_boot, label_field=self.label_field)
+                                          n_boot=self.n_boot, label_field=self.label_field, lm=lm)
             calls_before = counter.snapshot()
             student = program.deepcopy()
             if getattr(student, "_compiled", False):
@@ -455,10 +452,11 @@ class TeleprompterOptimizer(Optimizer):
                               adapter=retrying):
                 compiled = self._run(student, trainset, valset or None)
             calls_tele = counter.snapshot() - calls_before
+            self.alternatives = self._alternatives(compiled, program)
             stripped = self._strip(compiled, program)
             if self.score and valset:
                 after = evaluate_program(compiled, valset, self.metric, seed=self.seed, n_boot=self.n_boot,
-                                         label_field=self.label_field)
+                                         label_field=self.label_field, lm=lm)
         actual = counter.calls
         calls_after = actual - calls_before - calls_tele
         seconds = time.perf_counter() - start
@@ -503,6 +501,34 @@ class TeleprompterOptimizer(Optimizer):
                               "projected_lm_calls": proj["total"], "by_phase": phases,
                               "over_budget_reason": details.get("over_budget_reason")})
         return compiled, result
+
+    # runner-up programs of the teleprompter's own search kept as alternatives for a final choice
+    # on dev (personalign.compile_service); wrappers whose teleprompter ranks candidates set it
+    max_alternatives = 0
+
+    def _alternatives(self, compiled, original) -> list:
+        """Up to :attr:`max_alternatives` runner-up programs from the teleprompter's public
+        ``candidate_programs`` (best score first; the returned program itself excluded)."""
+        import json
+
+        cands = getattr(compiled, "candidate_programs", None)
+        if not self.max_alternatives or not isinstance(cands, list):
+            return []
+        state = lambda p: json.dumps(p.dump_state(), sort_keys=True, default=str)  # noqa: E731
+        seen = {state(compiled)}
+        out = []
+        ranked = sorted((c for c in cands if isinstance(c, dict) and c.get("program") is not None),
+                        key=lambda c: -float(c.get("score") or 0.0))
+        for c in ranked:
+            prog = c["program"].deepcopy()
+            self._strip(prog, original)
+            key = state(prog)
+            if key not in seen:
+                seen.add(key)
+                out.append(prog)
+            if len(out) >= self.max_alternatives:
+                break
+        return out
 
     @staticmethod
     def _strip(compiled, original) -> dict[str, Any]:

@@ -36,6 +36,12 @@ class CompileResult:
         projected_lm_calls: the upper bound announced before running (None: not projected).
         actual_lm_calls: LM calls counted while compiling, scoring included (None: not counted).
         seed: the seed the optimizer ran with.
+        objective: name of the stage's set objective the compile chose on (``f1``, ``f2``, ...;
+            :mod:`personalign.objectives`); None when no dev selection ran.
+        dev_objective_before / dev_objective_after: that objective on the dev split for the input
+            program and for the returned one.
+        chosen: the candidate returned (``uncompiled``, the optimizer's name; ``+rule`` when a
+            decision rule was added); reason: why it won.
     """
 
     optimizer: str
@@ -52,6 +58,11 @@ class CompileResult:
     projected_lm_calls: int | None = None
     actual_lm_calls: int | None = None
     seed: int | None = None
+    objective: str | None = None
+    dev_objective_before: float | None = None
+    dev_objective_after: float | None = None
+    chosen: str | None = None
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -29,6 +29,7 @@ class BootstrapRS(TeleprompterOptimizer):
     """
 
     name = "bootstrap-rs"
+    max_alternatives = 2  # runner-up candidate programs offered to the final choice on dev
     seed_note = "trainset shuffled with random.Random(seed); DSPy's candidate seeds are fixed"
 
     def __init__(self, *, max_bootstrapped_demos: int = 4, max_labeled_demos: int = 4, max_rounds: int = 1,

@@ -31,8 +31,9 @@ class GEPA(TeleprompterOptimizer):
 
     Args:
         feedback_metric: ``(example, pred, trace, pred_name, pred_trace) -> Prediction(score,
-            feedback)`` (default :func:`~personalign.optimizers.feedback.relevance_feedback`).
-            ``metric`` (plain) is used for the before/after scores.
+            feedback)`` (a stage's ``feedback_metric``, e.g.
+            :func:`~personalign.optimizers.feedback.relevance_feedback`; None: the plain ``metric``
+            without textual feedback). ``metric`` (plain) is used for the before/after scores.
         reflection_lm: LM rewriting instructions (None: the wrapper's LM).
     """
 
@@ -50,7 +51,7 @@ class GEPA(TeleprompterOptimizer):
                 max_metric_calls = None
         if (max_metric_calls is not None) + (max_full_evals is not None) + (auto is not None) != 1:
             raise ValueError("give exactly one of max_metric_calls, max_full_evals, auto")
-        self.feedback_metric = feedback_metric if feedback_metric is not None else relevance_feedback
+        self.feedback_metric = feedback_metric  # None: the plain metric, without textual feedback
         self.reflection_lm = reflection_lm
         self.max_metric_calls = max_metric_calls
         self.max_full_evals = max_full_evals
@@ -65,7 +66,7 @@ class GEPA(TeleprompterOptimizer):
         self.perfect_score = float(perfect_score)
 
     def settings(self) -> dict:
-        return {"feedback_metric": metric_name(self.feedback_metric),
+        return {"feedback_metric": metric_name(self.feedback_metric) if self.feedback_metric is not None else None,
                 "reflection_lm": getattr(self.reflection_lm, "model", None),
                 "max_metric_calls": self.max_metric_calls, "max_full_evals": self.max_full_evals,
                 "auto": self.auto, "reflection_minibatch_size": self.reflection_minibatch_size,
@@ -105,7 +106,14 @@ class GEPA(TeleprompterOptimizer):
     def _run(self, student, trainset, valset):
         import dspy
 
-        tp = dspy.GEPA(metric=self.feedback_metric, max_metric_calls=self.max_metric_calls,
+        feedback = self.feedback_metric
+        if feedback is None:
+            plain = self.metric
+
+            def feedback(gold, pred, trace=None, pred_name=None, pred_trace=None):
+                return plain(gold, pred, trace)
+
+        tp = dspy.GEPA(metric=feedback, max_metric_calls=self.max_metric_calls,
                        max_full_evals=self.max_full_evals, auto=self.auto,
                        reflection_minibatch_size=self.reflection_minibatch_size,
                        candidate_selection_strategy=self.candidate_selection_strategy,

@@ -74,6 +74,7 @@ class MIPROv2(TeleprompterOptimizer):
     """
 
     name = "mipro"
+    max_alternatives = 2  # runner-up candidate programs offered to the final choice on dev
     seed_note = "seed passed to MIPROv2(seed=) and compile(seed=) (TPE sampler, demo sets, proposals)"
 
     def __init__(self, *, auto: str | None = "light", max_trials: int = 6, num_candidates: int | None = None,

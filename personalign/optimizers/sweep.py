@@ -9,13 +9,15 @@ the best main metric (F1 for binary stages) on a labelled split. Each trial:
    so a parameter is sampled only where it applies (``labeled.k`` only when the optimizer is
    ``labeled``);
 2. builds the strategy from the stage registry and compiles it on the train split
-   (:func:`personalign.compare.compile_for_stage`: a teleprompter on a dev set held out from train
+   (:func:`personalign.compile_service.compile_program`: a teleprompter on a dev set held out from train
    by group, or the strategy's own fit) -- nothing is fitted on the evaluation split;
 3. evaluates it on the evaluation split in minibatches (fixed order), reporting the running
    metric after each minibatch (``trial.report``) so that Optuna's ``MedianPruner`` stops trials
    that are below the median of earlier trials at the same step;
 4. scores the full split with :func:`personalign.evaluation.stage_report` (metric with 95%
-   bootstrap CIs) and records it in the trial's user attributes and in an MLflow child run.
+   bootstrap CIs) and records it in the trial's user attributes and in an MLflow child run; the
+   trial's value is the stage's **set objective** (F1, F2, kappa: :mod:`personalign.objectives`).
+   The default split is ``dev``: whole groups held out of train, so the study never selects on val.
 
 Storage (``--storage``): ``sqlite:///runs/optuna.db`` (default), ``journal:PATH`` (Optuna
 JournalStorage on a JournalFileBackend: an append-only log with file locks, good for several
@@ -321,7 +323,7 @@ class SearchSpace:
                                          f"{', '.join(OPTIMIZERS.names('teleprompter'))}")
             if not isinstance(settings, dict):
                 raise ConfigurationError(f"{source}: [optimizer.{opt_name}] must be a table")
-            accepted = _init_params(OPTIMIZERS.load(opt_name)) - _TELEPROMPTER_COMMON
+            accepted = (_init_params(OPTIMIZERS.load(opt_name)) - _TELEPROMPTER_COMMON) | {"decision_rule"}
             for key in settings:
                 if key not in accepted:
                     raise ConfigurationError(f"{source}: [optimizer.{opt_name}] '{key}' is not a setting of "
@@ -739,6 +741,11 @@ class Sweep:
         present = sorted({str(_split_of(ex)) for ex in examples})
         self.evalset = [ex for ex in examples if _split_of(ex) == self.split]
         self.trainset = [ex for ex in examples if _split_of(ex) == self.train_split]
+        if self.split == "dev" and not self.evalset:  # whole groups of train, fixed (seed 0) for every worker
+            from personalign.compile_service import dev_split
+
+            self.trainset, self.evalset = dev_split(self.trainset, 0, self.stage.group_key)
+            self.evalset = self.evalset or []
         if not self.evalset:
             raise DataError(self.data, None, "split", f"no examples in split '{self.split}' (splits present: "
                                                       f"{', '.join(present)})")
@@ -846,25 +853,12 @@ class Sweep:
         return trials
 
     def _compile(self, config: TrialConfig, lm):
-        from personalign.compare import compile_for_stage
+        from personalign.compile_service import compile_program
 
-        registry = self.stage.registry
-        info = registry.info(config.strategy)
-        program = registry.create(config.strategy, **config.strategy_kwargs)
-        if config.optimizer is None and info.trainable and config.fit_settings:
-            cls = registry.load(config.strategy)
-            kwargs = {**(getattr(cls, "optimizer_kwargs", {}) or {}), **config.fit_settings}
-            opt = registry.default_optimizer(config.strategy, seed=self.seed, **kwargs)
-            from personalign.lm import use
-
-            with use(lm) if (info.uses_lm and lm is not None) else contextlib.nullcontext():
-                program, result = opt.compile(program, trainset=self.trainset)
-            return program, result.to_dict()
-        settings = dict(config.optimizer_settings)
-        if config.optimizer is not None:
-            settings.setdefault("score", False)  # the sweep scores on the evaluation split itself
-        return compile_for_stage(self.stage, config.strategy, config.optimizer, self.trainset, lm=lm,
-                                 seed=self.seed, optimizer_settings=settings, program=program)
+        program = self.stage.registry.create(config.strategy, **config.strategy_kwargs)
+        return compile_program(self.stage, config.strategy, config.optimizer, self.trainset, lm=lm, seed=self.seed,
+                               optimizer_settings=config.optimizer_settings, fit_settings=config.fit_settings,
+                               program=program)
 
     def _trial_lm(self, config: TrialConfig):
         if self.lm_obj is None or not self.stage.registry.info(config.strategy).uses_lm:
@@ -893,10 +887,11 @@ class Sweep:
 
     def _run_trial(self, study, trial, optuna, trials: list) -> float:
         from personalign.evaluation import run_program, stage_report
+        from personalign.objectives import objective_name, objective_score
 
         start = time.perf_counter()
         config = self.space.configure(lambda dim: dim.sample(trial))
-        metric = self.stage.metric_name
+        metric = objective_name(self.stage)
         same = self._same_params(trials, trial)
         retry_of = study._storage.get_trial(trial._trial_id).system_attrs.get("failed_trial")
         run_id = self._tracking(lambda: self.tracker.start_run_by_id(
@@ -935,7 +930,7 @@ class Sweep:
                 preds.extend(outcome.predictions)
                 errors.extend(f"{e} (minibatch {step})" for e in outcome.errors)
                 lm_calls += outcome.lm_calls
-                running = stage_report(self.stage, self.evalset[: len(preds)], preds, n_boot=1, seed=self.seed)[metric]
+                running = objective_score(self.stage, self.evalset[: len(preds)], preds)
                 trial.report(float(running), step)
                 if len(preds) < len(self.evalset) and trial.should_prune():
                     seconds = round(time.perf_counter() - start, 3)
@@ -948,10 +943,10 @@ class Sweep:
                     raise optuna.TrialPruned(f"{metric} {running:.3f} after {len(preds)} examples")
             report = stage_report(self.stage, self.evalset, preds, n_boot=self.n_boot, seed=self.seed)
             summary = {k: v for k, v in report.items() if not isinstance(v, list) or (len(v) == 2 and k.endswith("_ci"))}
-            summary.update({"lm_calls": lm_calls, "failures": sum(p is None for p in preds),
-                            "seconds": round(time.perf_counter() - start, 3)})
+            value = objective_score(self.stage, self.evalset, preds)  # the stage's set objective (F1, F2, kappa)
+            summary.update({"lm_calls": lm_calls, "failures": sum(p is None for p in preds), "objective": metric,
+                            metric: value, "seconds": round(time.perf_counter() - start, 3)})
             trial.set_user_attr("report", summary)
-            value = float(report[metric])
             self._tracking(lambda: self.tracker.log_dict_to(run_id, {"predictions": [_plain(p) for p in preds],
                                                                      "errors": errors[:50]}, "predictions.json"))
             with self._lock:
@@ -1209,7 +1204,7 @@ def _short(value: Any) -> str:
 
 def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, n_trials: int = 20,
               storage: str | None = None, study_name: str | None = None, n_jobs: int = 1, seed: int = 0,
-              lm: str | None = None, split: str = "val", train_split: str = "train", tracker=None,
+              lm: str | None = None, split: str = "dev", train_split: str = "train", tracker=None,
               limit: int | None = None, n_boot: int = 1000, progress: bool = True,
               heartbeat_interval: int = HEARTBEAT_INTERVAL, grace_period: int = GRACE_PERIOD, export: bool = True,
               max_failures: int | None = None, on_ready=None) -> dict[str, Any]:
@@ -1227,6 +1222,9 @@ def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, 
         seed: seed of the TPE sampler (offset by the trials already in the study), of the
             optimizers and of the bootstrap CIs.
         lm: model string for LLM strategies (default ``local/smollm2-135m-instruct``).
+        split: the split trials are scored on; ``"dev"`` (default, when the data has no ``dev``
+            split): whole groups held out of ``train_split`` (seed 0), trials compile on the rest.
+            Trial values are the stage's set objective (:mod:`personalign.objectives`).
         tracker: a :class:`personalign.tracking.Tracker` (None: no MLflow).
         limit: evaluate on the first ``limit`` examples of the (fixed-order) split only.
         heartbeat_interval / grace_period: seconds; see :func:`open_storage` and :func:`is_stale`.

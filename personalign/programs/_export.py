@@ -19,9 +19,10 @@ def _value(v: Any) -> str:
 
 
 def prompt_text(program) -> str:
-    """Markdown text of every predictor of ``program`` (instructions, input/output fields, demos).
+    """Markdown text of every predictor of ``program`` (instructions, input/output fields, demos)
+    and its decision rule (a compiled rule, a fitted threshold, or the predictor's own output).
 
-    Programs without predictors (learned selectors, similarity baselines) get a one-line note.
+    Programs without predictors or threshold (learned selectors) get a one-line note.
     """
     parts: list[str] = []
     for name, predictor in program.named_predictors():
@@ -44,6 +45,19 @@ def prompt_text(program) -> str:
             d = demo.toDict() if hasattr(demo, "toDict") else dict(demo)
             parts.append(f"{i}. " + "; ".join(f"**{k}**: {_value(d[k])}" for k in keys if k in d))
         parts.append("")
+    rule = getattr(program, "decision_rule", None)
+    if rule:
+        describe = getattr(getattr(program, "rule", None), "describe", None)
+        parts.append("## decision rule\n")
+        parts.append((describe() if describe else str(rule)) + f" (`{rule['kind']}` = {rule['value']:.6g}; fitted by "
+                     f"grouped CV on {rule['n']} dev examples in {rule['n_groups']} groups, out-of-fold objective "
+                     f"{rule['raw_objective']:.4f} -> {rule['cv_objective']:.4f})\n")
+    elif isinstance(getattr(program, "threshold", None), (int, float)):
+        parts.append("## decision rule\n")
+        parts.append(f"yes when score >= {program.threshold:.6g} (the strategy's fitted threshold)\n")
+    elif parts:
+        parts.append("## decision rule\n")
+        parts.append("the predictor's own output field (no calibrated threshold)\n")
     if not parts:
         return f"`{type(program).__name__}` has no LM prompt (a learned or similarity-based strategy).\n"
     return "\n".join(parts) + "\n"

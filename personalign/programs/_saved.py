@@ -19,6 +19,9 @@ files against their sha256, and npz arrays (:mod:`personalign.programs._weights`
 shape, dtype and finiteness. Every problem is a one-line :class:`~personalign.errors.DataError` naming the file
 and the key. Programs saved by earlier versions (top-level ``stage``/``strategy``/``state``) load too.
 :func:`save_program` is atomic: a save onto an existing program directory replaces it whole.
+A program compiled with a decision rule (:mod:`personalign.programs._decision`: a threshold or a
+within-group top share on the program's score) carries it as ``metadata.personalign.decision_rule``;
+:func:`load_program` reapplies it.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class ProgramMetadata(BaseModel):
     data: str | None = None
     data_sha256: str | None = None
     weights: dict[str, str] = Field(default_factory=dict)
+    decision_rule: dict[str, Any] | None = None
 
 
 def package_versions() -> dict[str, str]:
@@ -148,6 +152,8 @@ def save_program(program, directory: str | Path, *, stage: str, strategy: str, l
     import orjson
 
     directory = check_save_target(directory)
+    rule = getattr(program, "decision_rule", None)  # a compiled decision rule wraps the strategy
+    program = getattr(program, "undecided", program)
     tmp = directory.parent / f".{directory.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
         tmp.mkdir(parents=True)
@@ -161,6 +167,8 @@ def save_program(program, directory: str | Path, *, stage: str, strategy: str, l
         meta: dict[str, Any] = {"format": FORMAT, "stage": stage, "strategy": strategy, "lm": lm,
                                 "compile": compile_info, "metrics": metrics, "versions": package_versions(),
                                 "weights": _weight_files(tmp)}
+        if rule is not None:
+            meta["decision_rule"] = rule
         data = (compile_info or {}).get("data")
         if data and Path(data).is_file():
             from personalign.compare import file_sha256
@@ -348,6 +356,17 @@ def load_program(directory: str | Path, *, stage: str | None = None):
         except Exception as exc:  # noqa: BLE001
             raise DataError(path.parent, None, None, f"cannot load the weights: {type(exc).__name__}: "
                                                      f"{(str(exc).splitlines() or [''])[0][:200]}") from None
+    if meta.get("decision_rule"):
+        from personalign.programs._decision import with_rule
+
+        st = get_stage(meta["stage"])
+        try:
+            program = with_rule(program, meta["decision_rule"], st.output, st.group_key)
+        except PersonalignError:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- a malformed rule is bad input
+            raise DataError(path, None, "metadata.personalign.decision_rule",
+                            f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}") from None
     return program, meta
 
 

@@ -194,9 +194,15 @@ def test_compile_then_eval_in_a_fresh_process(tmp_path):
     meta = saved["metadata"]["personalign"]  # DSPy's layout: the state at the top, our metadata beside DSPy's
     assert meta["stage"] == "relevance" and meta["strategy"] == "zero-shot"
     assert meta["compile"]["optimizer"] == "labeled" and meta["versions"]["dspy"]
-    assert len(saved["judge"]["demos"]) == 4 == len(saved["demos"])  # LabeledFewShot k=4, saved as JSON
+    # LabeledFewShot k=4, saved as JSON -- unless the uncompiled program scored at least as well on dev
+    chosen = meta["compile"]["chosen"]
+    assert chosen in ("labeled", "uncompiled") and meta["compile"]["reason"]
+    assert meta["compile"]["dev_objective_after"] >= meta["compile"]["dev_objective_before"]
+    n_demos = 4 if chosen == "labeled" else 0
+    assert len(saved["judge"]["demos"]) == n_demos == len(saved["demos"])
     prompt = (out_dir / "prompt.md").read_text()
-    assert "### demos (4)" in prompt and "**relevant**" in prompt and "prompt_id" not in prompt
+    assert f"### demos ({n_demos})" in prompt and "## decision rule" in prompt and "prompt_id" not in prompt
+    assert n_demos == 0 or "**relevant**" in prompt
     assert summary["compile"]["actual_lm_calls"] <= summary["compile"]["projected_lm_calls"]
 
     proc = run_cli("eval", "relevance", "--program", str(out_dir), "--data", str(DEMO), "--split", "val", "--json",

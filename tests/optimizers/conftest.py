@@ -21,6 +21,10 @@ from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.utils.dummies import DummyLM
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# the relevance stage's teleprompter settings (metric and label field): wrappers have no stage defaults
+REL = {"metric": __import__("personalign.metrics", fromlist=["relevance_accuracy"]).relevance_accuracy,
+       "label_field": "relevant"}
 DEMO = ROOT / "examples" / "relevance_demo.jsonl"
 
 _FIELD = re.compile(r"^\d+\. `(\w+)` \((.*?)\)(?::|$)")

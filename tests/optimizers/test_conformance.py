@@ -18,6 +18,7 @@ from dspy.utils.dummies import DummyVectorizer
 
 from personalign.optimizers import OPTIMIZERS, CompileResult
 from personalign.programs.relevance.judges import ZeroShotJudge
+from tests.optimizers.conftest import REL
 
 pytestmark = pytest.mark.filterwarnings("ignore:The custom-engine complete_legacy:DeprecationWarning")
 
@@ -87,7 +88,7 @@ def test_teleprompter_contract_seed_and_budget(name, tiny, dummy_lm, no_configur
     program = ZeroShotJudge()
     before = state_json(program)
     events = []
-    opt = OPTIMIZERS.create(name, lm=dummy_lm, seed=0, n_boot=200, on_event=lambda k, p: events.append((k, p)),
+    opt = OPTIMIZERS.create(name, **REL, lm=dummy_lm, seed=0, n_boot=200, on_event=lambda k, p: events.append((k, p)),
                             **small_settings(name))
     assert opt.config()["seed"] == 0
     compiled, result = opt.compile(program, trainset=train, valset=val)
@@ -111,7 +112,7 @@ def test_teleprompter_contract_seed_and_budget(name, tiny, dummy_lm, no_configur
     assert isinstance(pred.relevant, bool)
 
     # same seed -> same compiled state (a fresh LM: no shared state between the runs)
-    again, _ = OPTIMIZERS.create(name, lm=type(dummy_lm)(), seed=0, n_boot=200, **small_settings(name)).compile(
+    again, _ = OPTIMIZERS.create(name, **REL, lm=type(dummy_lm)(), seed=0, n_boot=200, **small_settings(name)).compile(
         ZeroShotJudge(), trainset=train, valset=val)
     assert state_json(again) == state_json(compiled)
 
@@ -119,7 +120,7 @@ def test_teleprompter_contract_seed_and_budget(name, tiny, dummy_lm, no_configur
 @pytest.mark.parametrize("name", TELEPROMPTERS)
 def test_teleprompter_demo_limit_zero_gives_no_demos(name, tiny, dummy_lm):
     train, val = tiny
-    compiled, result = OPTIMIZERS.create(name, lm=dummy_lm, seed=0, score=False, **zero_demo_settings(name)).compile(
+    compiled, result = OPTIMIZERS.create(name, **REL, lm=dummy_lm, seed=0, score=False, **zero_demo_settings(name)).compile(
         ZeroShotJudge(), trainset=train, valset=val)
     assert all(len(p.demos) == 0 for p in compiled.predictors()), result.details
     assert result.details["demos"] == {"judge": 0}
@@ -129,7 +130,7 @@ def test_teleprompter_demo_limit_zero_gives_no_demos(name, tiny, dummy_lm):
 @pytest.mark.parametrize("name", ["labeled", "bootstrap"])
 def test_seed_changes_the_demos(name, relevance_sets, dummy_lm):
     train, _ = relevance_sets
-    states = {state_json(OPTIMIZERS.create(name, lm=dummy_lm, seed=s, score=False, **small_settings(name)).compile(
+    states = {state_json(OPTIMIZERS.create(name, **REL, lm=dummy_lm, seed=s, score=False, **small_settings(name)).compile(
         ZeroShotJudge(), trainset=train)[0]) for s in (0, 1, 2)}
     assert len(states) > 1
 

@@ -6,6 +6,7 @@ import pytest
 
 from personalign.optimizers import OPTIMIZERS
 from personalign.programs.relevance.judges import ZeroShotJudge
+from tests.optimizers.conftest import REL
 
 
 @pytest.mark.slow
@@ -16,7 +17,7 @@ def test_bootstrap_compiles_zero_shot_judge_on_smollm(relevance_sets):
     train, val = train[:8], val[:8]
     lm = make_lm("local/smollm2-135m-instruct")
     events = []
-    opt = OPTIMIZERS.create("bootstrap", lm=lm, seed=0, max_bootstrapped_demos=2, max_labeled_demos=2,
+    opt = OPTIMIZERS.create("bootstrap", **REL, lm=lm, seed=0, max_bootstrapped_demos=2, max_labeled_demos=2,
                             on_event=lambda kind, payload: events.append((kind, payload)))
     program = ZeroShotJudge()
     compiled, result = opt.compile(program, trainset=train, valset=val)

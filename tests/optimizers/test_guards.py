@@ -10,6 +10,7 @@ from dspy.utils.dummies import DummyVectorizer
 
 from personalign.optimizers import OPTIMIZERS, CompileResult
 from personalign.programs.relevance.judges import ZeroShotJudge
+from tests.optimizers.conftest import REL
 
 pytestmark = pytest.mark.filterwarnings("ignore:The custom-engine complete_legacy:DeprecationWarning")
 
@@ -25,7 +26,7 @@ def test_mipro_upstream_crashes_with_zero_bootstrapped_demos(tiny, dummy_lm):
 
 def test_mipro_wrapper_honours_zero_bootstrapped_demos(tiny, dummy_lm):
     train, val = tiny
-    opt = OPTIMIZERS.create("mipro", lm=dummy_lm, auto=None, num_candidates=4, num_trials=3,
+    opt = OPTIMIZERS.create("mipro", **REL, lm=dummy_lm, auto=None, num_candidates=4, num_trials=3,
                             max_bootstrapped_demos=0, max_labeled_demos=2, score=False)
     assert opt.projection(ZeroShotJudge(), train, val)["teleprompter_parts"]["bootstrap"] == 0
     compiled, result = opt.compile(ZeroShotJudge(), trainset=train, valset=val)
@@ -46,7 +47,7 @@ def test_mipro_seed_zero_reaches_the_sampler(tiny, dummy_lm, monkeypatch):
 
     monkeypatch.setattr(optuna.samplers.TPESampler, "__init__", spy)
     train, val = tiny
-    OPTIMIZERS.create("mipro", lm=dummy_lm, seed=0, auto=None, num_candidates=3, num_trials=2,
+    OPTIMIZERS.create("mipro", **REL, lm=dummy_lm, seed=0, auto=None, num_candidates=3, num_trials=2,
                       max_bootstrapped_demos=1, max_labeled_demos=1, score=False).compile(
         ZeroShotJudge(), trainset=train, valset=val)
     assert seen == [0]  # not DSPy's default 9 (``seed or self.seed``)
@@ -59,7 +60,8 @@ def test_bootstrap_rs_upstream_crashes_with_zero_bootstrapped_demos(tiny, dummy_
                                                    max_labeled_demos=2, num_candidate_programs=2, num_threads=1)
         with pytest.raises(ValueError, match="empty range"):
             tp.compile(ZeroShotJudge(), trainset=train, valset=val)
-    compiled, result = OPTIMIZERS.create("bootstrap-rs", lm=dummy_lm, max_bootstrapped_demos=0, max_labeled_demos=2,
+    compiled, result = OPTIMIZERS.create("bootstrap-rs", **REL, lm=dummy_lm, max_bootstrapped_demos=0,
+                                         max_labeled_demos=2,
                                          num_candidate_programs=2, score=False).compile(
         ZeroShotJudge(), trainset=train, valset=val)
     assert len(compiled.judge.demos) <= 2 and result.details["guards"]
@@ -75,16 +77,16 @@ def test_knn_upstream_k0_returns_every_train_example(tiny):
 
 def test_simba_bsize_capped_to_trainset(tiny, dummy_lm):
     train, val = tiny
-    compiled, result = OPTIMIZERS.create("simba", lm=dummy_lm, bsize=32, num_candidates=2, max_steps=1,
+    compiled, result = OPTIMIZERS.create("simba", **REL, lm=dummy_lm, bsize=32, num_candidates=2, max_steps=1,
                                          score=False).compile(ZeroShotJudge(), trainset=train[:5], valset=val)
     assert any("bsize" in g for g in result.details["guards"])
 
 
 def test_recompiling_a_compiled_program(tiny, dummy_lm):
     train, val = tiny
-    first, _ = OPTIMIZERS.create("labeled", lm=dummy_lm, k=2, score=False).compile(ZeroShotJudge(), trainset=train)
+    first, _ = OPTIMIZERS.create("labeled", **REL, lm=dummy_lm, k=2, score=False).compile(ZeroShotJudge(), trainset=train)
     first._compiled = True  # as BootstrapFewShot leaves it; DSPy would assert "Student must be uncompiled"
-    second, _ = OPTIMIZERS.create("bootstrap", lm=dummy_lm, max_bootstrapped_demos=1, max_labeled_demos=1,
+    second, _ = OPTIMIZERS.create("bootstrap", **REL, lm=dummy_lm, max_bootstrapped_demos=1, max_labeled_demos=1,
                                   score=False).compile(first, trainset=train)
     assert len(second.judge.demos) <= 1
 
@@ -92,7 +94,7 @@ def test_recompiling_a_compiled_program(tiny, dummy_lm):
 def test_projected_event_precedes_any_lm_call(tiny, dummy_lm):
     train, val = tiny
     seen = []
-    opt = OPTIMIZERS.create("bootstrap", lm=dummy_lm, max_bootstrapped_demos=2, max_labeled_demos=2,
+    opt = OPTIMIZERS.create("bootstrap", **REL, lm=dummy_lm, max_bootstrapped_demos=2, max_labeled_demos=2,
                             on_event=lambda kind, payload: seen.append((kind, len(dummy_lm.calls), payload)))
     _, result = opt.compile(ZeroShotJudge(), trainset=train, valset=val)
     (k1, calls1, p1), (k2, calls2, p2) = seen
@@ -111,10 +113,10 @@ class ThriceJudge(ZeroShotJudge):
 
 def test_over_budget_reason(tiny, dummy_lm):
     train, val = tiny
-    _, result = OPTIMIZERS.create("labeled", lm=dummy_lm, k=1).compile(ThriceJudge(), trainset=train, valset=val)
+    _, result = OPTIMIZERS.create("labeled", **REL, lm=dummy_lm, k=1).compile(ThriceJudge(), trainset=train, valset=val)
     assert result.actual_lm_calls > result.projected_lm_calls
     assert "score_before" in result.details["over_budget_reason"]
-    _, ok = OPTIMIZERS.create("labeled", lm=dummy_lm, k=1, calls_per_run=6).compile(
+    _, ok = OPTIMIZERS.create("labeled", **REL, lm=dummy_lm, k=1, calls_per_run=6).compile(
         ThriceJudge(), trainset=train, valset=val)
     assert ok.actual_lm_calls <= ok.projected_lm_calls and "over_budget_reason" not in ok.details
 
@@ -124,7 +126,15 @@ def test_no_lm_is_a_configuration_error(tiny):
 
     train, val = tiny
     with pytest.raises(ConfigurationError, match="needs an LM"):
-        OPTIMIZERS.create("labeled").compile(ZeroShotJudge(), trainset=train, valset=val)
+        OPTIMIZERS.create("labeled", **REL).compile(ZeroShotJudge(), trainset=train, valset=val)
+
+
+def test_no_metric_is_a_configuration_error(tiny, dummy_lm):
+    from personalign.errors import ConfigurationError
+
+    train, val = tiny
+    with pytest.raises(ConfigurationError, match="needs metric="):
+        OPTIMIZERS.create("labeled", lm=dummy_lm).compile(ZeroShotJudge(), trainset=train, valset=val)
 
 
 def test_invalid_settings_raise():

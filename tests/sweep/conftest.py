@@ -58,7 +58,7 @@ def sweep_cmd(runs: Path, space: Path, *extra: str, n_trials: int = 6, latency_m
     """``personalign sweep relevance ...`` run through the mock-registering wrapper script."""
     return [sys.executable, str(MOCK_SCRIPT), "sweep", "relevance", "--data", str(DEMO), "--space", str(space),
             "--n-trials", str(n_trials), "--limit", str(limit), "--lm", f"mock/relevance-{latency_ms}ms",
-            "--no-cache", "--n-boot", "100", "--json", *extra]
+            "--no-cache", "--n-boot", "100", "--split", "val", "--json", *extra]
 
 
 def run(cmd: list[str], runs: Path, timeout: int = 300) -> tuple[subprocess.CompletedProcess, dict | None]:

@@ -23,6 +23,7 @@ def _sweep(runs_dir, space, **kw):
 
     configure_cache(runs_dir / "cache", enabled=False)
     kw.setdefault("tracker", Tracker(f"sqlite:///{runs_dir / 'mlflow.db'}"))
+    kw.setdefault("split", "val")  # these tests score trials on val; test_dev_split_* on the default dev
     return run_sweep("relevance", data=kw.pop("data", DEMO), space=space, lm=MODEL, n_boot=100, progress=False, **kw)
 
 
@@ -106,7 +107,12 @@ def test_a_study_is_tied_to_its_data(runs_dir, mock_lm, mock_space, tmp_path):
 
 
 @pytest.mark.slow
-def test_median_pruner_stops_trials_on_minibatch_scores(runs_dir, mock_lm, tmp_path):
+def test_median_pruner_stops_trials_on_minibatch_scores(runs_dir, mock_lm, tmp_path, monkeypatch):
+    # the mock answers at random, so dev selection would keep the uncompiled program in every trial
+    # (trials would collapse to two score paths); keep the compiled ones to get diverse trials
+    import personalign.compile_service as service
+
+    monkeypatch.setattr(service, "choose", lambda cands: (cands[-1], "test: the compiled candidate"))
     space = tmp_path / "prune.toml"
     space.write_text(MOCK_SPACE.replace('kind = "none"', 'kind = "median"\nn_startup_trials = 2\nn_warmup_steps = 0')
                      .replace("minibatch_size = 3", "minibatch_size = 2"))
@@ -222,3 +228,22 @@ def test_a_dead_worker_on_another_machine_is_failed_by_the_heartbeat(runs_dir, m
     assert sum(t.system_attrs.get("failed_trial") == ghost.number for t in trials) == 1
     assert out["n_complete"] == 3
     assert tracker.run_status(run_id) == "KILLED"
+
+
+def test_dev_split_trials_are_scored_by_the_set_objective_on_train_groups(runs_dir, mock_lm, mock_space):
+    from optuna.trial import TrialState
+
+    from personalign.compile_service import dev_split
+    from personalign.stages import get_stage
+
+    st = get_stage("relevance")
+    train = st.load(DEMO, "train")
+    fit, dev = dev_split(train, 0, st.group_key)
+    out = _sweep(runs_dir, mock_space, n_trials=2, split="dev", tracker=None, export=False, study_name="dev")
+    assert out["n_complete"] == 2
+    for t in _load(out).get_trials(states=(TrialState.COMPLETE,)):
+        report = t.user_attrs["report"]
+        assert report["objective"] == "f1" and report["n"] == len(dev)
+        assert t.value == pytest.approx(report["f1"])
+    dev_prompts = {ex.prompt_id for ex in dev}
+    assert dev_prompts and not dev_prompts & {ex.prompt_id for ex in fit}

@@ -71,6 +71,14 @@ def test_parameters_are_sampled_only_where_they_apply():
     assert cfg.optimizer_settings == {"max_bootstrapped_demos": 1, "max_labeled_demos": 0, "max_rounds": 1}
 
 
+def test_a_space_can_name_the_decision_rule():
+    space = SearchSpace.from_dict(STAGE, {**DEFAULT_SPACE, "strategies": ["zero-shot"], "optimizer": {
+        "bootstrap": {"max_bootstrapped_demos": 1, "decision_rule": ["auto", "none"]}}})
+    cfg = _cfg(space, {"strategy": "zero-shot", "temperature": 0.0, "optimizer": "bootstrap",
+                       "bootstrap.decision_rule": "none"})
+    assert cfg.optimizer_settings == {"max_bootstrapped_demos": 1, "decision_rule": "none"}
+
+
 @pytest.mark.parametrize("text, needle", [
     ('strategies = ["bm25"]\n[bogus]\nx = 1\n', "unknown section"),
     ('strategies = ["no-such"]\n', "unknown relevance strategy 'no-such'"),

@@ -68,6 +68,7 @@ STAGE = Stage(
     metric=f"{_PKG}.data:gold_recovered",
     metric_name="recall",
     group_key="group",
+    objective="mean",
 )
 
 __all__ = ["STRATEGIES", "DEFAULT_STRATEGIES", "STAGE"]

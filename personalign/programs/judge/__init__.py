@@ -52,6 +52,7 @@ STAGE = Stage(
     metric="personalign.metrics:rating_agreement",
     metric_name="rating_agreement",
     group_key="prompt_id",
+    objective="personalign.programs.judge.agreement:weighted_kappa",
 )
 
 __all__ = ["STRATEGIES", "DEFAULT_STRATEGIES", "STAGE"]

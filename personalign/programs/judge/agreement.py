@@ -92,6 +92,26 @@ def judge_agreement(examples: Sequence, predictions: Sequence, *, n_boot: int = 
     return out
 
 
+def weighted_kappa(examples: Sequence, predictions: Sequence) -> float:
+    """The judge stage's set objective: quadratic-weighted kappa of the judge's ratings against
+    the human ones, pooled over every human-rated attribute; a missing or failed rating counts as
+    the rating farthest from the human one (so failing never pays). 0.0 when undefined."""
+    from personalign.metrics import quadratic_weighted_kappa
+
+    human, judge = [], []
+    for ex, pred in zip(examples, predictions, strict=True):
+        for attr, g in (_get(ex, "ratings") or {}).items():
+            h, j, _, missing = rating_pairs([{"ratings": {attr: g}}], [pred])
+            human.append(int(g))
+            judge.append(j[0] if not missing else (5 if int(g) <= 3 else 1))
+    if not human:
+        return 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        value = quadratic_weighted_kappa(human, judge)
+    return 0.0 if math.isnan(value) else float(value)
+
+
 def load_ratings(path: str | os.PathLike, *, seed: int = 0) -> list:
     """Canonical preference-rating JSONL -> ``dspy.Example``s for the ``judge`` stage.
 
@@ -122,4 +142,4 @@ def load_ratings(path: str | os.PathLike, *, seed: int = 0) -> list:
     return out
 
 
-__all__ = ["INPUTS", "judge_agreement", "rating_pairs", "load_ratings"]
+__all__ = ["INPUTS", "judge_agreement", "rating_pairs", "load_ratings", "weighted_kappa"]

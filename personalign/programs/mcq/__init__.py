@@ -47,6 +47,7 @@ STAGE = Stage(
     metric="personalign.metrics:mcq_correct",
     metric_name="accuracy",
     group_key="prompt_id",
+    objective="mean",
 )
 
 __all__ = ["STRATEGIES", "DEFAULT_STRATEGIES", "STAGE"]

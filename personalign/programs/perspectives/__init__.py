@@ -45,6 +45,7 @@ STAGE = Stage(
     metric="personalign.programs.perspectives.data:answer_win_rate",
     metric_name="win_rate",
     group_key="prompt_id",
+    objective="mean",
 )
 
 __all__ = ["STRATEGIES", "DEFAULT_STRATEGIES", "STAGE"]

@@ -148,6 +148,7 @@ STAGE = Stage(
     metric_name="f1",
     group_key="prompt_id",
     feedback_metric="personalign.optimizers.feedback:relevance_feedback",
+    objective="f1",
 )
 
 

@@ -31,7 +31,8 @@ def default_training_data() -> Path:
 
 def compile_strategy(strategy: str, *, data: str | Path | None = None, split: str | None = None,
                      lm=None, seed: int = 0, **kwargs):
-    """Build ``strategy`` from the registry and, when trainable, compile it with its default optimizer.
+    """Build ``strategy`` from the registry and, when trainable, compile it with its default optimizer
+    (:func:`personalign.compile_service.compile_program`, the one compile path).
 
     Args:
         strategy: a registry name (``personalign.programs.relevance.STRATEGIES``).
@@ -46,10 +47,9 @@ def compile_strategy(strategy: str, *, data: str | Path | None = None, split: st
     Raises:
         ConfigurationError: unknown strategy. DataError: unreadable data or no examples.
     """
-    import contextlib
-
+    from personalign.compile_service import compile_program
     from personalign.data import load_relevance
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.programs.relevance import STAGE, STRATEGIES
 
     info = STRATEGIES.info(strategy)
     program = STRATEGIES.create(strategy, **kwargs)
@@ -62,19 +62,8 @@ def compile_strategy(strategy: str, *, data: str | Path | None = None, split: st
     if not rows:
         raise DataError(path, None, "split", f"no rows in split '{split}' to fit '{strategy}' on")
     trainset = [r.to_dspy() for r in rows]
-    from personalign.stages import get_stage
-
-    get_stage("relevance").check_fittable(trainset, path, split or "all rows")
-    optimizer = STRATEGIES.default_optimizer(strategy, seed=seed)
-    if lm is not None:
-        from personalign.lm import use
-
-        ctx = use(lm)
-    else:
-        ctx = contextlib.nullcontext()
-    with ctx:
-        compiled, result = optimizer.compile(program, trainset=trainset)
-    info_dict = result.to_dict()
+    STAGE.check_fittable(trainset, path, split or "all rows")
+    compiled, info_dict = compile_program(STAGE, strategy, None, trainset, lm=lm, seed=seed, program=program)
     info_dict["data"] = str(path)
     info_dict["fit_splits"] = sorted({str(r.split) for r in rows})  # what `eval` must not score as held out
     return compiled, info_dict

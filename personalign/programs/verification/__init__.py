@@ -81,6 +81,7 @@ STAGE = Stage(
     metric="personalign.metrics.dspy_metrics:verification_accuracy",
     metric_name="f1",
     group_key="group",
+    objective="fbeta:2",
 )
 
 __all__ = ["STRATEGIES", "DEFAULT_STRATEGIES", "STAGE"]

@@ -1,0 +1,278 @@
+"""The one compile path: every program of every stage is compiled here.
+
+``compare``, ``compile``, ``sweep``, the relevance Python API, the benchmarks and the tests call
+:func:`compile_program` with the :class:`~personalign.stages.Stage` (label, positive class,
+group key, metric, objective); nothing here assumes a stage.
+
+Compiling an LLM strategy with a teleprompter:
+
+1. a **dev split** of whole groups (``stage.group_key``) is held out from train
+   (:func:`dev_split`); the teleprompter runs on the rest (and may use dev for its own search);
+2. the teleprompter's inner loop optimizes the stage's per-example metric **class-balanced**
+   (:func:`personalign.objectives.balanced_metric`: DSPy's mean is then balanced accuracy), so no
+   teleprompter can win by predicting one class;
+3. the candidates -- the **uncompiled program**, the compiled one and, for teleprompters that rank
+   candidate programs (bootstrap-rs, MIPROv2), up to ``max_alternatives`` runners-up -- are run on dev
+   (:func:`personalign.evaluation.run_program`, the one runner) and scored by the stage's **set**
+   objective (F1, F2, kappa, ... :func:`personalign.objectives.objective_score`). A candidate that
+   predicts a single class on dev gets a warning and never wins over a non-constant one; among the
+   rest the highest objective wins and ties go to the uncompiled program. So a compile never
+   returns a program that scores worse on dev than the one it was given (unless that one was
+   constant and the compiled one is not);
+4. **decision calibration** (binary stages, programs whose predictions carry a ``score``): a
+   threshold or a within-group top share fitted by grouped CV on dev
+   (:func:`personalign.optimizers.decision.fit_decision_rule`) is added when it beats the
+   program's own decisions out of fold; it is saved with the program.
+
+The ``CompileResult`` dict says all of it: ``objective``, ``dev_objective_before`` /
+``dev_objective_after``, ``chosen`` and ``reason``, ``details["selection"]`` (every candidate's dev
+objective, yes-rate, failures, constant flag), ``projected_lm_calls`` / ``actual_lm_calls``
+(dev scoring included).
+
+Trainable strategies are fitted by their own optimizer on all of train (their fit does its own
+grouped CV); LLM strategies without an optimizer are returned as they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from typing import Any, Sequence
+
+
+def dev_split(trainset: list, seed: int, group_key: str | None) -> tuple[list, list | None]:
+    """Hold out whole groups of train as the dev set (never the eval split): ``(fit, dev)``;
+    dev is None when ``group_key`` is None or train has fewer than 2 groups."""
+    from personalign.data.splits import group_split
+
+    if group_key is None:
+        return trainset, None
+    groups = {getattr(ex, group_key, None) for ex in trainset}
+    if len(groups) < 2 or None in groups:
+        return trainset, None
+    parts = group_split(trainset, by=lambda ex: getattr(ex, group_key), fractions={"fit": 0.75, "dev": 0.25},
+                        seed=seed)
+    return parts["fit"], parts["dev"] or None
+
+
+def score_on(stage, program, examples: Sequence, *, lm=None, name: str = "candidate") -> dict[str, Any]:
+    """Run ``program`` on ``examples`` and score it with the stage's set objective.
+
+    Returns ``{"name", "objective", "constant", "yes_rate" (binary stages), "failures", "lm_calls",
+    "predictions", "scores"}``.
+    """
+    from personalign.evaluation import run_program
+    from personalign.objectives import is_constant, objective_score
+
+    outcome = run_program(program, examples, inputs=stage.inputs, output=stage.output, lm=lm, progress=False,
+                          description=name)
+    out: dict[str, Any] = {"name": name,
+                           "objective": objective_score(stage, examples, outcome.predictions, lm=lm),
+                           "constant": is_constant(stage, outcome.predictions), "failures": outcome.failures,
+                           "lm_calls": outcome.lm_calls, "predictions": outcome.predictions,
+                           "scores": outcome.scores}
+    if stage.kind == "binary":
+        pos = [stage.is_positive(p) for p in outcome.predictions]
+        out["yes_rate"] = sum(bool(p) for p in pos) / max(1, len(pos))
+    return out
+
+
+def choose(candidates: list[dict]) -> tuple[dict, str]:
+    """The winning candidate (see the module docstring, step 3) and why it won."""
+    import math
+
+    def value(c):
+        v = c["objective"]
+        return -math.inf if v is None or math.isnan(v) else v
+
+    live = [c for c in candidates if not c["constant"]] or candidates
+    best = live[0]
+    for c in live[1:]:
+        if value(c) > value(best) + 1e-12:
+            best = c
+    others = ", ".join(f"{c['name']} {value(c):.4f}" + (" (constant)" if c["constant"] else "")
+                       for c in candidates if c is not best)
+    why = f"highest dev objective {value(best):.4f}" + (f" vs {others}" if others else "")
+    if len(live) < len(candidates):
+        why += "; constant candidates excluded"
+    elif best["constant"]:
+        why += "; every candidate predicts a single class on dev"
+    if any(c is not best and abs(value(c) - value(best)) <= 1e-12 for c in live):
+        why += "; ties go to the earlier candidate (the uncompiled program first)"
+    return best, why
+
+
+def _calibrate(stage, chosen: dict, dev: list, program):
+    """Fit a decision rule on ``chosen``'s dev scores; ``(program, rule | None)``."""
+    from personalign.objectives import objective_score
+    from personalign.optimizers.decision import fit_decision_rule, with_rule
+
+    scores = chosen["scores"]
+    if stage.kind != "binary" or not dev or any(s is None for s in scores):
+        return program, None
+    groups = [getattr(ex, stage.group_key, None) if stage.group_key else i for i, ex in enumerate(dev)]
+    raw = [bool(p) if p is not None else False for p in chosen["predictions"]]
+
+    def objective(idx, decisions):
+        return objective_score(stage, [dev[i] for i in idx], list(decisions))
+
+    rule = fit_decision_rule([float(s) for s in scores], groups, raw, objective)
+    if rule is None:
+        return program, None
+    return with_rule(program, rule, stage.output, stage.group_key), rule
+
+
+def _teleprompter_kwargs(stage, strategy: str, optimizer: str, fit: list, lm, seed: int, settings: dict) -> dict:
+    from personalign.objectives import balanced_metric
+
+    kwargs: dict[str, Any] = {**stage.teleprompter_kwargs(), "lm": lm, "seed": seed}
+    if stage.metric is not None:
+        kwargs["metric"] = balanced_metric(stage, stage.metric_fn(), fit)
+    per_run = getattr(stage.registry.load(strategy), "lm_calls_per_run", None)
+    if per_run is not None:  # programs that loop (judge both orders, aggregator): for the projection
+        kwargs["calls_per_run"] = int(per_run)
+    if optimizer == "gepa" and stage.feedback_metric is not None:
+        kwargs["feedback_metric"] = balanced_metric(stage, stage.feedback_fn(), fit)
+    return {**kwargs, **settings}
+
+
+def compile_program(stage, strategy: str, optimizer: str | None, trainset: list, *, lm=None, seed: int = 0,
+                    optimizer_settings: dict | None = None, fit_settings: dict | None = None, program=None,
+                    select: bool = True, calibrate: bool = True):
+    """Build ``strategy`` of ``stage`` (or take ``program``) and compile it on ``trainset``.
+
+    Args:
+        stage: a :class:`~personalign.stages.Stage`.
+        optimizer: a teleprompter name (LLM strategies), or None (trainable strategies: their own
+            fit; LLM strategies: returned as they are).
+        optimizer_settings: teleprompter settings (e.g. ``{"k": 4}``); ``decision_rule``: ``"auto"``
+            (default: step 4) or ``"none"`` (a sweep's search space may name it).
+        fit_settings: settings of a trainable strategy's own optimizer (e.g. ``{"beta": 2.0}``).
+        select: choose among the uncompiled and compiled programs on dev (step 3); False returns
+            the teleprompter's program.
+        calibrate: fit a decision rule (step 4).
+
+    Returns:
+        ``(program, compile_info | None)``: ``compile_info`` is ``CompileResult.to_dict()``.
+
+    Raises:
+        ConfigurationError: unknown strategy/optimizer; ValueError: empty trainset.
+    """
+    from personalign.lm import use
+    from personalign.objectives import objective_name
+    from personalign.optimizers import OPTIMIZERS
+
+    registry = stage.registry
+    info = registry.info(strategy)
+    program = program if program is not None else registry.create(strategy)
+    ctx = use(lm) if (info.uses_lm and lm is not None) else contextlib.nullcontext()
+    if optimizer is None:
+        if not info.trainable:
+            return program, None
+        cls = registry.load(strategy)
+        kwargs = {**(getattr(cls, "optimizer_kwargs", {}) or {}), **(fit_settings or {})}
+        opt = registry.default_optimizer(strategy, seed=seed, **kwargs)
+        with ctx:
+            program, result = opt.compile(program, trainset=trainset)
+        return program, result.to_dict()
+
+    settings = dict(optimizer_settings or {})
+    rule_mode = settings.pop("decision_rule", "auto")
+    if rule_mode not in ("auto", "none"):
+        from personalign.errors import ConfigurationError
+
+        raise ConfigurationError(f"decision_rule must be 'auto' (fit one by grouped CV on dev) or 'none', "
+                                 f"got {rule_mode!r}")
+    calibrate = calibrate and rule_mode == "auto"
+    fit, dev = dev_split(trainset, seed, stage.group_key)
+    selecting = select and dev is not None and OPTIMIZERS.info(optimizer).kind == "teleprompter"
+    if OPTIMIZERS.info(optimizer).kind == "teleprompter":
+        if selecting:
+            settings.setdefault("score", False)  # dev is scored below, with the set objective
+        opt = OPTIMIZERS.create(optimizer, **_teleprompter_kwargs(stage, strategy, optimizer, fit, lm, seed, settings))
+    else:
+        opt = OPTIMIZERS.create(optimizer, **{"seed": seed, **settings})
+    # teleprompters print progress to stdout; keep stdout for results (--json)
+    with ctx, contextlib.redirect_stdout(sys.stderr):
+        compiled, result = opt.compile(program, trainset=fit, valset=dev)
+    result.objective = objective_name(stage)
+    if not selecting:
+        if dev is None:
+            result.details["selection"] = {"skipped": f"train has fewer than 2 groups of '{stage.group_key}': "
+                                                      "no dev split to choose on"}
+        return compiled, result.to_dict()
+
+    candidates = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sklearn's undefined-metric warnings on tiny dev sets
+        candidates.append(score_on(stage, program, dev, lm=lm, name="uncompiled"))
+        candidates.append(score_on(stage, compiled, dev, lm=lm, name=optimizer))
+        programs = {"uncompiled": program.deepcopy(), optimizer: compiled}
+        for i, alt in enumerate(getattr(opt, "alternatives", None) or [], start=2):
+            programs[f"{optimizer}#{i}"] = alt
+            candidates.append(score_on(stage, alt, dev, lm=lm, name=f"{optimizer}#{i}"))
+    notes = [f"{c['name']} predicts a single class on dev" for c in candidates if c["constant"]]
+    best, why = choose(candidates)
+    chosen = programs[best["name"]]
+    after, rule = best["objective"], None
+    if calibrate and info.uses_lm:
+        chosen, rule = _calibrate(stage, best, dev, chosen)
+        if rule is not None:
+            after = rule.cv_objective
+            why += f"; decision rule ({rule.describe()}) raised the out-of-fold dev objective " \
+                   f"{rule.raw_objective:.4f} -> {rule.cv_objective:.4f}"
+    for note in notes:
+        warnings.warn(f"{strategy}@{optimizer}: {note}", UserWarning, stacklevel=2)
+    dev_calls = sum(c["lm_calls"] for c in candidates)
+    calls_per_run = opt._calls_per_run(program) if hasattr(opt, "_calls_per_run") else 1
+    n_cands = 2 + int(getattr(opt, "max_alternatives", 0) or 0)
+    result.projected_lm_calls = (result.projected_lm_calls or 0) + n_cands * len(dev) * calls_per_run
+    result.actual_lm_calls = (result.actual_lm_calls or 0) + dev_calls
+    result.lm_calls = result.actual_lm_calls
+    result.score_before, result.score_after = candidates[0]["objective"], after
+    result.val_score = after
+    result.dev_objective_before, result.dev_objective_after = candidates[0]["objective"], after
+    result.chosen = best["name"] + ("+rule" if rule is not None else "")
+    result.reason = why
+    result.details["selection"] = {
+        "objective": result.objective, "n_dev": len(dev), "n_fit": len(fit), "lm_calls": dev_calls,
+        "candidates": [{k: c.get(k) for k in ("name", "objective", "constant", "yes_rate", "failures")}
+                       for c in candidates],
+        "chosen": result.chosen, "reason": why, "warnings": notes,
+        "decision_rule": rule.to_dict() if rule is not None else None,
+        "inner_metric": getattr(getattr(opt, "metric", None), "__name__", None),
+        "class_weights": {("positive" if k else "negative"): round(v, 4)
+                          for k, v in getattr(getattr(opt, "metric", None), "weights", {}).items()},
+    }
+    for key, c in (("val_before", candidates[0]), ("val_after", candidates[1])):
+        result.details[key] = {"n": len(dev), "failures": c["failures"], "errors": [], "report": None,
+                               "objective": c["objective"]}
+    return chosen, result.to_dict()
+
+
+def summary(compile_info: dict | None) -> dict[str, Any] | None:
+    """The reporting part of a ``CompileResult`` dict: ``{"objective", "dev_before", "dev_after",
+    "chosen", "reason", "projected_lm_calls", "actual_lm_calls", "decision_rule"}`` (None: nothing
+    compiled, or no dev selection ran)."""
+    if not compile_info or compile_info.get("chosen") is None:
+        return None
+    sel = (compile_info.get("details") or {}).get("selection") or {}
+    return {"objective": compile_info.get("objective"), "dev_before": compile_info.get("dev_objective_before"),
+            "dev_after": compile_info.get("dev_objective_after"), "chosen": compile_info.get("chosen"),
+            "reason": compile_info.get("reason"), "projected_lm_calls": compile_info.get("projected_lm_calls"),
+            "actual_lm_calls": compile_info.get("actual_lm_calls"), "decision_rule": sel.get("decision_rule"),
+            "warnings": sel.get("warnings") or []}
+
+
+def summary_line(name: str, compile_info: dict | None) -> str | None:
+    """One line for humans: ``NAME: dev f1 0.412 -> 0.455, chose bootstrap (why); LM calls 42 actual / 120
+    projected``; None when :func:`summary` is None."""
+    s = summary(compile_info)
+    if s is None:
+        return None
+    return (f"{name}: dev {s['objective']} {s['dev_before']:.3f} -> {s['dev_after']:.3f}, chose {s['chosen']} "
+            f"({s['reason']}); LM calls {s['actual_lm_calls']} actual / {s['projected_lm_calls']} projected")
+
+
+__all__ = ["compile_program", "dev_split", "score_on", "choose", "summary", "summary_line"]

@@ -1,0 +1,59 @@
+"""benchmarks/compile_relevance.py end to end against the mock LM (no model): one JSON object, the table."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from tests.conftest import DEMO, ROOT
+
+
+def test_compile_benchmark_prints_the_table(capsys, monkeypatch):
+    from tests.sweep.conftest import load_mock
+
+    load_mock().register()
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    sys.modules.pop("compile_relevance", None)
+    import compile_relevance
+
+    compile_relevance.main(["--data", str(DEMO), "--lm", "mock/relevance-0ms", "--strategies", "zero-shot",
+                            "--teleprompters", "labeled,bootstrap", "--limit", "10", "--train-per-prompt", "4",
+                            "--n-boot", "50"])
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert result["objective"] == "f1" and result["n"] == 10
+    names = [r["name"] for r in result["rows"]]
+    assert names == ["zero-shot", "zero-shot@labeled", "zero-shot@bootstrap"]
+    ref, *compiled = result["rows"]
+    assert "vs_uncompiled" not in ref and ref["compile"] is None
+    for row in compiled:
+        assert set(row["vs_uncompiled"]) == {"against", "diff", "ci", "mcnemar_p"}
+        assert row["compile"]["chosen"] and row["compile"]["dev_before"] is not None
+        assert row["compile_lm_calls"] <= row["projected_compile_lm_calls"]
+        assert row["objective"] == row["f1"]
+    assert "Δ vs uncompiled" in err and "zero-shot@bootstrap" in err
+
+
+def test_compare_reports_and_tracks_the_dev_choice(tmp_path):
+    import mlflow
+
+    from personalign.compare import compare_stage
+    from personalign.lm import configure_cache
+    from personalign.tracking import Tracker
+    from tests.sweep.conftest import load_mock
+
+    load_mock().register()
+    configure_cache(tmp_path / "cache", enabled=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = compare_stage("relevance", data=DEMO, strategies="zero-shot,zero-shot@labeled", lm="mock/relevance-0ms",
+                        n_boot=20, limit=6, tracker=Tracker(uri), progress=False)
+    ref, compiled = out["strategies"]
+    assert ref["compile_summary"] is None
+    s = compiled["compile_summary"]
+    assert s["objective"] == "f1" and s["chosen"] in ("uncompiled", "labeled") and s["reason"]
+    assert s["actual_lm_calls"] <= s["projected_lm_calls"]
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("personalign")
+    runs = client.search_runs([exp.experiment_id], filter_string="tags.mlflow.runName = 'zero-shot@labeled'")
+    assert runs, [r.info.run_name for r in client.search_runs([exp.experiment_id])]
+    assert runs[0].data.metrics["dev_after"] == s["dev_after"]

@@ -1,0 +1,236 @@
+"""Set-level objectives in compiling: a constant predictor never wins, a compile is never worse on dev.
+
+The task is imbalanced (20% positive) and deterministic. ``CollapsingLM`` (a schema-following
+DummyLM, see conftest) answers the relevance signature from a hidden gold map:
+
+* for the program as written (the original instructions, no demos) it is right on 90% of the
+  examples (one negative in ten is called relevant) -- a non-constant program with a real F1;
+* for any *changed* program (demos, or instructions a teleprompter rewrote) it answers the
+  majority label, always: ~80% accurate, so DSPy's mean metric likes it, and its F1 is 0.
+
+Every registered teleprompter is run through :func:`personalign.compile_service.compile_program`
+for each binary objective; the returned program must not be constant on dev and must score at
+least the uncompiled program's dev objective.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+
+import dspy
+import pytest
+
+from personalign.compile_service import choose, compile_program, dev_split, score_on
+from personalign.objectives import balanced_metric, is_constant, objective_name, objective_score
+from personalign.optimizers import OPTIMIZERS
+from personalign.programs.relevance import STAGE as RELEVANCE
+from personalign.signatures.relevance import RelevanceSignature
+
+from tests.optimizers.conftest import SchemaDummyLM, SchemaEngine
+from tests.optimizers.test_conformance import small_settings
+
+pytestmark = pytest.mark.filterwarnings("ignore:The custom-engine complete_legacy:DeprecationWarning")
+
+N, GROUPS = 80, 8
+GOLD = {i: (i % 5 == 0) for i in range(N)}  # 20% positive
+ORIGINAL = RelevanceSignature.instructions
+
+
+def examples():
+    return [dspy.Example(attribute=f"The user has trait attr-{i}.", prompt=f"Request number {i % GROUPS}.",
+                         relevant=GOLD[i], prompt_id=f"p{i % GROUPS}", split="train").with_inputs("attribute", "prompt")
+            for i in range(N)]
+
+
+class CollapsingEngine(SchemaEngine):
+    better_with_demos = False
+
+    def _complete_messages(self, messages):
+        system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        last = messages[-1]["content"] if messages else ""
+        m = re.search(r"attr-(\d+)", last)
+        if "`relevant`" not in system or m is None:
+            return super()._complete_messages(messages)  # proposers' own signatures
+        i = int(m.group(1))
+        changed = len(messages) > 2 or ORIGINAL not in system
+        if changed and not self.better_with_demos:
+            answer = False  # the majority label, always
+        else:
+            right = changed or i % 10 != 3  # as written: one negative in ten is called relevant
+            answer = GOLD[i] if right else not GOLD[i]
+        return self._answer(system, answer)
+
+    def _answer(self, system, answer):
+        from dspy.lm15 import Message, Response, TextPart, Usage
+
+        if "Outputs will be a JSON object" in system:
+            import json
+
+            text = json.dumps({"relevant": answer})
+        else:
+            text = f"[[ ## relevant ## ]]\n{answer}\n\n[[ ## completed ## ]]\n"
+        return Response(id=None, model="dummy", message=Message.assistant([TextPart(text)]), finish_reason="stop",
+                        usage=Usage(input_tokens=1, output_tokens=1, total_tokens=2))
+
+
+class CollapsingLM(SchemaDummyLM):
+    def __init__(self, better_with_demos: bool = False):
+        super().__init__()
+        self.better_with_demos = better_with_demos
+        self._set_engine()
+
+    def _set_engine(self):
+        from dspy.clients.engines.dummy_engine import AsyncDummyEngine
+
+        engine = CollapsingEngine(self)
+        engine.better_with_demos = self.better_with_demos
+        self._engine_spec = engine
+        self._async_engine_spec = AsyncDummyEngine(engine)
+
+    def copy(self, **kwargs):
+        copied = super().copy(**kwargs)
+        copied.better_with_demos = self.better_with_demos
+        CollapsingLM._set_engine(copied)
+        return copied
+
+
+# the binary objectives, each on a stage that declares it (F2 of the *negative* class too)
+STAGES = {
+    "f1": RELEVANCE,
+    "f2": dataclasses.replace(RELEVANCE, name="relevance-f2", objective="fbeta:2"),
+    "f2-negative": dataclasses.replace(RELEVANCE, name="relevance-f2neg", objective="fbeta:2", positive=False,
+                                       positive_name="irrelevant"),
+}
+TELEPROMPTERS = OPTIMIZERS.names("teleprompter")
+
+
+@pytest.mark.parametrize("objective", list(STAGES))
+@pytest.mark.parametrize("optimizer", TELEPROMPTERS)
+def test_a_constant_program_never_wins_a_compile(objective, optimizer):
+    stage = STAGES[objective]
+    train = examples()
+    lm = CollapsingLM()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program, info = compile_program(stage, "zero-shot", optimizer, train, lm=lm, seed=0,
+                                        optimizer_settings=small_settings(optimizer))
+    _, dev = dev_split(train, 0, stage.group_key)
+    sel = info["details"]["selection"]
+    assert info["objective"] == objective_name(stage)
+    assert sel["candidates"][0]["name"] == "uncompiled" and not sel["candidates"][0]["constant"]
+    final = score_on(stage, program, dev, lm=lm)
+    assert not final["constant"], sel
+    assert final["objective"] >= info["dev_objective_before"] - 1e-9
+    assert info["dev_objective_after"] >= info["dev_objective_before"]
+    assert info["chosen"] and info["reason"]
+    assert sel["inner_metric"] == "balanced_relevance_accuracy"
+    assert set(sel["class_weights"]) == {"positive", "negative"}
+    if sel["candidates"][1]["constant"]:
+        assert info["chosen"] == "uncompiled"
+        assert any("single class on dev" in str(w.message) for w in caught)
+    assert info["actual_lm_calls"] <= info["projected_lm_calls"]
+    if optimizer == "bootstrap-rs":  # runners-up of the teleprompter's own search are candidates too
+        assert any(c["name"].startswith("bootstrap-rs#") for c in sel["candidates"])
+
+
+def test_a_better_compiled_program_is_chosen():
+    train = examples()
+    lm = CollapsingLM(better_with_demos=True)
+    program, info = compile_program(RELEVANCE, "zero-shot", "labeled", train, lm=lm, seed=0,
+                                    optimizer_settings={"k": 2})
+    assert info["chosen"] == "labeled", info["reason"]
+    assert info["dev_objective_after"] > info["dev_objective_before"]
+    assert sum(len(p.demos) for p in program.predictors()) == 2
+
+
+def test_the_inner_metric_is_balanced_accuracy():
+    from sklearn.metrics import balanced_accuracy_score
+
+    train = examples()
+    metric = balanced_metric(RELEVANCE, RELEVANCE.metric_fn(), train)
+    gold = [ex.relevant for ex in train]
+    for preds in ([False] * N, [True] * N, [GOLD[i] != (i % 7 == 0) for i in range(N)]):
+        mean = sum(metric(ex, dspy.Prediction(relevant=p)) for ex, p in zip(train, preds)) / N
+        assert mean == pytest.approx(balanced_accuracy_score(gold, preds))
+    # a constant predictor's balanced mean is 0.5, below an 80%-right one
+    assert sum(metric(ex, dspy.Prediction(relevant=False)) for ex in train) / N == pytest.approx(0.5)
+    # with a trace (bootstrap's demo filter) the pass/fail is unchanged
+    assert metric(train[0], dspy.Prediction(relevant=train[0].relevant), trace=[]) is True
+
+
+def test_choose_excludes_constant_candidates_and_prefers_the_uncompiled_on_ties():
+    cands = [{"name": "uncompiled", "objective": 0.3, "constant": False},
+             {"name": "x", "objective": 0.5, "constant": True},
+             {"name": "y", "objective": 0.3, "constant": False}]
+    best, why = choose(cands)
+    assert best["name"] == "uncompiled" and "constant" in why
+    best, _ = choose([{**cands[0], "constant": True}, cands[2]])
+    assert best["name"] == "y"
+
+
+def test_objectives_over_sets():
+    train = examples()
+    gold = [ex.relevant for ex in train]
+    assert objective_score(RELEVANCE, train, gold) == 1.0
+    assert objective_score(RELEVANCE, train, [False] * N) == 0.0
+    assert is_constant(RELEVANCE, [False] * N) and not is_constant(RELEVANCE, gold)
+    assert is_constant(RELEVANCE, [None] * N)
+    # a failure counts as the wrong label
+    assert objective_score(RELEVANCE, train[:5], [True, None, False, False, False]) == pytest.approx(2 / 3)
+    assert objective_score(RELEVANCE, train[:5], [None, False, False, False, False]) == 0.0
+    from sklearn.metrics import fbeta_score
+
+    preds = [GOLD[i] or i % 3 == 0 for i in range(N)]
+    assert objective_score(STAGES["f2"], train, preds) == pytest.approx(fbeta_score(gold, preds, beta=2))
+    assert objective_score(STAGES["f2-negative"], train, preds) == pytest.approx(
+        fbeta_score([not g for g in gold], [not p for p in preds], beta=2))
+
+
+def test_judge_kappa_objective_rewards_agreement_not_a_constant_rating():
+    from personalign.programs.judge import STAGE as JUDGE
+
+    exs = [dspy.Example(ratings={"a": r, "b": 6 - r}) for r in (1, 2, 3, 4, 5, 1, 5, 2)]
+    agree = [dict(ex.ratings) for ex in exs]
+    constant = [{"a": 3, "b": 3} for _ in exs]
+    assert objective_name(JUDGE) == "weighted_kappa"
+    assert objective_score(JUDGE, exs, agree) == pytest.approx(1.0)
+    assert objective_score(JUDGE, exs, constant) == pytest.approx(0.0)
+    assert objective_score(JUDGE, exs, [None] * len(exs)) < 0  # failures are the farthest ratings
+
+
+def test_mean_objectives_are_the_stage_metric_mean():
+    from personalign.programs.mcq import STAGE as MCQ
+
+    exs = [dspy.Example(gold_index=i % 3) for i in range(9)]
+    assert objective_name(MCQ) == "accuracy"
+    assert objective_score(MCQ, exs, [i % 3 for i in range(9)]) == 1.0
+    assert objective_score(MCQ, exs, [0] * 9) == pytest.approx(3 / 9)
+
+
+def test_every_stage_declares_a_valid_objective():
+    from personalign.stages import all_stages
+
+    names = {s.name: objective_name(s) for s in all_stages().values()}
+    assert names["relevance"] == "f1" and names["verification"] == "f2"
+    assert names["extraction"] == "recall" and names["mcq"] == "accuracy" and names["judge"] == "weighted_kappa"
+    assert names["perspectives"] == "win_rate"
+    with pytest.raises(ValueError, match="unknown objective"):
+        dataclasses.replace(RELEVANCE, objective="auc")
+    with pytest.raises(ValueError, match="needs a binary stage"):
+        dataclasses.replace(RELEVANCE, kind="scored", objective="f1")
+
+
+def test_the_compile_summary_reports_the_choice():
+    from personalign.compile_service import summary, summary_line
+
+    _, info = compile_program(RELEVANCE, "zero-shot", "labeled", examples(), lm=CollapsingLM(), seed=0,
+                              optimizer_settings={"k": 2})
+    s = summary(info)
+    assert s["objective"] == "f1" and s["chosen"] == "uncompiled" and s["dev_before"] == s["dev_after"] > 0
+    assert s["warnings"] == ["labeled predicts a single class on dev"]
+    line = summary_line("zero-shot@labeled", info)
+    assert line.startswith(f"zero-shot@labeled: dev f1 {s['dev_before']:.3f} -> {s['dev_after']:.3f}, chose uncompiled")
+    assert "(constant)" in line and f"{s['actual_lm_calls']} actual / {s['projected_lm_calls']} projected" in line
+    assert summary(None) is None and summary_line("x", {"optimizer": None}) is None
