@@ -35,7 +35,7 @@ from _common import ROOT, emit, quiet_logs, shared_data  # noqa: F401
 import personalign  # noqa: E402,F401
 
 PER_PAIR_JUDGES = ("zero-shot", "cot", "criteria")
-LM_SCORERS = ("yes-prob", "yes-prob-rank", "ensemble")  # one embedded-model prompt evaluation per train and eval pair
+LM_SCORERS = ("yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank")  # one embedded-model prompt evaluation per train and eval pair
 
 
 def lm_train_subset(train, k, seed):
@@ -204,6 +204,9 @@ def main(argv=None) -> int:
     ap.add_argument("--prefeval-per-topic", type=int, default=10)
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cache-dir", default=None,
+                    help="keep the LM cache (and yes/no margins) here; LM calls then count cache misses only "
+                         "(default: cache off, every call reaches the model)")
     ap.add_argument("--no-train-cv", action="store_true", help="skip the train-only CV table of the rank selectors")
     args = ap.parse_args(argv)
     base = shared_data()
@@ -218,7 +221,11 @@ def main(argv=None) -> int:
     from personalign.lm import configure_cache, make_lm
     from personalign.programs.relevance import STRATEGIES
 
-    configure_cache(enabled=False)  # count every LM call
+    if args.cache_dir:
+        configure_cache(args.cache_dir)
+    else:
+        configure_cache(enabled=False)  # count every LM call
+    out["cache_dir"] = args.cache_dir
     t_all = time.perf_counter()
     rows = load_relevance(data)
     train = [r.to_dspy() for r in rows if r.split == "train"]
@@ -231,7 +238,7 @@ def main(argv=None) -> int:
 
     args.lm = args.lm or DEFAULT_MODEL
     out["lm"] = args.lm
-    lm = make_lm(args.lm, cache=False)
+    lm = make_lm(args.lm, cache=bool(args.cache_dir))
     subset = seeded_sample(val, args.max_lm_pairs, args.seed)
     out.update(n_train=len(train), n_val=len(val), gold_yes_rate_val=sum(e.relevant for e in val) / len(val),
                max_lm_pairs=args.max_lm_pairs, n_boot=args.n_boot, seed=args.seed,

@@ -63,7 +63,8 @@ def test_corrupted_model_file_is_a_one_line_error(tmp_path):
         fh.seek(1000)
         fh.write(b"\x00\x01\x02\x03")
     env = cli_env(tmp_path / "runs", **{MODELS["smollm2-135m-instruct"].env_override: str(bad)})
-    proc = run_cli("compare", "relevance", "--data", str(DEMO), "--no-track", env=env)
+    proc = run_cli("compare", "relevance", "--data", str(DEMO), "--lm", "local/smollm2-135m-instruct", "--no-track",
+                   env=env)
     assert_one_line_error(proc, "corrupted", "sha256")
 
 

@@ -81,8 +81,9 @@ def test_a_decision_rule_is_saved_in_the_program_json_and_reapplied_on_load(tmp_
     prog = with_rule(ZeroShotJudge(), rule, "relevant", "prompt_id")
     save_program(prog, tmp_path, stage="relevance", strategy="zero-shot")
     saved = json.loads((tmp_path / "program.json").read_text())
-    assert saved["decision_rule"]["kind"] == "threshold" and saved["decision_rule"]["value"] == 0.25
-    assert "judge" in saved["state"]  # the strategy's own state, not the wrapper's
+    rule_saved = saved["metadata"]["personalign"]["decision_rule"]
+    assert rule_saved["kind"] == "threshold" and rule_saved["value"] == 0.25
+    assert "judge" in saved  # the strategy's own state (DSPy's layout), not the wrapper's
     loaded, meta = load_program(tmp_path)
     assert isinstance(loaded, DecidedProgram) and loaded.decision_rule == rule.to_dict()
     text = prompt_text(loaded)

@@ -61,6 +61,7 @@ class FaultInjector(CustomLLM):
         self.poison_kinds = tuple(poison_kinds)
         self.rate = float(rate)
         self.seed = int(seed)
+        self._n_random_faults = 0
         self._lock = threading.Lock()
         self._seen: Counter[str] = Counter()
         self._faulted: set[str] = set()
@@ -86,8 +87,9 @@ class FaultInjector(CustomLLM):
         u = int.from_bytes(digest[:8], "big") / 2.0**64
         if u >= self.rate:
             return None
-        kind = KINDS[min(2, int(u / (self.rate / 3)))]
-        with self._lock:
+        with self._lock:  # which calls fail is a seeded draw; the kinds take turns, so each one occurs
+            kind = KINDS[self._n_random_faults % len(KINDS)]
+            self._n_random_faults += 1
             self._faulted.add(key)
             self.stats[kind] += 1
         return kind

@@ -126,6 +126,14 @@ STRATEGIES = Registry(
             trainable=True,
             optimizer=f"{_OPT}.learned:LearnedSelectorFit",
         ),
+        StrategyInfo(
+            "ensemble-rank",
+            "personalign.programs.relevance.ensemble:EnsembleRank",
+            "style-rank's probability stacked with the yes/no margin; top train-rate share of each user's attributes",
+            uses_lm=True,
+            trainable=True,
+            optimizer=f"{_OPT}.learned:LearnedSelectorFit",
+        ),
     ],
 )
 

@@ -134,3 +134,58 @@ class LearnedPlusLLM(ThresholdedScorer):
     def load_weights(self, directory: Path) -> "LearnedPlusLLM":
         self.learned.load_weights(directory)
         return self
+
+
+class EnsembleRank(LearnedPlusLLM):
+    """``ensemble-rank``: the ``style-rank`` selector's probability stacked with the yes/no margin,
+    deciding by within-group top share (the top train-rate share of each user's attributes for a
+    prompt, :func:`~personalign.programs.relevance.ranked.top_share_decisions`).
+
+    Args:
+        model: as :class:`LearnedPlusLLM`.
+        learned: the learned member (default ``StyleRank()``: answer-style prototype similarity and
+            prompt similarities, soft labels).
+        min_group: smallest group decided by rank; smaller groups use ``probability >= threshold``.
+        top_fraction: share of a group marked relevant; None = the train positive rate (``fit``).
+        threshold: stacked-probability threshold for small groups (grouped CV in compile).
+    """
+
+    def __init__(self, model: str | None = None, learned=None, min_group: int = 5,
+                 top_fraction: float | None = None, threshold: float | None = None) -> None:
+        from personalign.programs.relevance.ranked import StyleRank
+
+        super().__init__(model=model, learned=learned or StyleRank(), threshold=threshold)
+        self.min_group = int(min_group)
+        self.top_fraction = top_fraction
+
+    def fit(self, examples: Sequence, *, seed: int = 0) -> "EnsembleRank":
+        """:meth:`LearnedPlusLLM.fit`, then ``top_fraction`` = the positive rate of ``examples``."""
+        super().fit(examples, seed=seed)
+        self.top_fraction = sum(bool(e.relevant) for e in examples) / max(1, len(examples))
+        return self
+
+    def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
+        """Top share per (prompt, user) group.
+
+        Raises:
+            RuntimeError: not fitted (no ``top_fraction``) or no threshold.
+        """
+        from personalign.programs.relevance.ranked import top_share_decisions
+
+        if self.top_fraction is None or self.threshold is None:
+            raise RuntimeError("EnsembleRank has no top_fraction/threshold: compile it with LearnedSelectorFit first")
+        return top_share_decisions(scores, examples, self.top_fraction, self.min_group, self.threshold)
+
+    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
+        """One ``Prediction(relevant, score)`` per example; pass a user's attributes for a prompt together."""
+        scores = self.score_batch(examples)
+        return [dspy.Prediction(relevant=r, score=s) for r, s in zip(self.decide(scores, examples), scores)]
+
+    def dump_state(self, *args, **kwargs) -> dict:
+        return {**super().dump_state(), "top_fraction": self.top_fraction, "min_group": self.min_group}
+
+    def load_state(self, state: dict) -> "EnsembleRank":
+        super().load_state(state)
+        self.top_fraction = state.get("top_fraction")
+        self.min_group = int(state.get("min_group", self.min_group))
+        return self

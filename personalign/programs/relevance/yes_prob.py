@@ -30,14 +30,28 @@ _margins_lock = threading.Lock()
 
 def cached_margin(model: str, attribute: str, prompt: str) -> float:
     """:func:`personalign.lm.scoring.yes_no_margin` of the relevance question, memoized per process
-    by ``(model, attribute, prompt)`` (deterministic: greedy next-token log-probabilities)."""
+    by ``(model, attribute, prompt)`` and kept in DSPy's cache (disk + memory, wherever
+    :func:`personalign.lm.configure_cache` points it; nothing when the cache is off), keyed by the
+    model file's pinned sha256 and the rendered messages, so a rerun computes no margin twice."""
+    import dspy
+
+    from personalign.lm import get_spec, is_local
     from personalign.lm.scoring import relevance_messages, yes_no_margin
 
     key = (model, attribute, prompt)
     with _margins_lock:
         if key in _margins:
             return _margins[key]
-    value = float(yes_no_margin(model, relevance_messages(attribute, prompt)))
+    messages = relevance_messages(attribute, prompt)
+    spec = get_spec(model) if is_local(model) else None
+    request = {"personalign": "yes_no_margin/1", "model": model, "messages": messages,
+               "weights": spec.split.sha256 if spec is not None and spec.split is not None else None}
+    cache = getattr(dspy, "cache", None)
+    value = cache.get(request) if cache is not None else None
+    if not isinstance(value, float):
+        value = float(yes_no_margin(model, messages))
+        if cache is not None:
+            cache.put(request, value)
     with _margins_lock:
         _margins[key] = value
     return value
