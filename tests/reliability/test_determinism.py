@@ -39,7 +39,7 @@ def _small_data(path):
 def test_same_seed_and_cache_give_identical_metrics_across_two_runs(tmp_path):
     data = _small_data(tmp_path / "small.jsonl")
     cmd = [sys.executable, "-m", "personalign", "compare", "relevance", "--data", str(data), "--split", "val",
-           "--strategies", "zero-shot,zero-shot@bootstrap", "--seed", "7", "--cache-dir", str(tmp_path / "cache"),
+           "--strategies", "zero-shot,zero-shot@bootstrap", "--lm", "local/smollm2-135m-instruct", "--seed", "7", "--cache-dir", str(tmp_path / "cache"),
            "--no-track", "--json"]
     outs = []
     for i in range(2):

@@ -192,6 +192,7 @@ def test_cli_compile_and_eval_under_faults_report_failures_and_keep_secrets_out(
     runner = [sys.executable, str(ROOT / "tests" / "reliability" / "faults.py")]
     prog = tmp_path / "prog"
     proc = subprocess.run([*runner, "compile", "relevance", "--strategy", "zero-shot", "--optimizer", "bootstrap",
+                           "--lm", MODEL,
                            "--data", str(data), "--out", str(prog), "--json"],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -201,6 +202,7 @@ def test_cli_compile_and_eval_under_faults_report_failures_and_keep_secrets_out(
     assert sum(compile_faults.get(k, 0) for k in FAULTS) > 0
 
     proc = subprocess.run([*runner, "eval", "relevance", "--program", str(prog), "--data", str(data), "--split", "val",
+                           "--lm", MODEL,
                            "--json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)

@@ -179,6 +179,7 @@ def test_real_models_end_to_end(runs_dir, tmp_path):
                      '[strategy.minilm-logreg]\nC = { low = 0.001, high = 1.0, log = true }\n')
     configure_cache(runs_dir / "cache")
     out = run_sweep("relevance", data=DEMO, space=space, n_trials=3, limit=4, n_jobs=2, seed=1, n_boot=100,
+                    lm="local/smollm2-135m-instruct",
                     progress=False)
     study = _load(out)
     errors = [t.user_attrs.get("error") for t in study.get_trials() if t.state == TrialState.FAIL]

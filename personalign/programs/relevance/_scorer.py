@@ -21,15 +21,20 @@ class ThresholdedScorer(dspy.Module):
     def score_batch(self, examples: Sequence) -> list[float]:
         raise NotImplementedError
 
+    def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
+        """``score >= threshold`` per example (subclasses may decide by rank within a group)."""
+        return [s >= self.threshold for s in scores]
+
     def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
-        """One ``Prediction(relevant, score)`` per example.
+        """One ``Prediction(relevant, score)`` per example, decided by :meth:`decide`.
 
         Raises:
             RuntimeError: not compiled (no threshold yet).
         """
         if self.threshold is None:
             raise RuntimeError(f"{type(self).__name__} has no threshold: compile it with {self.fit_with} first")
-        return [dspy.Prediction(relevant=s >= self.threshold, score=s) for s in self.score_batch(examples)]
+        scores = self.score_batch(examples)
+        return [dspy.Prediction(relevant=r, score=s) for r, s in zip(self.decide(scores, examples), scores)]
 
     def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
         (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])

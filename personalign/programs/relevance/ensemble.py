@@ -176,11 +176,6 @@ class EnsembleRank(LearnedPlusLLM):
             raise RuntimeError("EnsembleRank has no top_fraction/threshold: compile it with LearnedSelectorFit first")
         return top_share_decisions(scores, examples, self.top_fraction, self.min_group, self.threshold)
 
-    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
-        """One ``Prediction(relevant, score)`` per example; pass a user's attributes for a prompt together."""
-        scores = self.score_batch(examples)
-        return [dspy.Prediction(relevant=r, score=s) for r, s in zip(self.decide(scores, examples), scores)]
-
     def dump_state(self, *args, **kwargs) -> dict:
         return {**super().dump_state(), "top_fraction": self.top_fraction, "min_group": self.min_group}
 

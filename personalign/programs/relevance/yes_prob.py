@@ -24,6 +24,8 @@ from typing import Sequence
 
 import dspy
 
+from personalign.programs.relevance._scorer import ThresholdedScorer
+
 _margins: dict[tuple[str, str, str], float] = {}
 _margins_lock = threading.Lock()
 
@@ -82,7 +84,7 @@ def resolve_model(model: str | None) -> str:
     return DEFAULT_MODEL
 
 
-class YesProbability(dspy.Module):
+class YesProbability(ThresholdedScorer):
     """Relevant when ``log p(Yes) - log p(No) >= threshold`` for the pair's yes/no question.
 
     Args:
@@ -129,21 +131,6 @@ class YesProbability(dspy.Module):
         self.fitted_model = self._model()
         return self
 
-    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
-        """One ``Prediction(relevant, score)`` per example, margins computed in sharing order.
-
-        Raises:
-            RuntimeError: not compiled (no threshold yet).
-        """
-        if self.threshold is None:
-            raise RuntimeError(f"{type(self).__name__} has no threshold: compile it with {self.fit_with} first")
-        scores = self.score_batch(examples)
-        return [dspy.Prediction(relevant=r, score=s) for r, s in zip(self.decide(scores, examples), scores)]
-
-    def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
-        """``margin >= threshold`` per example."""
-        return [s >= self.threshold for s in scores]
-
     def score_batch(self, examples: Sequence) -> list[float]:
         """Margins (nats, shape (n,)) for each example's (attribute, prompt); records the model."""
         model = self._model()
@@ -153,12 +140,6 @@ class YesProbability(dspy.Module):
     def score(self, attribute: str, prompt: str) -> float:
         """Margin (nats) of one pair."""
         return cached_margin(self._model(), attribute, prompt)
-
-    def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
-        if self.threshold is None:
-            raise RuntimeError(f"{type(self).__name__} has no threshold: compile it with {self.fit_with} first")
-        (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
-        return pred
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {"threshold": self.threshold, "model": self.fitted_model}
