@@ -135,7 +135,7 @@ def compare_stage(
     from personalign.compile_service import summary as compile_summary
     from personalign.errors import ConfigurationError
     from personalign.evaluation import evaluate_stage, paired_comparison
-    from personalign.lm import DEFAULT_MODEL, make_lm
+    from personalign.lm import default_model, make_lm
     from personalign.stages import get_stage
     from personalign.tracking_native import (link_traces, lm_traces, log_dataset, log_predictions, log_summary,
                                              register_prompt, run_name)
@@ -150,7 +150,7 @@ def compare_stage(
     names = [f"{n}@{o}" if o else n for n, o in specs]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"a strategy is listed twice: {','.join(names)}")
-    model = lm or DEFAULT_MODEL
+    model = lm or default_model()
     examples = st.load(data)
     evalset = [ex for ex in examples if getattr(ex, "split", None) == split]
     available = sorted({str(getattr(ex, "split", None)) for ex in examples})

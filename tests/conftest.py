@@ -3,6 +3,10 @@
 * Offline by design: every test runs with outbound network connections refused (only loopback
   and Unix sockets are allowed), so any code path that reaches the network fails the test.
 * Real data (``../shared/data``) is read in place; tests that need it skip with a reason when absent.
+* Control flow runs on the tiny model: ``PERSONALIGN_LM`` is the tiny SmolLM2 for every test (and
+  the CLI processes they start), so a test that does not name a model checks plumbing in seconds;
+  quality tests name the shipped default (:data:`personalign.lm.DEFAULT_MODEL`, the 1.5B Qwen)
+  explicitly and run it on small fixed samples.
 """
 
 from __future__ import annotations
@@ -28,6 +32,15 @@ def _is_local(address) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+TINY_MODEL = "local/smollm2-135m-instruct"
+
+
+@pytest.fixture(autouse=True)
+def tiny_model_by_default(monkeypatch):
+    monkeypatch.setenv("PERSONALIGN_LM", TINY_MODEL)
+    yield
 
 
 @pytest.fixture(autouse=True)

@@ -76,6 +76,7 @@ def collect(*, bench: bool, lm: str, cache_dir: Path | None) -> dict:
         "backend": "llama.cpp in-process via litellm custom provider 'local'",
         "llama_cpp_system_info": llama_cpp.llama_print_system_info().decode().strip(),
         "default_model": DEFAULT_MODEL,
+        "lm_override": os.environ.get("PERSONALIGN_LM") or None,
         "kv_prefix_reuse": settings.reuse_prefix,
         "models": models,
         "grammar_constrained": all(m["grammar_constrained"] for m in models.values()),

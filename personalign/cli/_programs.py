@@ -24,7 +24,7 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
     import personalign  # noqa: F401
     from personalign.compare import file_sha256
     from personalign.compile_service import compile_program
-    from personalign.lm import DEFAULT_MODEL, configure_cache, make_lm
+    from personalign.lm import default_model, configure_cache, make_lm
     from personalign.optimizers import OPTIMIZERS
     from personalign.programs._export import prompt_text
     from personalign.programs._saved import save_program
@@ -51,7 +51,7 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
     trainset = st.load(data, train_split)
     if info.trainable:
         st.check_fittable(trainset, data, train_split)
-    model = lm or DEFAULT_MODEL
+    model = lm or default_model()
     lm_obj = make_lm(model) if info.uses_lm else None
     name = strategy + (f"@{optimizer}" if optimizer else "")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -115,7 +115,7 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
     import personalign  # noqa: F401
     from personalign.compare import file_sha256
     from personalign.evaluation import evaluate_stage
-    from personalign.lm import DEFAULT_MODEL, configure_cache, make_lm
+    from personalign.lm import default_model, configure_cache, make_lm
     from personalign.programs._fitted import fitted_rows_warning
     from personalign.programs._saved import load_program
     from personalign.stages import get_stage
@@ -133,7 +133,7 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
     if limit:
         evalset = evalset[:limit]
     uses_lm = st.registry.info(meta["strategy"]).uses_lm
-    model = lm or meta.get("lm") or DEFAULT_MODEL
+    model = lm or meta.get("lm") or default_model()
     lm_obj = make_lm(model) if uses_lm else None
     configure_cache(cache_dir, enabled=not no_cache)  # after every input check: bad input writes nothing
     tracker = None if no_track else Tracker(tracking_uri)

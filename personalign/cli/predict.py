@@ -61,11 +61,11 @@ def relevance(
     compiled = None
     warnings: list[str] = []
     if save is not None and program is None:
-        from personalign.lm import DEFAULT_MODEL, make_lm
+        from personalign.lm import default_model, make_lm
         from personalign.programs.relevance import DEFAULT_PREDICT_STRATEGY, STRATEGIES
 
         name = strategy or DEFAULT_PREDICT_STRATEGY
-        lm_obj = make_lm(lm or DEFAULT_MODEL) if STRATEGIES.info(name).uses_lm else None
+        lm_obj = make_lm(lm or default_model()) if STRATEGIES.info(name).uses_lm else None
         compiled, info = compile_strategy(name, data=data, split=fit_split, lm=lm_obj, seed=seed)
         save_program(compiled, save, strategy=name, lm=lm_obj.model if lm_obj else None, compile_info=info)
         held = [s for s in (info or {}).get("fit_splits", []) if s not in ("train", "None")]

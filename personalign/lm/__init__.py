@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from personalign.errors import CacheDirError, UnknownModelError
-from personalign.lm._models import DEFAULT_MODEL, FAST_MODEL, MODELS, TINY_MODEL, PROVIDER, get_spec, is_local, model_file
+from personalign.lm._models import (DEFAULT_MODEL, FAST_MODEL, MODELS, PROVIDER, TINY_MODEL, default_model, get_spec,
+                                    is_local, model_file)
 
 __all__ = [
     "DEFAULT_MODEL",
+    "default_model",
     "FAST_MODEL",
     "TINY_MODEL",
     "MODELS",
@@ -106,12 +108,13 @@ def _check_routable(model: str) -> None:
         ) from None
 
 
-def make_lm(model: str = DEFAULT_MODEL, *, temperature: float | None = None, max_tokens: int | None = None,
+def make_lm(model: str | None = None, *, temperature: float | None = None, max_tokens: int | None = None,
             cache: bool = True, num_retries: int = 2, load: bool = True, **kwargs: Any):
     """Build a ``dspy.LM`` for an embedded model (``local/NAME``) or any litellm model string.
 
     Args:
-        model: ``local/qwen2.5-coder-1.5b-instruct`` (default), ``local/qwen2.5-coder-0.5b-instruct``
+        model: None = :func:`default_model` (``PERSONALIGN_LM``, else
+            ``local/qwen2.5-coder-1.5b-instruct``), ``local/qwen2.5-coder-0.5b-instruct``
             (fast), ``local/smollm2-135m-instruct`` (tiny, at chance) or a litellm string.
         temperature: sampling temperature (default 0.0 for embedded models, DSPy's default otherwise).
         max_tokens: output budget in tokens (default 512 for embedded models).
@@ -126,6 +129,8 @@ def make_lm(model: str = DEFAULT_MODEL, *, temperature: float | None = None, max
     import personalign  # noqa: F401
 
     from personalign.lm._provider import register
+
+    model = model or default_model()
 
     if is_local(model):
         get_spec(model)

@@ -121,6 +121,12 @@ FAST_MODEL = "local/qwen2.5-coder-0.5b-instruct"
 TINY_MODEL = "local/smollm2-135m-instruct"
 
 
+def default_model() -> str:
+    """The model used when none is given: ``PERSONALIGN_LM`` if set (any model string, e.g. the
+    tiny ``local/smollm2-135m-instruct`` for control-flow tests), else :data:`DEFAULT_MODEL`."""
+    return os.environ.get("PERSONALIGN_LM", "").strip() or DEFAULT_MODEL
+
+
 def is_local(model: str) -> bool:
     return model.startswith(PROVIDER + "/")
 

@@ -764,9 +764,9 @@ class Sweep:
             self.evalset = self.evalset[: self.limit]
         self.uses_lm = any(self.stage.registry.info(s).uses_lm for s in self.space.strategies)
         if self.uses_lm:
-            from personalign.lm import DEFAULT_MODEL
+            from personalign.lm import default_model
 
-            self.lm_name = self.lm_name or DEFAULT_MODEL
+            self.lm_name = self.lm_name or default_model()
 
     def _prepare_lm(self) -> None:
         """Build (and for embedded models load and verify) the LM once, in the main thread."""

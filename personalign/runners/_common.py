@@ -27,10 +27,10 @@ def resolve_lm(lm: Any, uses_lm: bool):
     object unchanged), or None when the strategy uses no LM."""
     if not uses_lm:
         return None
-    from personalign.lm import DEFAULT_MODEL, make_lm
+    from personalign.lm import default_model, make_lm
 
     if lm is None or isinstance(lm, str):
-        return make_lm(lm or DEFAULT_MODEL)
+        return make_lm(lm or default_model())
     return lm
 
 

@@ -65,13 +65,13 @@ def run_tracked(command: str, fn: Callable[[], dict], *, params: dict[str, Any],
         (a run opened for it is deleted when that is a :class:`PersonalignError`); a bad
         tracking URI fails before ``fn`` runs (ConfigurationError).
     """
-    from personalign.lm import DEFAULT_MODEL
+    from personalign.lm import default_model
     from personalign.tracking_native import lm_traces, run_name
 
     from personalign.errors import PersonalignError
 
     check_inputs(inputs)
-    model = (lm or DEFAULT_MODEL) if uses_lm else None
+    model = (lm or default_model()) if uses_lm else None
     name = run_name("run", command, data=data, lm=model)
     t0 = time.perf_counter()
     if tracker is not None and tracker.enabled:

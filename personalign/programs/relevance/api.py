@@ -146,9 +146,9 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
     uses_lm = bool(getattr(program, "uses_lm", False)) if name is None else STRATEGIES.info(name).uses_lm
     lm_obj = None
     if uses_lm:
-        from personalign.lm import DEFAULT_MODEL, make_lm
+        from personalign.lm import default_model, make_lm
 
-        lm_obj = make_lm(model_string or DEFAULT_MODEL)
+        lm_obj = make_lm(model_string or default_model())
     if program is None:
         program, _ = compile_strategy(name, data=data, split=split, lm=lm_obj, seed=seed)
     examples = [dspy.Example(attribute=a, prompt=prompt, prompt_id="predict", user_id="predict")

@@ -73,15 +73,15 @@ def margins(model: str, examples: Sequence) -> list[float]:
 
 def resolve_model(model: str | None) -> str:
     """The model string to score with: ``model`` if given, else the LM of the current dspy context,
-    else :data:`personalign.lm.DEFAULT_MODEL`."""
+    else :func:`personalign.lm.default_model`."""
     if model:
         return model
     lm = dspy.settings.lm
     if lm is not None and getattr(lm, "model", None):
         return str(lm.model)
-    from personalign.lm import DEFAULT_MODEL
+    from personalign.lm import default_model
 
-    return DEFAULT_MODEL
+    return default_model()
 
 
 class YesProbability(ThresholdedScorer):
