@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml
 
 demo: setup
 	$(BIN)/personalign compare relevance --data examples/relevance_demo.jsonl --split val \
-	  --strategies all-yes,zero-shot,zero-shot@bootstrap,yes-prob,yes-prob-rank,minilm-logreg,style-rank
+	  --strategies all-yes,zero-shot,zero-shot@bootstrap,yes-prob,yes-prob-rank,ensemble-rank,style-rank
 
 test: setup
 	$(BIN)/python -m pytest
