@@ -68,6 +68,12 @@ def parse_strategy_specs(spec: str | None, default: str, registry) -> list[tuple
     return out
 
 
+def _library_noise(w: warnings.WarningMessage) -> bool:
+    """Warnings that dependencies raise about their own code on first import (pydantic's notes on
+    litellm's ``ReadOnly`` TypedDicts), not about the user's data or program."""
+    return "site-packages" in str(w.filename) and "ReadOnly" in str(w.message)
+
+
 def compile_for_stage(stage, strategy: str, optimizer: str | None, trainset: list, **kwargs):
     """:func:`personalign.compile_service.compile_program` (the one compile path; former name)."""
     from personalign.compile_service import compile_program
@@ -216,7 +222,7 @@ def compare_stage(
                 "seconds": round(time.perf_counter() - t0, 3),
                 "compile": compile_info,
                 "compile_summary": compile_summary(compile_info),
-                "warnings": sorted({str(w.message) for w in caught}),
+                "warnings": sorted({str(w.message) for w in caught if not _library_noise(w)}),
             }
             if reports:
                 row["vs_first"] = {"against": result["strategies"][0]["name"],
