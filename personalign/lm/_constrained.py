@@ -50,8 +50,10 @@ class _Candidates:
 
 
 def generate_constrained(llm, prompt_tokens: list[int], grammar_text: str, *, max_tokens: int,
-                         temperature: float, seed: int, top_k: int = 40, top_p: float = 0.95) -> tuple[list[int], str]:
-    """Decode up to ``max_tokens`` tokens after ``prompt_tokens`` under a GBNF grammar.
+                         temperature: float, seed: int, prefix: int = 0, top_k: int = 40,
+                         top_p: float = 0.95) -> tuple[list[int], str]:
+    """Decode up to ``max_tokens`` tokens after ``prompt_tokens`` under a GBNF grammar; the first
+    ``prefix`` prompt tokens are already in the KV cache (the engine's shared-prefix count).
 
     Returns (generated token ids without the end-of-generation token, finish_reason), where
     finish_reason is ``"stop"`` when the grammar completed (an end-of-generation token was chosen)
@@ -69,7 +71,8 @@ def generate_constrained(llm, prompt_tokens: list[int], grammar_text: str, *, ma
     full = _Candidates(n_vocab)
     all_ids = np.arange(n_vocab, dtype=np.int32)
     try:
-        _eval_prompt(llm, prompt_tokens)
+        llm.n_tokens = prefix
+        llm.eval(prompt_tokens[prefix:])
         out: list[int] = []
         finish = "length"
         for _ in range(max_tokens):
@@ -87,20 +90,6 @@ def generate_constrained(llm, prompt_tokens: list[int], grammar_text: str, *, ma
         return out, finish
     finally:
         llama_cpp.llama_sampler_free(sampler)
-
-
-def _eval_prompt(llm, tokens: list[int]) -> None:
-    """Evaluate the prompt, reusing the longest common prefix already in the KV cache."""
-    prefix = 0
-    cached = llm.input_ids[: llm.n_tokens].tolist()
-    for a, b in zip(cached, tokens):
-        if a != b:
-            break
-        prefix += 1
-    if prefix >= len(tokens):  # need at least one token evaluated to get fresh logits
-        prefix = len(tokens) - 1
-    llm.n_tokens = prefix
-    llm.eval(tokens[prefix:])
 
 
 def _choose(sampler, logits, one, full, all_ids, temperature, top_k, top_p, rng) -> int:

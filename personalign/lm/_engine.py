@@ -274,14 +274,14 @@ class LocalEngine:
             bounded = fit_schema(schema, s.max_string_chars, s.max_list_items, budget=max_tokens)
             grammar_text = _gbnf_for(json.dumps(bounded, sort_keys=True))
         with self.lock:
-            self._start(tokens)
+            prefix = self._start(tokens)
             if seed is None:
                 seed = s.seed if temperature == 0 else s.seed + self.calls
             if grammar_text is not None:
                 from personalign.lm._constrained import generate_constrained
 
                 ids, finish = generate_constrained(self.llm, tokens, grammar_text, max_tokens=max_tokens,
-                                                   temperature=temperature, seed=seed)
+                                                   temperature=temperature, seed=seed, prefix=prefix)
                 text = self.llm.detokenize(ids).decode("utf-8", errors="replace")
                 return Completion(text=text, finish_reason=finish, prompt_tokens=len(tokens),
                                   completion_tokens=len(ids))

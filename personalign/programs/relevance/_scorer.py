@@ -39,3 +39,41 @@ class ThresholdedScorer(dspy.Module):
     def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
         (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
         return pred
+
+
+class TopShareDecision:
+    """Mixin for a :class:`ThresholdedScorer`: decide by within-group top share instead of a global
+    threshold (:func:`~personalign.programs.relevance.ranked.top_share_decisions`): the top
+    ``top_fraction`` of each (prompt, user) group of at least ``min_group`` examples is relevant,
+    smaller groups use ``score >= threshold``. ``top_fraction`` is the positive rate of the
+    training examples (:meth:`fit_top_fraction`); both are saved with the state.
+    """
+
+    min_group: int = 5
+    top_fraction: float | None = None
+
+    def fit_top_fraction(self, examples: Sequence) -> None:
+        """``top_fraction`` = the share of ``examples`` whose ``relevant`` is true."""
+        self.top_fraction = sum(bool(e.relevant) for e in examples) / max(1, len(examples))
+
+    def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
+        """Top share per group.
+
+        Raises:
+            RuntimeError: not fitted (no ``top_fraction``) or no threshold.
+        """
+        from personalign.programs.relevance.ranked import top_share_decisions
+
+        if self.top_fraction is None or self.threshold is None:
+            raise RuntimeError(f"{type(self).__name__} has no top_fraction/threshold: "
+                               "compile it with LearnedSelectorFit first")
+        return top_share_decisions(scores, examples, self.top_fraction, self.min_group, self.threshold)
+
+    def dump_state(self, *args, **kwargs) -> dict:
+        return {**super().dump_state(), "top_fraction": self.top_fraction, "min_group": self.min_group}
+
+    def load_state(self, state: dict):
+        super().load_state(state)
+        self.top_fraction = state.get("top_fraction")
+        self.min_group = int(state.get("min_group", self.min_group))
+        return self

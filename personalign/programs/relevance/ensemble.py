@@ -25,7 +25,7 @@ from typing import Sequence
 
 import dspy
 
-from personalign.programs.relevance._scorer import ThresholdedScorer
+from personalign.programs.relevance._scorer import ThresholdedScorer, TopShareDecision
 
 from personalign.programs.relevance.learned import MiniLMLogReg
 from personalign.programs.relevance.yes_prob import margins, resolve_model
@@ -136,7 +136,7 @@ class LearnedPlusLLM(ThresholdedScorer):
         return self
 
 
-class EnsembleRank(LearnedPlusLLM):
+class EnsembleRank(TopShareDecision, LearnedPlusLLM):
     """``ensemble-rank``: the ``style-rank`` selector's probability stacked with the yes/no margin,
     deciding by within-group top share (the top train-rate share of each user's attributes for a
     prompt, :func:`~personalign.programs.relevance.ranked.top_share_decisions`).
@@ -161,26 +161,5 @@ class EnsembleRank(LearnedPlusLLM):
     def fit(self, examples: Sequence, *, seed: int = 0) -> "EnsembleRank":
         """:meth:`LearnedPlusLLM.fit`, then ``top_fraction`` = the positive rate of ``examples``."""
         super().fit(examples, seed=seed)
-        self.top_fraction = sum(bool(e.relevant) for e in examples) / max(1, len(examples))
-        return self
-
-    def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
-        """Top share per (prompt, user) group.
-
-        Raises:
-            RuntimeError: not fitted (no ``top_fraction``) or no threshold.
-        """
-        from personalign.programs.relevance.ranked import top_share_decisions
-
-        if self.top_fraction is None or self.threshold is None:
-            raise RuntimeError("EnsembleRank has no top_fraction/threshold: compile it with LearnedSelectorFit first")
-        return top_share_decisions(scores, examples, self.top_fraction, self.min_group, self.threshold)
-
-    def dump_state(self, *args, **kwargs) -> dict:
-        return {**super().dump_state(), "top_fraction": self.top_fraction, "min_group": self.min_group}
-
-    def load_state(self, state: dict) -> "EnsembleRank":
-        super().load_state(state)
-        self.top_fraction = state.get("top_fraction")
-        self.min_group = int(state.get("min_group", self.min_group))
+        self.fit_top_fraction(examples)
         return self

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import dspy
 
-from personalign.programs.relevance._scorer import ThresholdedScorer
+from personalign.programs.relevance._scorer import ThresholdedScorer, TopShareDecision
 
 _margins: dict[tuple[str, str, str], float] = {}
 _margins_lock = threading.Lock()
@@ -35,8 +35,6 @@ def cached_margin(model: str, attribute: str, prompt: str) -> float:
     by ``(model, attribute, prompt)`` and kept in DSPy's cache (disk + memory, wherever
     :func:`personalign.lm.configure_cache` points it; nothing when the cache is off), keyed by the
     model file's pinned sha256 and the rendered messages, so a rerun computes no margin twice."""
-    import dspy
-
     from personalign.lm import get_spec, is_local
     from personalign.lm.scoring import relevance_messages, yes_no_margin
 
@@ -150,7 +148,7 @@ class YesProbability(ThresholdedScorer):
         return self
 
 
-class YesProbRank(YesProbability):
+class YesProbRank(TopShareDecision, YesProbability):
     """Relevant = among the top ``top_fraction`` of its (prompt, user) group by yes/no margin.
 
     Humans mark a roughly constant share (~17-20%) of a user's attributes relevant to any prompt,
@@ -174,26 +172,5 @@ class YesProbRank(YesProbability):
     def fit(self, examples: Sequence, *, seed: int = 0) -> "YesProbRank":
         """Record the model; ``top_fraction`` = the positive rate of ``examples`` (their ``relevant``)."""
         super().fit(examples, seed=seed)
-        self.top_fraction = sum(bool(e.relevant) for e in examples) / max(1, len(examples))
-        return self
-
-    def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
-        """Top share per group (:func:`~personalign.programs.relevance.ranked.top_share_decisions`).
-
-        Raises:
-            RuntimeError: not fitted (no ``top_fraction``).
-        """
-        from personalign.programs.relevance.ranked import top_share_decisions
-
-        if self.top_fraction is None:
-            raise RuntimeError("YesProbRank has no top_fraction: compile it with LearnedSelectorFit first")
-        return top_share_decisions(scores, examples, self.top_fraction, self.min_group, self.threshold)
-
-    def dump_state(self, *args, **kwargs) -> dict:
-        return {**super().dump_state(), "top_fraction": self.top_fraction, "min_group": self.min_group}
-
-    def load_state(self, state: dict) -> "YesProbRank":
-        super().load_state(state)
-        self.top_fraction = state.get("top_fraction")
-        self.min_group = int(state.get("min_group", self.min_group))
+        self.fit_top_fraction(examples)
         return self
