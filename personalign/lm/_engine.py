@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from personalign.errors import ContextWindowError, ModelFileError
+from personalign.errors import ConfigurationError, ContextWindowError, ModelFileError
 from personalign.lm._models import LocalModelSpec, get_spec, model_file
 
 
@@ -60,7 +60,11 @@ class LocalSettings:
         if env.get("PERSONALIGN_SEED"):
             s = replace(s, seed=int(env["PERSONALIGN_SEED"]))
         if env.get("PERSONALIGN_KV_REUSE"):
-            s = replace(s, reuse_prefix=env["PERSONALIGN_KV_REUSE"].strip().lower() not in ("0", "false", "no", "off"))
+            value = env["PERSONALIGN_KV_REUSE"].strip().lower()
+            if value not in ("0", "false", "no", "off", "1", "true", "yes", "on"):
+                raise ConfigurationError(f"PERSONALIGN_KV_REUSE must be 1 or 0 (true/false, yes/no, on/off), "
+                                         f"not {env['PERSONALIGN_KV_REUSE']!r}")
+            s = replace(s, reuse_prefix=value in ("1", "true", "yes", "on"))
         return s
 
 

@@ -175,3 +175,16 @@ def test_fit_schema_makes_the_longest_answer_fit_the_token_budget():
         assert _max_chars(out, {}) <= budget
     roomy = fit_schema(schema, max_string_chars=20, max_list_items=2, budget=10_000)
     assert roomy["properties"]["reasoning"]["maxLength"] == 20  # no tightening when it fits
+
+
+def test_kv_reuse_setting_is_parsed_and_a_bad_value_is_an_error(monkeypatch):
+    from personalign.errors import ConfigurationError
+    from personalign.lm._engine import LocalSettings
+
+    monkeypatch.setenv("PERSONALIGN_KV_REUSE", "0")
+    assert LocalSettings.from_env().reuse_prefix is False
+    monkeypatch.setenv("PERSONALIGN_KV_REUSE", "on")
+    assert LocalSettings.from_env().reuse_prefix is True
+    monkeypatch.setenv("PERSONALIGN_KV_REUSE", "maybe")
+    with pytest.raises(ConfigurationError, match="PERSONALIGN_KV_REUSE.*'maybe'"):
+        LocalSettings.from_env()
