@@ -7,10 +7,11 @@ positive). Trainable strategies are compiled on train with their registry defaul
 nothing is fitted on the evaluation split.
 
 Per strategy: F1, precision, recall, yes-rate (each with a 95% percentile-bootstrap CI over items),
-ROC AUC when the strategy scores, n used, LM calls (cache disabled, so every call reaches the
-model), seconds (compile + predict), compile facts. Bounds so the run fits ~15 min on 2 cores:
-per-pair LLM judges (zero-shot, cot, criteria) run on the first ``--max-lm-pairs`` val pairs; the
-LM-scoring strategies (yes-prob, ensemble: one prompt evaluation per pair, ~1.5 s for a long LIMA
+ROC AUC when the strategy scores, n used, LM calls (cache disabled unless ``--cache-dir``, so every
+call reaches the model), seconds (compile + predict), compile facts. Optional bounds for a short run
+(defaults: everything):
+per-pair LLM judges (zero-shot, cot, criteria) run on ``--max-lm-pairs`` val pairs (0 = all, else a seeded sample); the
+LM-scoring strategies (yes-prob, yes-prob-rank, ensemble, ensemble-rank: one prompt evaluation per pair, ~1.5 s for a long LIMA
 prompt on an idle machine, ten times that on a busy one) are compiled on ``--max-lm-train`` train
 pairs spread over the train prompts and evaluated on that same val subset; the batch judge runs
 on all of val and on that same subset; ``cross-encoder`` runs only with
@@ -19,7 +20,7 @@ on all of val and on that same subset; ``cross-encoder`` runs only with
 inside train (val untouched) behind the design of ``minilm-rank`` and ``style-rank`` (features,
 hard vs soft labels, C, PrefEval pairs as extra training data).
 
-Usage: ``python benchmarks/relevance.py [--lm local/smollm2-135m-instruct] [--max-lm-pairs 20]
+Usage: ``python benchmarks/relevance.py [--lm local/qwen2.5-coder-1.5b-instruct] [--max-lm-pairs 0] [--cache-dir DIR]
 [--cross-encoder] [--strategies a,b] [--n-boot 1000] [--seed 0] [--no-train-cv]``
 """
 
