@@ -16,15 +16,18 @@ when the program has scores), then run on the evaluation split (``--split``, def
 * ``vs_uncompiled``: the paired-bootstrap F1 difference against the same strategy uncompiled,
   its 95% CI and McNemar's exact p (:func:`personalign.evaluation.paired_comparison`);
 * ``compile``: the dev objective before/after, the chosen candidate and why, the decision rule;
+* ``score_auc``: ROC AUC (95% CI) of the program's own score -- the judges' log-probability margin
+  of the verdict under their own (compiled) prompt -- when every prediction has one;
 * LM calls of compile (projected and actual) and of evaluation, and seconds.
 
-Budget: teleprompters compile on at most ``--train-per-prompt`` examples per training prompt (a
-seeded, label-stratified sample; 0 = all). DSPy's cache is disabled, so every call reaches the
+Budget: compiles use at most ``--train-per-group`` train examples per decision unit (the stage's
+``decision_keys``; relevance: one user's attributes for one prompt; a seeded, label-stratified
+sample; 0 = all). DSPy's cache is disabled, so every call reaches the
 model. The human-readable table goes to stderr; stdout holds the JSON object only.
 
 Usage: ``python benchmarks/compile_relevance.py [--stage relevance] [--data PATH] [--lm MODEL]
 [--strategies zero-shot,cot,criteria] [--teleprompters labeled,bootstrap] [--limit 40]
-[--train-per-prompt 6] [--seed 0] [--n-boot 1000]``
+[--train-per-group 12] [--seed 0] [--n-boot 1000] [--cache-dir DIR]``
 """
 
 from __future__ import annotations
@@ -58,12 +61,13 @@ def default_data(stage: str):
     return None
 
 
-def cap_per_group(examples, per_group: int, key: str, label, seed: int) -> list:
-    """A seeded sample of at most ``per_group`` examples of each group, stratified by ``label(ex)``
+def cap_per_group(examples, per_group: int, group_of, label, seed: int) -> list:
+    """A seeded sample of at most ``per_group`` examples of each group (``group_of(ex)``: the
+    stage's decision unit, e.g. one user's attributes for one prompt), stratified by ``label(ex)``
     (at least one positive per group when it has one); file order kept."""
     groups = defaultdict(list)
     for i, ex in enumerate(examples):
-        groups[getattr(ex, key, None)].append(i)
+        groups[group_of(ex)].append(i)
     rng = random.Random(seed)
     keep = set()
     for g in sorted(groups, key=str):
@@ -89,6 +93,26 @@ def row_of(name, report, compile_info, seconds, keep):
            "errors": report["errors"][:3]}
     row["compile"] = summary(compile_info)
     return row
+
+
+def score_auc(report, gold) -> dict | None:
+    """ROC AUC of the program's own scores (the LLM judges' yes/no log-probability margin) against
+    the gold positive class, with a 95% bootstrap CI; None when any prediction has no score."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    scores = report.get("scores") or []
+    if not scores or any(s is None for s in scores) or len(set(gold)) < 2:
+        return None
+    s, y = np.asarray(scores, dtype=float), np.asarray(gold, dtype=bool)
+    rng = np.random.default_rng(0)
+    boot = []
+    for _ in range(1000):
+        i = rng.integers(0, len(y), len(y))
+        if y[i].any() and not y[i].all():
+            boot.append(roc_auc_score(y[i], s[i]))
+    return {"auc": round(float(roc_auc_score(y, s)), 4),
+            "ci": [round(float(np.percentile(boot, 2.5)), 4), round(float(np.percentile(boot, 97.5)), 4)]}
 
 
 def table(rows, key) -> str:
@@ -119,10 +143,18 @@ def main(argv=None) -> None:
     ap.add_argument("--strategies", default=STRATEGIES, help="LLM strategies, comma-separated")
     ap.add_argument("--teleprompters", default=TELEPROMPTERS, help="teleprompters, comma-separated ('' = none)")
     ap.add_argument("--limit", type=int, default=0, help="evaluation examples (seeded sample); 0 = the whole split")
-    ap.add_argument("--train-per-prompt", type=int, default=6,
-                    help="teleprompters compile on at most this many examples per training group; 0 = all")
+    ap.add_argument("--train-per-group", type=int, default=12,
+                    help="compile on at most this many train examples per decision unit (relevance: one user's "
+                         "attributes for one prompt; a seeded, label-stratified sample); 0 = all")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-boot", type=int, default=1000)
+    ap.add_argument("--partial", default=None,
+                    help="after every row, write the rows so far to this JSON file (atomic replace), so a long "
+                         "run that is stopped keeps what it measured")
+    ap.add_argument("--cache-dir", default=None,
+                    help="use DSPy's cache in this directory (identical calls are answered once: a compiled "
+                         "program that kept the uncompiled prompt plus a decision rule re-uses its val calls; "
+                         "seconds then measure cache hits). Default: cache off, every call reaches the model")
     args = ap.parse_args(argv)
     quiet_logs()
     logging.getLogger("dspy").setLevel(logging.ERROR)
@@ -159,9 +191,12 @@ def main(argv=None) -> None:
         evalset = [ex for i, ex in enumerate(evalset) if i in keep]
     trainset = [ex for ex in examples if getattr(ex, "split", None) == args.train_split]
     positive = lambda ex: bool(st.is_positive(st.gold(ex)))  # noqa: E731
-    tele_train = (cap_per_group(trainset, args.train_per_prompt, st.group_key, positive, args.seed)
-                  if args.train_per_prompt else trainset)
-    configure_cache(enabled=False)  # every LM call reaches the model: honest calls and seconds
+    tele_train = (cap_per_group(trainset, args.train_per_group, st.decision_group, positive, args.seed)
+                  if args.train_per_group else trainset)
+    if args.cache_dir:
+        configure_cache(args.cache_dir)
+    else:
+        configure_cache(enabled=False)  # every LM call reaches the model: honest calls and seconds
     model = args.lm or DEFAULT_MODEL
     lm = make_lm(model)
     keep = ("f1", "f1_ci", "precision", "recall", "recall_ci", "yes_rate", "accuracy", "failures")
@@ -180,6 +215,7 @@ def main(argv=None) -> None:
                                     description=name)
             row = row_of(name, report, info, time.perf_counter() - t0, keep)
             row["objective"] = objective_score(st, evalset, report["predictions"])  # F1, or F2 of "rejected"
+            row["score_auc"] = score_auc(report, [positive(ex) for ex in evalset])
             if reference is None:
                 reference = report
             else:
@@ -188,6 +224,15 @@ def main(argv=None) -> None:
                                         "ci": [round(x, 4) for x in cmp["diff"]["ci"]],
                                         "mcnemar_p": (cmp["mcnemar"] or {}).get("p_value")}
             rows.append(row)
+            print(table([row], "f1").splitlines()[-1], file=sys.stderr, flush=True)
+            if args.partial:
+                import json
+                import tempfile
+
+                with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(os.path.abspath(args.partial)),
+                                                 delete=False, suffix=".tmp") as fh:
+                    json.dump({"rows": rows, "seconds": round(time.perf_counter() - t_all, 1)}, fh)
+                os.replace(fh.name, args.partial)
     print(table(rows, "f1"), file=sys.stderr, flush=True)
     gold = [positive(ex) for ex in evalset]
     emit({
@@ -195,7 +240,7 @@ def main(argv=None) -> None:
         "positive": st.positive_name, "data": str(data), "data_sha256": file_sha256(data), "split": args.split,
         "n_split": n_split, "n": len(evalset), "gold_yes_rate": round(sum(gold) / max(1, len(gold)), 4),
         "n_train": len(trainset), "n_teleprompter_train": len(tele_train), "lm": model, "seed": args.seed,
-        "n_boot": args.n_boot, "cache": "disabled (every LM call reaches the model)",
+        "n_boot": args.n_boot, "cache": args.cache_dir or "disabled (every LM call reaches the model)",
         "teleprompter_settings": {t: LIGHT.get(t, "wrapper defaults") for t in teles},
         "env": {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "PERSONALIGN_THREADS")}, "cpus": os.cpu_count(),
         "rows": rows, "seconds": round(time.perf_counter() - t_all, 1),

@@ -202,6 +202,7 @@ def compare_stage(
     metric_keys = (("f1", "f1_ci", "precision", "precision_ci", "recall", "recall_ci", "yes_rate", "yes_rate_ci",
                     "accuracy") if st.kind == "binary" else (st.metric_name, f"{st.metric_name}_ci"))
     reports: list[dict] = []
+    names_seen: list[str] = []  # strategy names in the order run (reports[i] is names_seen[i])
 
     def body():
         for (base, opt_name), name in zip(specs, names):
@@ -228,6 +229,12 @@ def compare_stage(
                 row["vs_first"] = {"against": result["strategies"][0]["name"],
                                    **paired_comparison(st, report, reports[0], n_boot=max(n_boot, 1), seed=seed)}
                 row["vs_first"]["f1_diff"] = row["vs_first"]["diff"]  # former key
+            base = name.split("@", 1)[0]
+            if "@" in name and base in names_seen:  # the same strategy uncompiled ran earlier: pair them
+                i = names_seen.index(base)
+                row["vs_uncompiled"] = {"against": base, **paired_comparison(st, report, reports[i], n_boot=max(n_boot, 1),
+                                                                             seed=seed)}
+            names_seen.append(name)
             reports.append(report)
             result["strategies"].append(row)
             if tracker is not None:

@@ -19,10 +19,12 @@ Compiling an LLM strategy with a teleprompter:
    rest the highest objective wins and ties go to the uncompiled program. So a compile never
    returns a program that scores worse on dev than the one it was given (unless that one was
    constant and the compiled one is not);
-4. **decision calibration** (binary stages, programs whose predictions carry a ``score``): a
-   threshold or a within-group top share fitted by grouped CV on dev
-   (:func:`personalign.optimizers.decision.fit_decision_rule`) is added when it beats the
-   program's own decisions out of fold; it is saved with the program.
+4. **decision calibration** (binary stages, programs whose predictions carry a ``score``, e.g. the
+   LLM judges' own yes/no log-probability margin): a threshold or a within-unit top share
+   (``stage.decision_keys``) fitted by grouped CV inside train -- the chosen program's dev scores
+   plus its scores on the fit examples that are not its own demos -- is added when it beats the
+   program's own decisions out of fold
+   (:func:`personalign.optimizers.decision.fit_decision_rule`); it is saved with the program.
 
 The ``CompileResult`` dict says all of it: ``objective``, ``dev_objective_before`` /
 ``dev_objective_after``, ``chosen`` and ``reason``, ``details["selection"]`` (every candidate's dev
@@ -103,24 +105,50 @@ def choose(candidates: list[dict]) -> tuple[dict, str]:
     return best, why
 
 
-def _calibrate(stage, chosen: dict, dev: list, program):
-    """Fit a decision rule on ``chosen``'s dev scores; ``(program, rule | None)``."""
+def _demo_inputs(program, inputs: Sequence[str]) -> set:
+    """The input tuples of every demo of ``program``'s predictors (examples it has seen answered)."""
+    seen = set()
+    for predictor in program.predictors():
+        for demo in getattr(predictor, "demos", None) or []:
+            seen.add(tuple(str(demo.get(k)) if hasattr(demo, "get") else str(getattr(demo, k, None)) for k in inputs))
+    return seen
+
+
+def _calibrate(stage, chosen: dict, program, dev: list, fit: list, lm) -> tuple[Any, Any, int, int]:
+    """Fit a decision rule for ``program`` (the winning candidate ``chosen``) by grouped CV on
+    train: its dev scores plus its scores on the fit examples that are not its own demos.
+
+    Returns ``(program, rule | None, lm_calls, n_calibration, dev_after)``: ``dev_after`` is the
+    set objective of the rule's out-of-fold decisions on the dev examples (comparable with the
+    program's own dev objective), None without a rule; no rule (and no LM calls beyond dev) when
+    the stage is not binary or the program's predictions carry no score."""
     from personalign.objectives import objective_score
     from personalign.optimizers.decision import fit_decision_rule, with_rule
 
-    scores = chosen["scores"]
-    if stage.kind != "binary" or not dev or any(s is None for s in scores):
-        return program, None
-    groups = [getattr(ex, stage.group_key, None) if stage.group_key else i for i, ex in enumerate(dev)]
-    raw = [bool(p) if p is not None else False for p in chosen["predictions"]]
+    if stage.kind != "binary" or not dev or any(s is None for s in chosen["scores"]):
+        return program, None, 0, 0, None
+    demos = _demo_inputs(program, stage.inputs)
+    extra = [ex for ex in fit if tuple(str(getattr(ex, k, None)) for k in stage.inputs) not in demos]
+    scored_fit = score_on(stage, program, extra, lm=lm, name=f"{chosen['name']} on fit (calibration)")
+    examples = list(dev) + extra
+    scores = list(chosen["scores"]) + list(scored_fit["scores"])
+    preds = list(chosen["predictions"]) + list(scored_fit["predictions"])
+    keep = [i for i, s in enumerate(scores) if s is not None]  # fit calls that failed have no score
+    examples, scores, preds = [examples[i] for i in keep], [scores[i] for i in keep], [preds[i] for i in keep]
+    on_dev = [j for j, i in enumerate(keep) if i < len(dev)]
+    groups = [stage.decision_group(ex) for ex in examples]
+    raw = [bool(p) if p is not None else False for p in preds]
 
     def objective(idx, decisions):
-        return objective_score(stage, [dev[i] for i in idx], list(decisions))
+        return objective_score(stage, [examples[i] for i in idx], list(decisions))
 
-    rule = fit_decision_rule([float(s) for s in scores], groups, raw, objective)
+    oof: list[bool] = []
+    rule = fit_decision_rule([float(s) for s in scores], groups, raw, objective, out_of_fold=oof)
+    calls = scored_fit["lm_calls"]
     if rule is None:
-        return program, None
-    return with_rule(program, rule, stage.output, stage.group_key), rule
+        return program, None, calls, len(examples), None
+    dev_after = objective(on_dev, [oof[j] for j in on_dev])
+    return with_rule(program, rule, stage.output, stage.decision_group), rule, calls, len(examples), dev_after
 
 
 def _teleprompter_kwargs(stage, strategy: str, optimizer: str, fit: list, lm, seed: int, settings: dict) -> dict:
@@ -215,19 +243,23 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
     notes = [f"{c['name']} predicts a single class on dev" for c in candidates if c["constant"]]
     best, why = choose(candidates)
     chosen = programs[best["name"]]
-    after, rule = best["objective"], None
+    after, rule, calib_calls, n_calib = best["objective"], None, 0, 0
     if calibrate and info.uses_lm:
-        chosen, rule = _calibrate(stage, best, dev, chosen)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            chosen, rule, calib_calls, n_calib, dev_after = _calibrate(stage, best, chosen, dev, fit, lm)
         if rule is not None:
-            after = rule.cv_objective
-            why += f"; decision rule ({rule.describe()}) raised the out-of-fold dev objective " \
-                   f"{rule.raw_objective:.4f} -> {rule.cv_objective:.4f}"
+            after = dev_after
+            why += f"; decision rule ({rule.describe()}) fitted by grouped CV on {rule.n} train examples " \
+                   f"raised their out-of-fold objective {rule.raw_objective:.4f} -> {rule.cv_objective:.4f} " \
+                   f"(on dev: {best['objective']:.4f} -> {dev_after:.4f})"
     for note in notes:
         warnings.warn(f"{strategy}@{optimizer}: {note}", UserWarning, stacklevel=2)
-    dev_calls = sum(c["lm_calls"] for c in candidates)
+    dev_calls = sum(c["lm_calls"] for c in candidates) + calib_calls
     calls_per_run = opt._calls_per_run(program) if hasattr(opt, "_calls_per_run") else 1
     n_cands = 2 + int(getattr(opt, "max_alternatives", 0) or 0)
-    result.projected_lm_calls = (result.projected_lm_calls or 0) + n_cands * len(dev) * calls_per_run
+    projected_calib = len(fit) * calls_per_run if (calibrate and info.uses_lm and stage.kind == "binary") else 0
+    result.projected_lm_calls = (result.projected_lm_calls or 0) + n_cands * len(dev) * calls_per_run + projected_calib
     result.actual_lm_calls = (result.actual_lm_calls or 0) + dev_calls
     result.lm_calls = result.actual_lm_calls
     result.score_before, result.score_after = candidates[0]["objective"], after
@@ -240,7 +272,8 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
         "candidates": [{k: c.get(k) for k in ("name", "objective", "constant", "yes_rate", "failures")}
                        for c in candidates],
         "chosen": result.chosen, "reason": why, "warnings": notes,
-        "decision_rule": rule.to_dict() if rule is not None else None,
+        "decision_rule": rule.to_dict() if rule is not None else None, "n_calibration": n_calib,
+        "calibration_lm_calls": calib_calls,
         "inner_metric": getattr(getattr(opt, "metric", None), "__name__", None),
         "class_weights": {("positive" if k else "negative"): round(v, 4)
                           for k, v in getattr(getattr(opt, "metric", None), "weights", {}).items()},

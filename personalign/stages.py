@@ -49,6 +49,10 @@ class Stage:
         metric_name: name of the main metric in reports (``f1`` for binary stages).
         group_key: example field grouping examples (teleprompters' dev split and grouped CV hold
             out whole groups); None: no groups.
+        decision_keys: example fields whose values together form the unit a compiled binary
+            program's decision rule works in: a ``top_share`` rule ranks within it and the rule's
+            grouped CV folds hold whole units out (relevance: one user's attributes for one prompt,
+            ``("prompt_id", "user_id")``). None: ``(group_key,)``.
         feedback_metric: ``"module:function"`` GEPA feedback metric (optional).
         objective: the **set-level** objective compiles maximize on their dev split
             (:mod:`personalign.objectives`): ``"f1"`` or ``"fbeta:B"`` of the positive class
@@ -73,6 +77,7 @@ class Stage:
     group_key: str | None = "prompt_id"
     feedback_metric: str | None = None
     objective: str | None = None
+    decision_keys: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         from personalign.objectives import objective_spec, validate_spec
@@ -82,6 +87,12 @@ class Stage:
             raise ValueError(f"stage {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
         if self.kind == "scored" and self.metric is None:
             raise ValueError(f"stage {self.name}: a scored stage needs a metric")
+
+    def decision_group(self, example) -> Any:
+        """The decision-rule unit of ``example`` (see ``decision_keys``): a tuple of its field
+        values (None for a missing field)."""
+        keys = self.decision_keys or ((self.group_key,) if self.group_key else ())
+        return tuple(getattr(example, k, None) for k in keys)
 
     # --- resolved parts (imported on first use) ---
     @property

@@ -100,10 +100,17 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
     console.print(render_table(result))
     from personalign.compile_service import summary_line
 
+    key = result.get("metric", "f1")
     for row in result["strategies"]:
         line = summary_line(row["name"], row.get("compile"))
         if line:
             console.print(line, markup=False, highlight=False)
+        vs = row.get("vs_uncompiled")
+        if vs:
+            d, p = vs["diff"], vs.get("mcnemar")
+            console.print(f"{row['name']} vs {vs['against']} (compiled vs uncompiled, paired on the same examples): "
+                          f"Δ{key} {d['diff']:+.3f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]"
+                          + (f", McNemar p = {p['p_value']:.3g}" if p else ""), markup=False, highlight=False)
     for row in result["strategies"]:
         for line in row["errors"][:3] + row.get("warnings", []):
             err.print(f"{row['name']}: {line}", style="yellow", markup=False, highlight=False)

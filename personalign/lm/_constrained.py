@@ -51,13 +51,19 @@ class _Candidates:
 
 def generate_constrained(llm, prompt_tokens: list[int], grammar_text: str, *, max_tokens: int,
                          temperature: float, seed: int, prefix: int = 0, top_k: int = 40,
-                         top_p: float = 0.95) -> tuple[list[int], str]:
+                         top_p: float = 0.95, logprobs: list | None = None,
+                         top_logprobs: int = 0) -> tuple[list[int], str]:
     """Decode up to ``max_tokens`` tokens after ``prompt_tokens`` under a GBNF grammar; the first
     ``prefix`` prompt tokens are already in the KV cache (the engine's shared-prefix count).
 
     Returns (generated token ids without the end-of-generation token, finish_reason), where
     finish_reason is ``"stop"`` when the grammar completed (an end-of-generation token was chosen)
     and ``"length"`` when the budget ran out. The caller holds the engine lock.
+
+    When ``logprobs`` is a list, one ``(token_id, logprob, [(id, logprob), ...])`` is appended per
+    generated token: the model's own (unconstrained, temperature-1) natural-log probability of the
+    chosen token and the ``top_logprobs`` most likely tokens at that step, as OpenAI's
+    ``logprobs``/``top_logprobs`` report them.
     """
     import llama_cpp
 
@@ -85,11 +91,25 @@ def generate_constrained(llm, prompt_tokens: list[int], grammar_text: str, *, ma
             if llama_cpp.llama_vocab_is_eog(vocab, token):
                 finish = "stop"
                 break
+            if logprobs is not None:
+                logprobs.append(_step_logprobs(logits, token, top_logprobs))
             out.append(token)
             llm.eval([token])
         return out, finish
     finally:
         llama_cpp.llama_sampler_free(sampler)
+
+
+def _step_logprobs(logits: np.ndarray, token: int, k: int) -> tuple[int, float, list[tuple[int, float]]]:
+    """``(token, log p(token), [(id, log p), ...top k])`` under the softmax of ``logits``."""
+    z = logits.astype(np.float64)
+    logz = float(np.logaddexp.reduce(z))
+    top: list[tuple[int, float]] = []
+    if k > 0:
+        ids = np.argpartition(-z, k)[:k]
+        ids = ids[np.argsort(-z[ids])]
+        top = [(int(i), float(z[i] - logz)) for i in ids]
+    return int(token), float(z[token] - logz), top
 
 
 def _choose(sampler, logits, one, full, all_ids, temperature, top_k, top_p, rng) -> int:

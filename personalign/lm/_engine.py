@@ -70,10 +70,16 @@ class LocalSettings:
 
 @dataclass
 class Completion:
+    """One generation: ``text``, ``finish_reason`` ("stop" | "length"), token counts and, when
+    requested for a schema-constrained call, ``logprobs``: OpenAI's ``choice.logprobs.content``
+    shape, one ``{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}``
+    per generated token (natural logs, the model's own distribution before the grammar)."""
+
     text: str
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
+    logprobs: list[dict[str, Any]] | None = None
 
 
 def bound_schema(schema: dict[str, Any], max_string_chars: int, max_list_items: int) -> dict[str, Any]:
@@ -256,8 +262,13 @@ class LocalEngine:
         seed: int | None = None,
         stop: list[str] | None = None,
         schema: dict[str, Any] | None = None,
+        logprobs: int | None = None,
     ) -> Completion:
         """Generate from a rendered prompt, optionally constrained to a JSON schema.
+
+        ``logprobs``: None (default) for none, else the number of top alternatives (0-20) to
+        report per generated token; supported for schema-constrained calls (typed outputs, where
+        DSPy's JSONAdapter sends the schema), ignored for free text (``Completion.logprobs`` None).
 
         Raises:
             ContextWindowError: the prompt leaves fewer than 8 tokens of the n_ctx window.
@@ -284,11 +295,14 @@ class LocalEngine:
             if grammar_text is not None:
                 from personalign.lm._constrained import generate_constrained
 
+                steps = [] if logprobs is not None else None
                 ids, finish = generate_constrained(self.llm, tokens, grammar_text, max_tokens=max_tokens,
-                                                   temperature=temperature, seed=seed, prefix=prefix)
+                                                   temperature=temperature, seed=seed, prefix=prefix,
+                                                   logprobs=steps, top_logprobs=int(logprobs or 0))
                 text = self.llm.detokenize(ids).decode("utf-8", errors="replace")
                 return Completion(text=text, finish_reason=finish, prompt_tokens=len(tokens),
-                                  completion_tokens=len(ids))
+                                  completion_tokens=len(ids),
+                                  logprobs=None if steps is None else [self._token_logprob(*st) for st in steps])
             out = self.llm.create_completion(
                 prompt=tokens,
                 max_tokens=max_tokens,
@@ -305,6 +319,13 @@ class LocalEngine:
             prompt_tokens=int(usage.get("prompt_tokens", len(tokens))),
             completion_tokens=int(usage.get("completion_tokens", 0)),
         )
+
+    def _token_logprob(self, token: int, logprob: float, top: list[tuple[int, float]]) -> dict[str, Any]:
+        def entry(tok: int, lp: float) -> dict[str, Any]:
+            raw = self.llm.detokenize([tok])
+            return {"token": raw.decode("utf-8", errors="replace"), "logprob": lp, "bytes": list(raw)}
+
+        return {**entry(token, logprob), "top_logprobs": [entry(t, lp) for t, lp in top]}
 
     def next_token_logprobs(self, prompt: str, candidates: list[str]) -> dict[str, tuple[int, float]]:
         """Log-probability of each candidate's first token as the next token after ``prompt``.

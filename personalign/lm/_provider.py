@@ -46,6 +46,8 @@ def _make_handler():
             if isinstance(user_stop, str):
                 user_stop = [user_stop]
             n = int(params.get("n") or 1)
+            top = params.get("top_logprobs")
+            logprobs = (min(20, max(0, int(top or 0))) if params.get("logprobs") else None)
             seed = params.get("seed")
             choices = []
             prompt_tokens = completion_tokens = 0
@@ -57,11 +59,13 @@ def _make_handler():
                     seed=None if seed is None else int(seed) + i,
                     stop=sorted(set(stop + (user_stop or []))),
                     schema=schema,
+                    logprobs=logprobs,
                 )
                 prompt_tokens = out.prompt_tokens
                 completion_tokens += out.completion_tokens
+                extra = {"logprobs": {"content": out.logprobs}} if out.logprobs is not None else {}
                 choices.append(Choices(index=i, finish_reason=out.finish_reason,
-                                       message=Message(role="assistant", content=out.text)))
+                                       message=Message(role="assistant", content=out.text), **extra))
             return ModelResponse(
                 model=f"{PROVIDER}/{name}",
                 created=int(time.time()),

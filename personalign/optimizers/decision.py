@@ -50,16 +50,19 @@ def _best_value(kind: str, idx: np.ndarray, scores: np.ndarray, groups: list, ob
 
 def fit_decision_rule(scores: Sequence[float], groups: Sequence[Any], raw: Sequence[bool],
                       objective: Callable[[np.ndarray, list[bool]], float], *, n_splits: int = 5,
-                      kinds: Sequence[str] = KINDS) -> DecisionRule | None:
+                      kinds: Sequence[str] = KINDS, out_of_fold: list | None = None) -> DecisionRule | None:
     """Fit a decision rule by grouped CV (see the module docstring).
 
     Args:
         scores: one float per example (higher = True).
-        groups: one group id per example (whole groups are held out together).
+        groups: one hashable group per example (whole groups are held out together; a
+            ``top_share`` rule ranks within each).
         raw: the program's own decisions (output field True/False) on the same examples.
         objective: ``objective(indices, decisions) -> float``: the set objective of ``decisions``
             for the examples at ``indices`` (higher is better).
         n_splits: CV folds (capped by the number of groups).
+        out_of_fold: when a list, it receives the chosen kind's out-of-fold decisions (one bool
+            per example) if a rule is returned -- to score the rule on a subset (e.g. dev).
 
     Returns:
         the rule when its out-of-fold objective beats ``raw``'s, else None (also None with fewer
@@ -68,14 +71,15 @@ def fit_decision_rule(scores: Sequence[float], groups: Sequence[Any], raw: Seque
     from sklearn.model_selection import GroupKFold
 
     s = np.asarray(scores, dtype=float)
-    groups = list(groups)
+    ids: dict[Any, int] = {}
+    groups = [ids.setdefault(g, len(ids)) for g in groups]  # any hashable unit (tuples too) -> int
     n_groups = len(set(groups))
     if len(s) < 4 or n_groups < 2 or np.unique(s).size < 2:
         return None
     k = min(n_splits, n_groups)
     everything = np.arange(len(s))
     raw_obj = float(objective(everything, [bool(x) for x in raw]))
-    best: tuple[float, str] | None = None
+    best: tuple[float, str, list[bool]] | None = None
     for kind in kinds:
         oof = [False] * len(s)
         for fit_idx, test_idx in GroupKFold(n_splits=k).split(s, groups=groups):
@@ -84,10 +88,12 @@ def fit_decision_rule(scores: Sequence[float], groups: Sequence[Any], raw: Seque
                 oof[i] = d
         cv = float(objective(everything, oof))
         if best is None or cv > best[0] + 1e-12:
-            best = (cv, kind)
+            best = (cv, kind, oof)
     if best is None or not best[0] > raw_obj + 1e-12:
         return None
-    cv, kind = best
+    cv, kind, oof = best
+    if out_of_fold is not None:
+        out_of_fold[:] = oof
     value = _best_value(kind, everything, s, groups, objective)
     return DecisionRule(kind, value, cv, raw_obj, len(s), n_groups, k)
 

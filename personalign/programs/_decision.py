@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import dspy
 import numpy as np
@@ -68,14 +68,15 @@ def apply_rule(kind: str, value: float, scores: Sequence[float], groups: Sequenc
 class DecidedProgram(dspy.Module):
     """``program`` with a threshold rule on its predictions' ``score``: ``output = score >= value``
     (a prediction without a score keeps the program's own decision). ``undecided`` is the wrapped
-    program (saved as the strategy's state); ``decision_rule`` the rule's dict."""
+    program (saved as the strategy's state); ``decision_rule`` the rule's dict; ``group_of(example)``
+    the unit a ``top_share`` rule ranks within (the stage's ``decision_group``; None: one unit)."""
 
-    def __init__(self, program, rule: DecisionRule, output: str, group_key: str | None = None) -> None:
+    def __init__(self, program, rule: DecisionRule, output: str, group_of: Callable[[Any], Any] | None = None) -> None:
         super().__init__()
         self.undecided = program
         self.rule = rule
         self.output = output
-        self.group_key = group_key
+        self.group_of = group_of
         self.uses_lm = getattr(program, "uses_lm", True)
 
     @property
@@ -106,19 +107,20 @@ class TopShareProgram(DecidedProgram):
         else:
             preds = [inner(**ex.inputs()) for ex in examples]
         scored = [i for i, p in enumerate(preds) if getattr(p, "score", None) is not None]
-        groups = [getattr(examples[i], self.group_key, None) if self.group_key else None for i in scored]
+        groups = [self.group_of(examples[i]) if self.group_of else None for i in scored]
         decisions = apply_rule("top_share", self.rule.value, [float(preds[i].score) for i in scored], groups)
         for i, d in zip(scored, decisions):
             self._decide(preds[i], d)
         return preds
 
 
-def with_rule(program, rule: DecisionRule | dict, output: str, group_key: str | None):
-    """Wrap ``program`` with ``rule`` (a :class:`DecisionRule` or its dict)."""
+def with_rule(program, rule: DecisionRule | dict, output: str, group_of: Callable[[Any], Any] | None):
+    """Wrap ``program`` with ``rule`` (a :class:`DecisionRule` or its dict); ``group_of(example)``
+    gives a ``top_share`` rule's ranking unit."""
     if isinstance(rule, dict):
         rule = DecisionRule.from_dict(rule)
     cls = TopShareProgram if rule.kind == "top_share" else DecidedProgram
-    return cls(program, rule, output, group_key)
+    return cls(program, rule, output, group_of)
 
 
 __all__ = ["DecisionRule", "DecidedProgram", "TopShareProgram", "apply_rule", "with_rule"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import dspy
@@ -195,3 +196,24 @@ def test_prefix_reuse_is_correct_under_threads():
     with ThreadPoolExecutor(3) as pool:
         threaded = list(pool.map(lambda ap: yes_no_margin(model, relevance_messages(*ap)), pairs))
     assert max(abs(x - y) for x, y in zip(sequential, threaded)) < 0.25
+
+
+def test_typed_calls_return_logprobs_that_spell_the_answer_and_score_it():
+    from personalign.lm.logprobs import scored
+    from personalign.signatures.relevance import RelevanceSignature
+
+    lm = plm.make_lm("local/smollm2-135m-instruct", cache=False)
+    with plm.use(lm):
+        out = dspy.Predict(RelevanceSignature)(attribute="I am vegetarian", prompt="Suggest a dinner recipe",
+                                               config={"logprobs": True, "top_logprobs": 5})
+        content = out.logprobs.content
+        text = "".join(t.token for t in content)
+        assert text.replace(" ", "").replace("\n", "").startswith('{"relevant":')
+        for t in content:  # the chosen token's log-probability is a probability, and ranks among the top
+            assert t.logprob <= 0 and len(t.top_logprobs) == 5
+            assert t.top_logprobs[0].logprob >= t.top_logprobs[-1].logprob
+        pred, score = scored(dspy.Predict(RelevanceSignature), "relevant", attribute="I am vegetarian",
+                             prompt="Suggest a dinner recipe")
+    assert isinstance(score, float) and math.isfinite(score)
+    assert (score > 0) == pred.relevant  # greedy decoding picks the more likely side
+    assert "logprobs" not in pred

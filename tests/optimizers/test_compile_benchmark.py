@@ -17,7 +17,7 @@ def test_compile_benchmark_prints_the_table(capsys, monkeypatch):
     import compile_relevance
 
     compile_relevance.main(["--data", str(DEMO), "--lm", "mock/relevance-0ms", "--strategies", "zero-shot",
-                            "--teleprompters", "labeled,bootstrap", "--limit", "10", "--train-per-prompt", "4",
+                            "--teleprompters", "labeled,bootstrap", "--limit", "10", "--train-per-group", "4",
                             "--n-boot", "50"])
     out, err = capsys.readouterr()
     result = json.loads(out)

@@ -6,6 +6,8 @@ import json
 import random
 
 import dspy
+
+from personalign.stages import get_stage
 import numpy as np
 import pytest
 from sklearn.metrics import f1_score
@@ -61,15 +63,17 @@ class Scored(dspy.Module):
 
 def test_decided_programs_apply_their_rule():
     rule = DecisionRule("threshold", 0.5, 0.9, 0.0, 10, 5, 5)
-    prog = with_rule(Scored(), rule, "relevant", "prompt_id")
+    prog = with_rule(Scored(), rule, "relevant", None)
     assert isinstance(prog, DecidedProgram) and prog.decision_rule["value"] == 0.5
     assert prog(attribute="a 0.7", prompt="p").relevant is True
     assert prog(attribute="a 0.2", prompt="p").relevant is False
-    top = with_rule(Scored(), {**rule.to_dict(), "kind": "top_share", "value": 0.5}, "relevant", "prompt_id")
+    top = with_rule(Scored(), {**rule.to_dict(), "kind": "top_share", "value": 0.5}, "relevant",
+                    get_stage("relevance").decision_group)
     assert isinstance(top, TopShareProgram)
-    exs = [dspy.Example(attribute=f"a {s}", prompt="p", prompt_id=g).with_inputs("attribute", "prompt")
-           for s, g in ((1, "x"), (2, "x"), (3, "y"), (9, "y"))]
-    assert [p.relevant for p in top.predict_batch(exs)] == [False, True, False, True]
+    exs = [dspy.Example(attribute=f"a {s}", prompt="p", prompt_id=g, user_id=u).with_inputs("attribute", "prompt")
+           for s, g, u in ((1, "x", "u"), (2, "x", "u"), (3, "y", "u"), (9, "y", "u"), (4, "y", "v"), (5, "y", "v"))]
+    # ranked within each (prompt_id, user_id) unit: the top half of each of x/u, y/u, y/v
+    assert [p.relevant for p in top.predict_batch(exs)] == [False, True, False, True, False, True]
 
 
 def test_a_decision_rule_is_saved_in_the_program_json_and_reapplied_on_load(tmp_path):
@@ -78,7 +82,7 @@ def test_a_decision_rule_is_saved_in_the_program_json_and_reapplied_on_load(tmp_
     from personalign.programs.relevance.judges import ZeroShotJudge
 
     rule = DecisionRule("threshold", 0.25, 0.7, 0.5, 30, 6, 5)
-    prog = with_rule(ZeroShotJudge(), rule, "relevant", "prompt_id")
+    prog = with_rule(ZeroShotJudge(), rule, "relevant", get_stage("relevance").decision_group)
     save_program(prog, tmp_path, stage="relevance", strategy="zero-shot")
     saved = json.loads((tmp_path / "program.json").read_text())
     rule_saved = saved["metadata"]["personalign"]["decision_rule"]
@@ -125,6 +129,24 @@ def test_compile_calibrates_a_scored_binary_program(dummy_lm):
     assert isinstance(program, DecidedProgram)
     assert info["dev_objective_after"] > info["dev_objective_before"] == 0.0
     assert "decision rule" in info["reason"]
+    sel = info["details"]["selection"]
+    # calibrated by grouped CV on train: dev plus every fit example (no demos with k=0)
+    assert sel["n_calibration"] == sel["n_dev"] + sel["n_fit"] and sel["calibration_lm_calls"] == sel["n_fit"]
+
+
+def test_calibration_leaves_out_the_programs_own_demos(dummy_lm):
+    from personalign.compile_service import _calibrate, dev_split, score_on
+    from personalign.programs.relevance import STAGE
+    from tests.optimizers.test_objectives import examples
+
+    fit, dev = dev_split(examples(), 0, STAGE.group_key)
+    program = MarginJudge()
+    program.judge.demos = [fit[0], fit[3], fit[5]]
+    with dspy.context(lm=dummy_lm):
+        chosen = score_on(STAGE, program, dev, name="labeled")
+        decided, rule, calls, n_calib, dev_after = _calibrate(STAGE, chosen, program, dev, fit, dummy_lm)
+    assert calls == len(fit) - 3 and n_calib == len(dev) + len(fit) - 3
+    assert rule is not None and isinstance(decided, DecidedProgram) and 0.0 <= dev_after <= 1.0
 
 
 def test_decision_rule_none_keeps_the_programs_own_decisions(dummy_lm):

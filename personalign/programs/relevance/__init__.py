@@ -157,6 +157,7 @@ STAGE = Stage(
     group_key="prompt_id",
     feedback_metric="personalign.optimizers.feedback:relevance_feedback",
     objective="f1",
+    decision_keys=("prompt_id", "user_id"),
 )
 
 

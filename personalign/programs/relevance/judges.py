@@ -1,6 +1,9 @@
 """LLM judges for relevance: one LM call per (attribute, prompt) pair.
 
-All three share the stage's output (``relevant: bool``) and have no score (``score=None``); each
+All three share the stage's output (``relevant: bool``) and score their own answer: ``score`` is
+the log-probability margin ``log P(true) - log P(false)`` of the ``relevant`` value under the
+program's own prompt (:func:`personalign.lm.logprobs.scored`; None when the LM returns no
+log-probabilities, e.g. DummyLM), so compiling can fit a decision rule on it. Each
 is a plain DSPy module whose only parameter is its ``judge`` predictor, so any DSPy teleprompter
 (few-shot bootstrapping, instruction search) can compile it. Untrained: the registry marks them
 ``trainable=False`` and ``compare`` runs them as they are.
@@ -21,21 +24,24 @@ from __future__ import annotations
 
 import dspy
 
+from personalign.lm.logprobs import bool_field, scored
 from personalign.signatures.relevance import RelevanceCriteriaSignature, RelevanceSignature
+
+FIELD = bool_field(RelevanceSignature)
 
 
 class _Judge(dspy.Module):
     uses_lm = True
 
     def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
-        out = self.judge(attribute=attribute, prompt=prompt)
-        return dspy.Prediction(relevant=bool(out.relevant), score=None)
+        out, score = scored(self.judge, FIELD, attribute=attribute, prompt=prompt)
+        return dspy.Prediction(**{FIELD: bool(out[FIELD])}, score=score)
 
 
 class ZeroShotJudge(_Judge):
     """Zero-shot judge: ``dspy.Predict(RelevanceSignature)``; one LM call per (attribute, prompt).
 
-    Returns ``Prediction(relevant: bool, score=None)``. LM errors propagate (``run_program``
+    Returns ``Prediction(relevant: bool, score: float | None)``. LM errors propagate (``run_program``
     retries and counts them).
     """
 
@@ -46,7 +52,7 @@ class ZeroShotJudge(_Judge):
 
 class ChainOfThoughtJudge(_Judge):
     """Chain-of-thought judge: ``dspy.ChainOfThought(RelevanceSignature)``; one LM call per pair
-    (reasoning then verdict in the same answer). Returns ``Prediction(relevant, score=None)``."""
+    (reasoning then verdict in the same answer). Returns ``Prediction(relevant, score)``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -56,7 +62,7 @@ class ChainOfThoughtJudge(_Judge):
 class CriteriaJudge(_Judge):
     """Criteria-prompt judge: ``dspy.Predict(RelevanceCriteriaSignature)`` whose instructions spell
     out when an attribute counts as relevant (explicit or implicit change of the answer) and that
-    most attributes are not. One LM call per pair; ``Prediction(relevant, score=None)``."""
+    most attributes are not. One LM call per pair; ``Prediction(relevant, score)``."""
 
     def __init__(self) -> None:
         super().__init__()

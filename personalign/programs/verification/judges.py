@@ -24,7 +24,10 @@ Input handling, shared by all three (before any LM call):
   rationale ``"no user messages in the evidence"`` (nothing the user wrote can support the claim);
 * ``attribute`` and ``reason`` are cut to 1,000 characters each.
 
-Output: ``dspy.Prediction(accepted: bool, rationale: str, score=None, evidence_steps: list[str])``.
+Output: ``dspy.Prediction(accepted: bool, rationale: str, score: float | None, evidence_steps: list[str])``;
+``score`` is the log-probability margin ``log P(true) - log P(false)`` of the ``accepted`` value
+under the program's own prompt (:func:`personalign.lm.logprobs.scored`; None without
+log-probabilities), so compiling can fit a decision rule on it.
 LM errors propagate (:func:`personalign.evaluation.run_program` retries and counts them).
 """
 
@@ -32,11 +35,13 @@ from __future__ import annotations
 
 import dspy
 
+from personalign.lm.logprobs import bool_field, scored
 from personalign.programs.verification.evidence import fit_demos, fit_evidence, parse_evidence
 from personalign.signatures.verification import VerificationCriteriaSignature, VerificationSignature
 
 MAX_FIELD_CHARS = 1000
 NO_USER_TEXT = "no user messages in the evidence"
+FIELD = bool_field(VerificationSignature)
 
 
 def _short(text, limit: int = MAX_FIELD_CHARS) -> str:
@@ -65,9 +70,9 @@ class _Verifier(dspy.Module):
         demos, budget = self.budget(attribute, reason)
         fitted = fit_evidence(evidence, attribute, budget)
         extra = {} if demos is None else {"demos": demos}
-        out = self.judge(evidence=fitted.text, attribute=attribute, reason=reason, **extra)
-        return dspy.Prediction(accepted=bool(out.accepted), rationale=str(getattr(out, "rationale", "") or ""),
-                               score=None, evidence_steps=fitted.steps)
+        out, score = scored(self.judge, FIELD, evidence=fitted.text, attribute=attribute, reason=reason, **extra)
+        return dspy.Prediction(**{FIELD: bool(out[FIELD])}, rationale=str(getattr(out, "rationale", "") or ""),
+                               score=score, evidence_steps=fitted.steps)
 
 
 class ZeroShotVerifier(_Verifier):
