@@ -1,7 +1,7 @@
 """Set-level objectives in compiling: a constant predictor never wins, a compile is never worse on dev.
 
 The task is imbalanced (20% positive) and deterministic. ``CollapsingLM`` (a schema-following
-DummyLM, see conftest) answers the relevance signature from a hidden gold map:
+DummyLM, :mod:`personalign.testing.dummies`) answers the relevance signature from a hidden gold map:
 
 * for the program as written (the original instructions, no demos) it is right on 90% of the
   examples (one negative in ten is called relevant) -- a non-constant program with a real F1;
@@ -28,7 +28,7 @@ from personalign.optimizers import OPTIMIZERS
 from personalign.programs.relevance import STAGE as RELEVANCE
 from personalign.signatures.relevance import RelevanceSignature
 
-from tests.optimizers.conftest import SchemaDummyLM, SchemaEngine
+from personalign.testing.dummies import SchemaDummyLM, SchemaEngine
 from tests.optimizers.test_conformance import small_settings
 
 pytestmark = pytest.mark.filterwarnings("ignore:The custom-engine complete_legacy:DeprecationWarning")
