@@ -5,7 +5,8 @@ Conventions (shared by every wrapper; each wrapper documents its own formula in 
 * one *program run* (a forward pass on one example) costs at most ``c = predictor_calls x
   adapter_factor`` LM calls (:func:`calls_per_run`), where ``predictor_calls`` is what the program
   declares in its ``lm_calls_per_run`` attribute (programs that call a predictor more than once
-  per forward: both orders of a pairwise judge, an aggregator over perspectives), else
+  per forward: both orders of a pairwise judge per attribute, one answer per perspective; an int,
+  or a method of the example, maximized over the compile's train and val examples), else
   ``len(program.predictors())``; and ``adapter_factor`` (:func:`adapter_factor`) is 2 for DSPy's
   ChatAdapter (on a parse error it retries once with JSONAdapter) and 1 for JSONAdapter (the
   embedded models);
@@ -20,7 +21,7 @@ the actual count of a repeated run is usually far below the projection.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 
 def adapter_factor(adapter) -> int:
@@ -53,19 +54,24 @@ def lm_adapter_factor(lm) -> int:
     return adapter_factor(adapter)
 
 
-def predictor_calls(program, declared: int | None = None) -> int:
-    """Predictor calls of one forward pass of ``program``: ``declared``, else the program's
-    ``lm_calls_per_run`` attribute, else ``len(program.predictors())`` (at least 1)."""
+def predictor_calls(program, declared: int | None = None, examples: Sequence = ()) -> int:
+    """Predictor calls of one forward pass of ``program`` (at least 1): ``declared``, else the
+    program's ``lm_calls_per_run`` -- an int, or a method ``lm_calls_per_run(example) -> int`` for
+    programs whose calls depend on the input (one call per attribute), taken as the maximum over
+    ``examples`` -- else ``len(program.predictors())``. A method with no examples falls back to
+    ``len(program.predictors())``."""
     if declared is None:
         declared = getattr(program, "lm_calls_per_run", None)
+    if callable(declared):
+        declared = max((int(declared(ex)) for ex in examples), default=None)
     if declared is not None:
         return max(1, int(declared))
     return max(1, len(program.predictors()))
 
 
-def calls_per_run(program, factor: int, declared: int | None = None) -> int:
+def calls_per_run(program, factor: int, declared: int | None = None, examples: Sequence = ()) -> int:
     """LM calls of one forward pass: :func:`predictor_calls` x ``factor`` (the adapter factor)."""
-    return predictor_calls(program, declared) * int(factor)
+    return predictor_calls(program, declared, examples) * int(factor)
 
 
 @dataclass

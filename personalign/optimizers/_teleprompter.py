@@ -201,6 +201,7 @@ class TeleprompterOptimizer(Optimizer):
         self.n_boot = int(n_boot)
         self.on_event = on_event
         self._guards: list[str] = []
+        self._budget_examples: list = []
         self.alternatives: list = []
 
     # -- projection --------------------------------------------------------------------------
@@ -220,8 +221,9 @@ class TeleprompterOptimizer(Optimizer):
         return lm_adapter_factor(self.lm)
 
     def _calls_per_run(self, program) -> int:
-        """``c``: LM calls of one forward pass (:func:`personalign.optimizers._budget.calls_per_run`)."""
-        return calls_per_run(program, self._adapter_factor(), self.calls_per_run)
+        """``c``: LM calls of one forward pass (:func:`personalign.optimizers._budget.calls_per_run`;
+        a per-example declaration is maximized over the examples of the last projection)."""
+        return calls_per_run(program, self._adapter_factor(), self.calls_per_run, self._budget_examples)
 
     def _prompt_call(self) -> int:
         """``p``: LM calls of one prompt-model call (proposal, reflection)."""
@@ -248,6 +250,7 @@ class TeleprompterOptimizer(Optimizer):
         return self._projection(program, trainset, valset).as_dict()
 
     def _projection(self, program, trainset: Sequence, valset: Sequence | None) -> Projection:
+        self._budget_examples = [*trainset, *(valset or [])]
         parts = {k: int(v) for k, v in self._projected_teleprompter_calls(program, list(trainset),
                                                                             list(valset or [])).items()}
         return Projection(score_before=self._scoring_calls(program, valset),

@@ -23,11 +23,18 @@ import zlib
 from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.utils.dummies import DummyLM
 
-from personalign.testing._prompt import chat_reply, output_fields
+from personalign.testing._prompt import (chat_reply, field_schema, literal_options, minimal_instance, output_fields,
+                                         system_message)
 
 
-def placeholder(name: str, type_: str, key: int):
-    """The dummy's value of output field ``name`` of DSPy type ``type_`` for request hash ``key``."""
+def placeholder(name: str, type_: str, key: int, schema: dict | None = None):
+    """The dummy's value of output field ``name`` of DSPy type ``type_`` for request hash ``key``:
+    a bool by the key's parity, 1, 0.5, ``[]``, ``{}``, the first option of a ``Literal``, the
+    smallest value valid under ``schema`` (DSPy's JSON schema of a pydantic type), else a
+    sentence."""
+    options = literal_options(type_)
+    if options:
+        return options[0]
     t = type_.lower()
     if t.startswith("bool"):
         return key % 2 == 0
@@ -39,7 +46,10 @@ def placeholder(name: str, type_: str, key: int):
         return []
     if t.startswith("dict"):
         return {}
-    return f"Placeholder {name}: decide carefully from the inputs."
+    text = f"Placeholder {name}: decide carefully from the inputs."
+    if schema is not None:
+        return minimal_instance(schema, text=text, flag=key % 2 == 0)
+    return text
 
 
 class SchemaEngine(DummyEngine):
@@ -61,12 +71,13 @@ class SchemaEngine(DummyEngine):
         """``{field: value}`` of the reply; ``fields`` are ``(name, type)`` pairs."""
         last = messages[-1]["content"] if messages else ""
         key = zlib.crc32(last.encode("utf-8"))
-        return {n: placeholder(n, t, key) for n, t in fields}
+        system = system_message(messages)
+        return {n: placeholder(n, t, key, field_schema(system, n)) for n, t in fields}
 
     def _complete_messages(self, messages):
         from dspy.lm15 import Message, Response, TextPart, Usage
 
-        system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        system = system_message(messages)
         values = self.values(output_fields(system), messages)
         text = json.dumps(values) if "Outputs will be a JSON object" in system else chat_reply(values)
         return Response(id=None, model="dummy", message=Message.assistant([TextPart(text)]), finish_reason="stop",

@@ -34,16 +34,35 @@ import pytest
 from personalign.testing.dummies import SchemaDummyLM
 
 
+class PredictorCalls:
+    """A DSPy callback counting the ``dspy.Predict`` calls made inside ``dspy.context(callbacks=[...])``."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def on_module_start(self, call_id, instance, inputs):
+        import dspy
+
+        if isinstance(instance, dspy.Predict):
+            self.calls += 1
+
+    def __getattr__(self, name):  # the other BaseCallback hooks: no-ops
+        if name.startswith("on_"):
+            return lambda *args, **kwargs: None
+        raise AttributeError(name)
+
+
 def _state(program) -> str:
     return json.dumps(program.dump_state(), sort_keys=True, default=str)
 
 
-def _parametrized(names: list[str], body):
+def _parametrized(names: list[str], slow, body):
     def test_strategy(self, strategy):
         body(self, strategy)
 
     test_strategy.__doc__ = body.__doc__
-    return pytest.mark.parametrize("strategy", names)(test_strategy)
+    params = [pytest.param(n, marks=pytest.mark.slow) if n in slow else n for n in names]
+    return pytest.mark.parametrize("strategy", params)(test_strategy)
 
 
 class StageTestCase:
@@ -52,11 +71,13 @@ class StageTestCase:
     Attributes:
         stage: the stage's name (subclasses set it; the base class runs nothing).
         skip: ``{strategy: reason}`` strategies not run here (e.g. fine-tuning a cross-encoder).
+        slow: strategies marked ``slow`` (e.g. those that need an embedded model, :meth:`make_lm`).
         n_boot: bootstrap resamples of the report's CIs.
     """
 
     stage: str = ""
     skip: dict[str, str] = {}
+    slow: tuple[str, ...] = ()
     n_boot: int = 50
 
     def __init_subclass__(cls, **kwargs):
@@ -64,22 +85,27 @@ class StageTestCase:
         if cls.stage:
             from personalign.stages import get_stage
 
-            cls.test_strategy = _parametrized(get_stage(cls.stage).registry.names(), StageTestCase._check_strategy)
+            cls.test_strategy = _parametrized(get_stage(cls.stage).registry.names(), set(cls.slow),
+                                              StageTestCase._check_strategy)
 
     def examples(self) -> list:
         """The tiny fixture: ``dspy.Example`` objects with the stage's inputs and label."""
         raise NotImplementedError
 
-    def make_lm(self):
-        """The LM of LLM strategies (default: a fresh :class:`SchemaDummyLM`)."""
+    def make_lm(self, strategy: str):
+        """The LM of LLM strategy ``strategy`` (default: a fresh :class:`SchemaDummyLM`; strategies
+        that read next-token log-probabilities need an embedded model, e.g.
+        ``personalign.lm.make_lm(personalign.lm.TINY_MODEL)``)."""
         return SchemaDummyLM()
 
     def _check_strategy(self, strategy):
         """The strategy fits (if trainable), predicts the output field for every example with no
         failure and within its declared LM calls, and scores in [0, 1]."""
+        import dspy
+
         from personalign.evaluation import evaluate_stage
         from personalign.lm import use
-        from personalign.optimizers._budget import adapter_factor, predictor_calls
+        from personalign.optimizers._budget import predictor_calls
         from personalign.stages import get_stage
 
         if strategy in self.skip:
@@ -89,22 +115,19 @@ class StageTestCase:
         examples = self.examples()
         train = [e for e in examples if getattr(e, "split", None) == "train"] or examples
         scored = [e for e in examples if getattr(e, "split", None) != "train"] or examples
-        lm = self.make_lm() if info.uses_lm else None
+        lm = self.make_lm(strategy) if info.uses_lm else None
         program = st.registry.create(strategy)
         active = use(lm) if lm is not None else contextlib.nullcontext()
         with active:
             if info.trainable:
                 program, _ = st.default_optimizer(strategy, seed=0).compile(program, trainset=train)
-            before = len(lm.calls) if lm is not None else 0
-            pred = program(**{k: getattr(scored[0], k) for k in st.inputs})
+            counter = PredictorCalls()
+            with dspy.context(callbacks=[*(dspy.settings.callbacks or []), counter]):
+                pred = program(**{k: getattr(scored[0], k) for k in st.inputs})
         assert getattr(pred, st.output, None) is not None, f"{strategy}: no '{st.output}' in {pred}"
-        if lm is not None:
-            import dspy
-
-            budget = predictor_calls(program) * adapter_factor(dspy.ChatAdapter())
-            made = len(lm.calls) - before
-            assert made <= budget, (f"{strategy}: one forward pass made {made} LM calls, more than the "
-                                    f"{budget} it declares; set lm_calls_per_run on the program")
+        declared = predictor_calls(program, examples=[scored[0]])
+        assert counter.calls <= declared, (f"{strategy}: one forward pass called its predictors {counter.calls} "
+                                           f"times, more than the {declared} it declares; set lm_calls_per_run")
         report = evaluate_stage(st, program, scored, lm=lm, n_boot=self.n_boot, progress=False)
         assert report["failures"] == 0, report["errors"]
         value = report["f1"] if st.kind == "binary" else report[st.metric_name]
