@@ -43,7 +43,7 @@ def field_schema(system: str, name: str) -> dict | None:
         head, sep, rest = line.partition("{%s}" % name)
         if not sep or _SCHEMA_NOTE not in rest:
             continue
-        text = rest.split(_SCHEMA_NOTE, 1)[1].rstrip()
+        text = rest.split(_SCHEMA_NOTE, 1)[1].rstrip().rstrip(",")  # JSONAdapter: '..."' or '...",'
         for candidate in (text, text[:-1] if text.endswith('"') else text):
             try:
                 value = json.loads(candidate)
