@@ -95,7 +95,7 @@ def test_run_program_does_not_retry_a_context_window_error_and_raises_configurat
 
 
 def test_retrying_adapter_uses_the_same_policy():
-    from personalign.optimizers._teleprompter import RetryingAdapter
+    from personalign.optimizers._failures import RetryingAdapter
 
     seen = []
 
