@@ -157,9 +157,6 @@ def _teleprompter_kwargs(stage, strategy: str, optimizer: str, fit: list, lm, se
     kwargs: dict[str, Any] = {**stage.teleprompter_kwargs(), "lm": lm, "seed": seed}
     if stage.metric is not None:
         kwargs["metric"] = balanced_metric(stage, stage.metric_fn(), fit)
-    per_run = getattr(stage.registry.load(strategy), "lm_calls_per_run", None)
-    if per_run is not None:  # programs that loop (judge both orders, aggregator): for the projection
-        kwargs["calls_per_run"] = int(per_run)
     if optimizer == "gepa" and stage.feedback_metric is not None:
         kwargs["feedback_metric"] = balanced_metric(stage, stage.feedback_fn(), fit)
     return {**kwargs, **settings}

@@ -1,10 +1,11 @@
 """Run a program over examples: predictions, failures, LM calls and wall time, with a progress bar.
 
-LM failures (timeouts, provider errors, unparseable output) are retried ``retries`` times -- each
-retry with a fresh ``rollout_id`` and temperature 0.7 so it is a new sample, not a cache hit --
-then counted in ``failures`` and scored as failures: the prediction is recorded as ``None`` and
-classification metrics count it as the wrong label (see :func:`filled_predictions`). A failure
-never stops the run. Configuration errors (missing model file, unknown model) do stop it.
+LM failures (timeouts, provider errors, unparseable output) are retried ``retries`` times under
+:class:`personalign.lm.retry.RetryPolicy` -- each retry with a fresh ``rollout_id`` and temperature
+0.7 so it is a new sample, not a cache hit -- then counted in ``failures`` and scored as failures:
+the prediction is recorded as ``None`` and classification metrics count it as the wrong label (see
+:func:`filled_predictions`). A failure never stops the run. Configuration errors (missing model
+file, unknown model) do stop it.
 """
 
 from __future__ import annotations
@@ -14,23 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from personalign.errors import ConfigurationError, ContextWindowError, PersonalignError, find_personalign_error
-
-# Errors that no retry fixes and that would fail every example alike: abort the run with one line.
-_FATAL = ("AuthenticationError", "LMNotConfiguredError", "NotFoundError", "PermissionDeniedError",
-          "APIConnectionError")
-
-
-def fatal_lm_error(exc: BaseException) -> ConfigurationError | None:
-    """A :class:`ConfigurationError` for a missing key, unknown model or unreachable server, else None."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if type(exc).__name__ in _FATAL:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-            return ConfigurationError(f"the LM cannot be used ({type(exc).__name__}): {first}")
-        exc = exc.__cause__ or exc.__context__
-    return None
+from personalign.errors import ContextWindowError, PersonalignError, find_personalign_error
+from personalign.lm.retry import DEFAULT_POLICY, RetryPolicy, fatal_lm_error
 
 
 @dataclass
@@ -71,24 +57,6 @@ def _progress(description: str, total: int, enabled: bool):
     return progress
 
 
-def _provider_exception(exc: BaseException) -> bool:
-    """True when ``exc`` is an ``APIConnectionError`` that litellm made out of an ordinary exception
-    raised inside the provider (litellm labels *any* exception of a custom handler that way), not
-    out of a failed connection: such an error is an LM failure like a timeout (retried, then
-    counted), not an unreachable server. A connection failure has an ``OSError`` (e.g.
-    ``ConnectionRefusedError``) or a ``*Connect*`` transport error as its root cause."""
-    chain: list[BaseException] = []
-    while exc is not None and all(exc is not e for e in chain):
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    names = [type(e).__name__ for e in chain]
-    if "APIConnectionError" not in names or any(n in _FATAL for n in names if n != "APIConnectionError"):
-        return False
-    root = chain[-1]
-    return not (type(root).__name__ == "APIConnectionError" or isinstance(root, OSError)
-                or "Connect" in type(root).__name__)
-
-
 def run_program(
     program,
     examples: Sequence,
@@ -110,15 +78,16 @@ def run_program(
             DSPy metrics that read several fields).
         lm: the dspy.LM to use (set with :func:`personalign.lm.use`); None for LM-free programs
             (or for a program run inside an active ``use(lm)``: retries then repeat the same call).
-        retries: extra attempts per failed example.
+        retries: extra attempts per failed example (:class:`personalign.lm.retry.RetryPolicy`).
 
     This is the one runner of programs over examples: ``compare``, ``eval``, the sweep, the
     compile service's dev selection and the teleprompter wrappers' before/after scores
-    (:func:`personalign.optimizers._teleprompter.evaluate_program`) all use it, so a failure means
+    (:func:`evaluate_metric`) all use it, so a failure means
     the same thing everywhere.
     """
     from personalign.lm import CallCounter, use
 
+    policy = RetryPolicy(retries=retries, temperature=DEFAULT_POLICY.temperature)
     start = time.perf_counter()
     preds: list[Any] = [None] * len(examples)
     scores: list[float | None] = [None] * len(examples)
@@ -136,25 +105,22 @@ def run_program(
         else:
             for i, ex in enumerate(examples):
                 kwargs = {k: getattr(ex, k) for k in inputs}
-                for attempt in range(retries + 1):
+                for attempt in range(policy.retries + 1):
                     try:
                         if lm is None:
                             out = program(**kwargs)
                         else:
-                            active = lm if attempt == 0 else lm.copy(rollout_id=attempt, temperature=0.7)
-                            with use(active):
+                            with use(policy.retry_lm(lm, attempt)):
                                 out = program(**kwargs)
                         preds[i] = out if output is None else getattr(out, output)
                         scores[i] = getattr(out, "score", None)
                         break
                     except Exception as exc:  # noqa: BLE001 -- counted, reported, never fatal
-                        ours = find_personalign_error(exc)
-                        if ours is not None and not isinstance(ours, ContextWindowError):
-                            raise ours from None
-                        fatal = fatal_lm_error(exc)
-                        if fatal is not None and not _provider_exception(exc):
-                            raise fatal from None
-                        if attempt == retries or isinstance(ours, ContextWindowError):
+                        decision = policy.decide(exc)
+                        if decision.action == "raise":
+                            raise decision.error from None
+                        if attempt == policy.retries or decision.action == "fail":
+                            ours = decision.error
                             msg = str(ours or exc).splitlines()[0][:300] if str(ours or exc) else type(exc).__name__
                             errors.append(f"example {i}: {type(ours or exc).__name__}: {msg}")
                             break
@@ -163,6 +129,71 @@ def run_program(
                     on_example(i)
     failures = sum(p is None for p in preds)
     return EvalOutcome(preds, scores, failures, errors, counter.calls, time.perf_counter() - start)
+
+
+def score_of(value: Any) -> float:
+    """A DSPy metric's value as a float: numbers, bools, or a Prediction/dict with a ``score``
+    (None and a missing score: 0.0)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    score = None
+    try:
+        score = value["score"]
+    except Exception:  # noqa: BLE001
+        score = getattr(value, "score", None)
+    return float(score) if score is not None else 0.0
+
+
+def evaluate_metric(program, examples: Sequence, metric, *, seed: int = 0, n_boot: int = 1000,
+                    label_field: str | None = None, lm=None) -> dict[str, Any]:
+    """Run ``program`` on each example with :func:`run_program` and score every prediction with the
+    DSPy ``metric`` ``(example, prediction) -> number | Prediction(score=...)``.
+
+    Returns ``{"score", "score_ci", "n", "failures", "errors", "report", "predictions"}``: the mean
+    metric, its 95% percentile-bootstrap CI (resampling examples with ``seed``), and -- when
+    ``label_field`` is given and every example carries it -- the corpus
+    :func:`personalign.metrics.evaluate_binary` report (F1 etc. with CIs). A failed example (or a
+    metric that raises on it) scores 0. Configuration errors (missing model file, unknown model)
+    propagate. ``score``/``score_ci``/``report`` are None for an empty example list.
+    """
+    import warnings
+
+    import numpy as np
+
+    from personalign.metrics import bootstrap_ci, evaluate_binary
+
+    examples = list(examples)
+    inputs = list(examples[0].inputs().keys()) if examples else []
+    outcome = run_program(program, examples, inputs=inputs, output=None, lm=lm, progress=False)
+    preds = outcome.predictions
+    errors = list(outcome.errors)
+    scores: list[float] = []
+    for i, (ex, pred) in enumerate(zip(examples, preds)):
+        try:
+            scores.append(score_of(metric(ex, pred)) if pred is not None else 0.0)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"example {i}: metric failed: {type(exc).__name__}")
+            scores.append(0.0)
+    out: dict[str, Any] = {"n": len(scores), "failures": outcome.failures, "errors": errors[:10],
+                           "predictions": preds}
+    if not scores:
+        out.update(score=None, score_ci=None, report=None)
+        return out
+    arr = np.asarray(scores, dtype=float)
+    out["score"] = float(arr.mean())
+    out["score_ci"] = [float(x) for x in bootstrap_ci(np.mean, arr, n_boot=n_boot, seed=seed)]
+    out["report"] = None
+    if label_field and all(label_field in ex for ex in examples):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                out["report"] = evaluate_binary(examples, [p if p is not None else {} for p in preds],
+                                                label_field=label_field, n_boot=n_boot, seed=seed)
+            except Exception:  # noqa: BLE001 -- a non-boolean task: no binary report
+                out["report"] = None
+    return out
 
 
 def stage_report(stage, examples: Sequence, predictions: Sequence[Any], *, n_boot: int = 1000,
@@ -283,5 +314,5 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["EvalOutcome", "run_program", "filled_predictions", "stage_report", "paired_comparison",
+__all__ = ["EvalOutcome", "run_program", "evaluate_metric", "score_of", "fatal_lm_error", "filled_predictions", "stage_report", "paired_comparison",
            "evaluate_stage", "PersonalignError"]

@@ -14,28 +14,19 @@ A wrapper implements two things:
    ``on_event`` callback: ``on_event("projected", {...})``);
 2. inside :func:`personalign.lm.use` (``dspy.context`` with the LM and its adapter -- never
    ``dspy.configure``, so worker threads are safe) and a :class:`personalign.lm.CallCounter`:
-   score the input program on ``valset`` (metric mean and its 95% bootstrap CI), run the
+   score the input program on ``valset`` (:func:`personalign.evaluation.evaluate_metric`: metric
+   mean and its 95% bootstrap CI), run the
    teleprompter on a deep copy, score the compiled program; inside the teleprompter a failed
-   predictor call is retried (:class:`RetryingAdapter`), then scored as a failed example, up to
+   predictor call is retried (:class:`RetryingAdapter`, :mod:`personalign.lm.retry`), then
+   scored as a failed example, up to
    :func:`error_budget` failures per pass instead of DSPy's 10; retried and failed predictor
    calls are counted (``details["teleprompter_failures"]``);
 3. fill the :class:`~personalign.optimizers.base.CompileResult` and announce the actual calls
    (``on_event("actual", {...})``); when they exceed the projection,
    ``details["over_budget_reason"]`` says which phase overran and why.
 
-Projection conventions (shared by every wrapper):
-
-* one *program run* (a forward pass of the program on one example) costs at most
-  ``calls_per_run = n_predictors x adapter_factor`` LM calls, where ``n_predictors =
-  len(program.predictors())`` (each predictor called at most once per forward; pass
-  ``calls_per_run=`` for programs that loop) and ``adapter_factor`` is 2 for DSPy's ChatAdapter
-  (on a parse error it retries once with JSONAdapter) and 1 for JSONAdapter (embedded models);
-* a prompt-model call (instruction proposal, reflection) costs ``adapter_factor`` calls;
-* a ``dspy.Predict(..., n=k)`` call is one LM call (one request returning k completions);
-* scoring before and after costs ``len(valset) x calls_per_run`` each.
-
-Cache hits are not LM calls (``CallCounter`` counts calls that reached a model), so the actual
-count of a repeated run is usually far below the projection.
+Projection conventions (calls per program run, prompt-model calls, scoring passes) are in
+:mod:`personalign.optimizers._budget`; each wrapper documents its own formula in those terms.
 """
 
 from __future__ import annotations
@@ -44,9 +35,11 @@ import abc
 import logging
 import random
 import time
-import warnings
 from typing import Any, Callable, Sequence
 
+from personalign.lm.retry import DEFAULT_POLICY, RetryPolicy
+from personalign.optimizers._budget import Projection, adapter_factor, calls_per_run, lm_adapter_factor
+from personalign.optimizers._failures import RetryingAdapter, error_budget, failure_counter
 from personalign.optimizers.base import CompileResult, Optimizer
 
 logger = logging.getLogger("personalign.optimizers")
@@ -60,196 +53,8 @@ _TELEPROMPTER_ATTRS = ("candidate_programs", "mb_candidate_programs", "trial_log
                        "results_best", "results_latest", "prompt_model_total_calls", "total_calls", "score")
 
 
-def metric_name(metric) -> str:
-    return getattr(metric, "__name__", None) or type(metric).__name__
-
-
-def score_of(value: Any) -> float:
-    """A metric's value as a float: numbers, bools, or a Prediction/dict with a ``score``."""
-    if value is None:
-        return 0.0
-    if isinstance(value, (bool, int, float)):
-        return float(value)
-    score = None
-    try:
-        score = value["score"]
-    except Exception:  # noqa: BLE001
-        score = getattr(value, "score", None)
-    return float(score) if score is not None else 0.0
-
-
-def adapter_factor(adapter) -> int:
-    """LM calls one predictor call may cost with ``adapter``: 2 for ChatAdapter with its JSON
-    fallback (a parse failure is retried once with JSONAdapter), 1 otherwise."""
-    import dspy
-
-    if adapter is None:
-        adapter = dspy.settings.adapter or dspy.ChatAdapter()
-    if isinstance(adapter, dspy.JSONAdapter):
-        return 1
-    if isinstance(adapter, dspy.ChatAdapter) and getattr(adapter, "use_json_adapter_fallback", True):
-        return 2
-    return 1
-
-
 def count_demos(program) -> dict[str, int]:
     return {name: len(getattr(p, "demos", []) or []) for name, p in program.named_predictors()}
-
-
-def evaluate_program(program, examples: Sequence, metric, *, seed: int = 0, n_boot: int = 1000,
-                     label_field: str | None = None, lm=None) -> dict[str, Any]:
-    """Run ``program`` on each example with :func:`personalign.evaluation.run_program` (the one
-    runner: same retries and failure semantics as ``compare``/``eval``) and score it with ``metric``.
-
-    Returns ``{"score", "score_ci", "n", "failures", "errors", "report", "predictions"}``: the mean
-    metric, its 95% percentile-bootstrap CI (resampling examples with ``seed``), and -- when
-    ``label_field`` is given and every example carries it -- the corpus
-    :func:`personalign.metrics.evaluate_binary` report (F1 etc. with CIs). A failed example
-    scores 0. Configuration errors (missing model file, unknown model) propagate.
-    """
-    import numpy as np
-
-    from personalign.evaluation import run_program
-    from personalign.metrics import bootstrap_ci, evaluate_binary
-
-    examples = list(examples)
-    inputs = list(examples[0].inputs().keys()) if examples else []
-    outcome = run_program(program, examples, inputs=inputs, output=None, lm=lm, progress=False)
-    preds = outcome.predictions
-    errors = list(outcome.errors)
-    scores: list[float] = []
-    for i, (ex, pred) in enumerate(zip(examples, preds)):
-        try:
-            scores.append(score_of(metric(ex, pred)) if pred is not None else 0.0)
-        except Exception as exc:  # noqa: BLE001
-            errors.append(f"example {i}: metric failed: {type(exc).__name__}")
-            scores.append(0.0)
-    out: dict[str, Any] = {"n": len(scores), "failures": outcome.failures, "errors": errors[:10],
-                           "predictions": preds}
-    if not scores:
-        out.update(score=None, score_ci=None, report=None)
-        return out
-    arr = np.asarray(scores, dtype=float)
-    out["score"] = float(arr.mean())
-    out["score_ci"] = [float(x) for x in bootstrap_ci(np.mean, arr, n_boot=n_boot, seed=seed)]
-    out["report"] = None
-    if label_field and all(label_field in ex for ex in examples):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                out["report"] = evaluate_binary(examples, [p if p is not None else {} for p in preds],
-                                                label_field=label_field, n_boot=n_boot, seed=seed)
-            except Exception:  # noqa: BLE001 -- a non-boolean task: no binary report
-                out["report"] = None
-    return out
-
-
-def error_budget(trainset: Sequence, valset: Sequence | None) -> int:
-    """Errors a DSPy teleprompter may meet in one pass before it gives up: half of the larger of
-    trainset and valset, and never fewer than ``dspy.settings.max_errors`` (DSPy's default, 10).
-
-    DSPy stops a bootstrap pass, and *cancels* an evaluation (scoring the candidate 0 for the
-    whole pass), after ``max_errors`` failed examples. With DSPy's 10, a few percent of failed LM
-    calls on a valset of 100 silently zeroes MIPROv2 candidates; with this budget a failed example
-    is scored as a failure (metric 0) and only an LM that fails on half of a pass stops the run."""
-    import dspy
-
-    return max(int(dspy.settings.max_errors or 10), (max(len(trainset), len(valset or ())) + 1) // 2)
-
-
-class RetryingAdapter:
-    """The active DSPy adapter, with the retry policy of :func:`personalign.evaluation.run_program`
-    for every predictor call a teleprompter makes (task runs and instruction proposals alike).
-
-    A failed call -- an LM error or timeout that outlived the LM's own retries, an empty or
-    unparseable output -- is tried ``retries`` more times, each with a fresh ``rollout_id`` and
-    temperature 0.7 (a new sample, not the cached failure), then raised to the teleprompter, which
-    scores it as a failed example. Without this a single empty instruction proposal aborts
-    MIPROv2 (DSPy does not guard its proposer). Configuration errors, fatal LM errors and prompts
-    longer than the context window are raised at once. DSPy wraps adapters the same way
-    (``dspy.adapters.decision.DecisionAdapter``); other attributes are the wrapped adapter's.
-    """
-
-    def __init__(self, adapter, retries: int = 2) -> None:
-        import threading
-
-        self.adapter = adapter
-        self.retries = int(retries)
-        self.retried = 0
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str):
-        return getattr(self.__dict__["adapter"], name)
-
-    @staticmethod
-    def _retryable(exc: BaseException) -> bool:
-        from personalign.errors import find_personalign_error
-        from personalign.evaluation import _provider_exception, fatal_lm_error
-
-        if find_personalign_error(exc) is not None:  # configuration, context window: a retry cannot help
-            return False
-        return fatal_lm_error(exc) is None or _provider_exception(exc)
-
-    def _kwargs(self, lm_kwargs: dict, attempt: int) -> dict:
-        if attempt == 0:
-            return lm_kwargs
-        with self._lock:
-            self.retried += 1
-        import zlib
-
-        # deterministic across processes (a retried call is a cache hit on a rerun with the same seed)
-        rollout = zlib.crc32(f"retry:{lm_kwargs.get('rollout_id')}:{attempt}".encode())
-        return {**lm_kwargs, "rollout_id": rollout, "temperature": 0.7}
-
-    def __call__(self, lm, lm_kwargs, signature, demos, inputs):
-        for attempt in range(self.retries + 1):
-            try:
-                return self.adapter(lm, lm_kwargs=self._kwargs(dict(lm_kwargs or {}), attempt), signature=signature,
-                                    demos=demos, inputs=inputs)
-            except Exception as exc:
-                if attempt == self.retries or not self._retryable(exc):
-                    raise
-
-    async def acall(self, lm, lm_kwargs, signature, demos, inputs):
-        for attempt in range(self.retries + 1):
-            try:
-                return await self.adapter.acall(lm, lm_kwargs=self._kwargs(dict(lm_kwargs or {}), attempt),
-                                                signature=signature, demos=demos, inputs=inputs)
-            except Exception as exc:
-                if attempt == self.retries or not self._retryable(exc):
-                    raise
-
-
-def _failure_counter():
-    """A DSPy callback counting ``dspy.Predict`` calls that raised -- after the LM's own retries --
-    (LM errors, timeouts, empty or unparseable outputs), by exception type."""
-    import threading
-    from collections import Counter
-
-    import dspy
-    from dspy.utils.callback import BaseCallback
-
-    class PredictorFailures(BaseCallback):
-        def __init__(self) -> None:
-            self.failures = 0
-            self.by_type: Counter[str] = Counter()
-            self._open: set[str] = set()
-            self._lock = threading.Lock()
-
-        def on_module_start(self, call_id, instance, inputs):
-            if isinstance(instance, dspy.Predict):
-                with self._lock:
-                    self._open.add(call_id)
-
-        def on_module_end(self, call_id, outputs, exception=None):
-            with self._lock:
-                if call_id in self._open:
-                    self._open.discard(call_id)
-                    if exception is not None:
-                        self.failures += 1
-                        self.by_type[type(exception).__name__] += 1
-
-    return PredictorFailures()
 
 
 def seeded_shuffle(examples: Sequence, seed: int) -> list:
@@ -269,8 +74,9 @@ class TeleprompterOptimizer(Optimizer):
         seed: every random choice of the wrapper and of the teleprompter (0 is honoured).
         num_threads: threads of DSPy's parallel evaluation inside the teleprompter (default 1:
             the embedded models run one call at a time).
-        calls_per_run: LM calls of one forward pass, for the projection (None:
-            ``len(program.predictors())``).
+        calls_per_run: predictor calls of one forward pass, for the projection (None: the
+            program's ``lm_calls_per_run``, else ``len(program.predictors())``; each costs up to the
+            adapter factor in LM calls, :mod:`personalign.optimizers._budget`).
         score: score the input and the compiled program on ``valset`` (before/after, with CIs).
         label_field: example field for the corpus report in ``details`` (None: no report).
         n_boot: bootstrap resamples of the CIs.
@@ -281,6 +87,8 @@ class TeleprompterOptimizer(Optimizer):
     name = "teleprompter"
     # how the wrapper honours the seed (recorded in details)
     seed_note = ""
+    # retries of failed predictor calls inside the teleprompter (the evaluator's policy)
+    retry_policy: RetryPolicy = DEFAULT_POLICY
 
     def __init__(self, *, metric=None, lm=None, seed: int = 0, num_threads: int = 1,
                  calls_per_run: int | None = None, score: bool = True, label_field: str | None = None,
@@ -295,23 +103,8 @@ class TeleprompterOptimizer(Optimizer):
         self.n_boot = int(n_boot)
         self.on_event = on_event
         self._guards: list[str] = []
+        self._budget_examples: list = []
         self.alternatives: list = []
-
-    # -- settings --------------------------------------------------------------------------
-    def settings(self) -> dict[str, Any]:
-        """The teleprompter's own settings (JSON-serializable); wrappers override."""
-        return {}
-
-    def config(self) -> dict[str, Any]:
-        lm = self.lm
-        return {
-            "seed": self.seed,
-            "metric": metric_name(self.metric) if self.metric is not None else None,
-            "lm": getattr(lm, "model", None) if lm is not None else None,
-            "num_threads": self.num_threads,
-            "calls_per_run": self.calls_per_run,
-            **self.settings(),
-        }
 
     # -- projection --------------------------------------------------------------------------
     def _resolve_lm(self):
@@ -327,24 +120,15 @@ class TeleprompterOptimizer(Optimizer):
         return lm
 
     def _adapter_factor(self) -> int:
-        import dspy
-
-        try:
-            from personalign.lm import adapter_for
-
-            lm = self.lm if self.lm is not None else dspy.settings.lm
-            adapter = adapter_for(lm.model) if lm is not None else None
-        except Exception:  # noqa: BLE001
-            adapter = None
-        return adapter_factor(adapter)
+        return lm_adapter_factor(self.lm)
 
     def _calls_per_run(self, program) -> int:
-        if self.calls_per_run is not None:
-            return self.calls_per_run
-        return max(1, len(program.predictors())) * self._adapter_factor()
+        """``c``: LM calls of one forward pass (:func:`personalign.optimizers._budget.calls_per_run`;
+        a per-example declaration is maximized over the examples of the last projection)."""
+        return calls_per_run(program, self._adapter_factor(), self.calls_per_run, self._budget_examples)
 
     def _prompt_call(self) -> int:
-        """LM calls of one prompt-model call (proposal, reflection)."""
+        """``p``: LM calls of one prompt-model call (proposal, reflection)."""
         return self._adapter_factor()
 
     def _scoring_calls(self, program, valset) -> int:
@@ -364,14 +148,15 @@ class TeleprompterOptimizer(Optimizer):
 
     def projection(self, program, trainset: Sequence, valset: Sequence | None = None) -> dict[str, Any]:
         """The projected LM calls by phase: ``{"score_before", "teleprompter", "score_after",
-        "teleprompter_parts", "total"}``."""
+        "teleprompter_parts", "total"}`` (:class:`personalign.optimizers._budget.Projection`)."""
+        return self._projection(program, trainset, valset).as_dict()
+
+    def _projection(self, program, trainset: Sequence, valset: Sequence | None) -> Projection:
+        self._budget_examples = [*trainset, *(valset or [])]
         parts = {k: int(v) for k, v in self._projected_teleprompter_calls(program, list(trainset),
                                                                             list(valset or [])).items()}
-        before = self._scoring_calls(program, valset)
-        after = self._scoring_calls_after(program, valset)
-        tele = sum(parts.values())
-        return {"score_before": before, "teleprompter": tele, "score_after": after,
-                "teleprompter_parts": parts, "total": before + tele + after}
+        return Projection(score_before=self._scoring_calls(program, valset),
+                          score_after=self._scoring_calls_after(program, valset), teleprompter_parts=parts)
 
     def projected_lm_calls(self, program, trainset: Sequence, valset: Sequence | None = None) -> int:
         """Upper bound of the LM calls of :meth:`compile` (scoring included)."""
@@ -395,8 +180,8 @@ class TeleprompterOptimizer(Optimizer):
 
     def _budget_note(self) -> str:
         """Why this wrapper may exceed its projection (appended to ``over_budget_reason``)."""
-        return ("the program made more LM calls per forward pass than its predictor count (a predictor "
-                "called in a loop, or retries); pass calls_per_run= to project it")
+        return ("the program made more LM calls per forward pass than projected (a predictor called in a "
+                "loop): declare lm_calls_per_run on the program, or pass calls_per_run=")
 
     def _validate(self, trainset, valset) -> None:
         if not trainset:
@@ -413,6 +198,7 @@ class TeleprompterOptimizer(Optimizer):
         """
         import dspy
 
+        from personalign.evaluation import evaluate_metric
         from personalign.lm import CallCounter, use
 
         if self.metric is None:
@@ -425,19 +211,16 @@ class TeleprompterOptimizer(Optimizer):
         self._validate(trainset, valset)
         lm = self._resolve_lm()
         self._guards = []
-        proj = self.projection(program, trainset, valset)
-        self._emit("projected", {"optimizer": self.name, "projected_lm_calls": proj["total"],
-                                 "breakdown": {"score_before": proj["score_before"],
-                                               "teleprompter": proj["teleprompter"],
-                                               "score_after": proj["score_after"]},
-                                 "teleprompter_parts": proj["teleprompter_parts"]})
+        proj = self._projection(program, trainset, valset)
+        self._emit("projected", {"optimizer": self.name, "projected_lm_calls": proj.total,
+                                 "breakdown": proj.phases(), "teleprompter_parts": proj.teleprompter_parts})
         start = time.perf_counter()
         before = after = None
         counter = CallCounter()
         with use(lm), counter:
             if self.score and valset:
-                before = evaluate_program(program.deepcopy(), valset, self.metric, seed=self.seed,
-                                          n_boot=self.n_boot, label_field=self.label_field, lm=lm)
+                before = evaluate_metric(program.deepcopy(), valset, self.metric, seed=self.seed,
+                                         n_boot=self.n_boot, label_field=self.label_field, lm=lm)
             calls_before = counter.snapshot()
             student = program.deepcopy()
             if getattr(student, "_compiled", False):
@@ -445,9 +228,9 @@ class TeleprompterOptimizer(Optimizer):
                 student._compiled = False
             # LM failures inside the teleprompter are scored as failures, not fatal (see error_budget),
             # and counted for the report
-            failures = _failure_counter()
+            failures = failure_counter()
             budget = error_budget(trainset, valset)
-            retrying = RetryingAdapter(dspy.settings.adapter or dspy.ChatAdapter())
+            retrying = RetryingAdapter(dspy.settings.adapter or dspy.ChatAdapter(), self.retry_policy)
             with dspy.context(max_errors=budget, callbacks=[*(dspy.settings.callbacks or []), failures],
                               adapter=retrying):
                 compiled = self._run(student, trainset, valset or None)
@@ -455,16 +238,16 @@ class TeleprompterOptimizer(Optimizer):
             self.alternatives = self._alternatives(compiled, program)
             stripped = self._strip(compiled, program)
             if self.score and valset:
-                after = evaluate_program(compiled, valset, self.metric, seed=self.seed, n_boot=self.n_boot,
-                                         label_field=self.label_field, lm=lm)
+                after = evaluate_metric(compiled, valset, self.metric, seed=self.seed, n_boot=self.n_boot,
+                                        label_field=self.label_field, lm=lm)
         actual = counter.calls
         calls_after = actual - calls_before - calls_tele
         seconds = time.perf_counter() - start
         phases = {"score_before": calls_before, "teleprompter": calls_tele, "score_after": calls_after}
         details: dict[str, Any] = {
             "n_train": len(trainset), "n_val": len(valset),
-            "projected_breakdown": {k: proj[k] for k in ("score_before", "teleprompter", "score_after")},
-            "projected_teleprompter_parts": proj["teleprompter_parts"],
+            "projected_breakdown": proj.phases(),
+            "projected_teleprompter_parts": proj.teleprompter_parts,
             "lm_calls_by_phase": phases,
             "demos": count_demos(compiled),
             "guards": list(self._guards),
@@ -479,9 +262,8 @@ class TeleprompterOptimizer(Optimizer):
             details["val_before"] = {k: before[k] for k in ("n", "failures", "errors", "report")}
         if after is not None:
             details["val_after"] = {k: after[k] for k in ("n", "failures", "errors", "report")}
-        if actual > proj["total"]:
-            over = [f"{k}: {phases[k]} calls > {proj[k]} projected" for k in phases if phases[k] > proj[k]]
-            details["over_budget_reason"] = "; ".join(over) + "; " + self._budget_note()
+        if actual > proj.total:
+            details["over_budget_reason"] = "; ".join(proj.overruns(phases)) + "; " + self._budget_note()
         result = CompileResult(
             optimizer=self.name,
             config=self.config(),
@@ -493,12 +275,12 @@ class TeleprompterOptimizer(Optimizer):
             score_before_ci=before["score_ci"] if before else None,
             score_after=after["score"] if after else None,
             score_after_ci=after["score_ci"] if after else None,
-            projected_lm_calls=proj["total"],
+            projected_lm_calls=proj.total,
             actual_lm_calls=actual,
             seed=self.seed,
         )
         self._emit("actual", {"optimizer": self.name, "actual_lm_calls": actual,
-                              "projected_lm_calls": proj["total"], "by_phase": phases,
+                              "projected_lm_calls": proj.total, "by_phase": phases,
                               "over_budget_reason": details.get("over_budget_reason")})
         return compiled, result
 
@@ -550,4 +332,4 @@ class TeleprompterOptimizer(Optimizer):
         return out
 
 
-__all__ = ["TeleprompterOptimizer", "adapter_factor", "evaluate_program", "score_of", "seeded_shuffle", "logger"]
+__all__ = ["TeleprompterOptimizer", "RetryingAdapter", "adapter_factor", "seeded_shuffle", "logger"]

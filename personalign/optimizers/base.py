@@ -13,6 +13,7 @@ before they run and report the actual count after.
 from __future__ import annotations
 
 import abc
+import inspect
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -68,9 +69,25 @@ class CompileResult:
         return asdict(self)
 
 
+def _jsonable(value: Any) -> Any:
+    """A setting as JSON: plain values as they are, an LM by its model string, a function (metric,
+    callback) by its name, any other object by its type name."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(getattr(value, "model", None), str):
+        return value.model
+    if callable(value) and getattr(value, "__name__", None):
+        return value.__name__
+    return type(value).__name__
+
+
 class Optimizer(abc.ABC):
-    """Base class. Subclasses set ``name`` and implement :meth:`compile`; ``config()`` returns the
-    settings given to ``__init__`` (logged with every run).
+    """Base class. Subclasses set ``name`` and implement :meth:`compile`, and store every
+    ``__init__`` argument as an attribute of the same name: :meth:`get_params` reads them back
+    (scikit-learn's and DSPy's convention) and :meth:`config` is their JSON form (logged with
+    every run).
 
     Contract (pinned by ``tests/optimizers/test_conformance.py`` for every registered optimizer):
     ``compile(program, *, trainset, valset=None)`` is keyword-only after ``program``, returns
@@ -83,8 +100,27 @@ class Optimizer(abc.ABC):
     def __init__(self, *, seed: int = 0) -> None:
         self.seed = int(seed)
 
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        """Keyword arguments of ``__init__`` along the class hierarchy (``**common`` forwarded to a
+        base class is resolved there), in declaration order."""
+        names: list[str] = []
+        for klass in cls.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is None or klass is object:
+                continue
+            for p in inspect.signature(init).parameters.values():
+                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in names:
+                    names.append(p.name)
+        return names
+
+    def get_params(self) -> dict[str, Any]:
+        """Every ``__init__`` setting as the optimizer holds it (``{name: value}``, objects as they are)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
     def config(self) -> dict[str, Any]:
-        return {"seed": self.seed}
+        """:meth:`get_params` as JSON (LMs by model string, functions by name, objects by type name)."""
+        return {k: _jsonable(v) for k, v in self.get_params().items()}
 
     def projected_lm_calls(self, program, trainset: Sequence, valset: Sequence | None = None) -> int | None:
         """Upper bound of the LM calls :meth:`compile` will make; None when the optimizer cannot

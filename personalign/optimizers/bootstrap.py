@@ -41,11 +41,6 @@ class BootstrapFewShot(TeleprompterOptimizer):
         self.metric_threshold = metric_threshold
         self.max_errors = max_errors
 
-    def settings(self) -> dict:
-        return {"max_bootstrapped_demos": self.max_bootstrapped_demos, "max_labeled_demos": self.max_labeled_demos,
-                "max_rounds": self.max_rounds, "metric_threshold": self.metric_threshold,
-                "max_errors": self.max_errors}
-
     def _projected_teleprompter_calls(self, program, trainset, valset) -> dict[str, int]:
         if self.max_bootstrapped_demos == 0:
             return {"bootstrap": 0}

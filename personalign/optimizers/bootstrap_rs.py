@@ -46,12 +46,6 @@ class BootstrapRS(TeleprompterOptimizer):
         self.metric_threshold = metric_threshold
         self.max_errors = max_errors
 
-    def settings(self) -> dict:
-        return {"max_bootstrapped_demos": self.max_bootstrapped_demos, "max_labeled_demos": self.max_labeled_demos,
-                "max_rounds": self.max_rounds, "num_candidate_programs": self.num_candidate_programs,
-                "stop_at_score": self.stop_at_score, "metric_threshold": self.metric_threshold,
-                "max_errors": self.max_errors}
-
     def _projected_teleprompter_calls(self, program, trainset, valset) -> dict[str, int]:
         c = self._calls_per_run(program)
         v = len(valset) if valset else len(trainset)  # DSPy scores on trainset when no valset

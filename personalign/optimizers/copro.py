@@ -43,10 +43,6 @@ class COPRO(TeleprompterOptimizer):
         self.init_temperature = float(init_temperature)
         self.prompt_lm = prompt_lm
 
-    def settings(self) -> dict:
-        return {"breadth": self.breadth, "depth": self.depth, "init_temperature": self.init_temperature,
-                "prompt_lm": getattr(self.prompt_lm, "model", None)}
-
     def _projected_teleprompter_calls(self, program, trainset, valset) -> dict[str, int]:
         n_pred = max(1, len(program.predictors()))
         c = self._calls_per_run(program)

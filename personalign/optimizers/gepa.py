@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from personalign.optimizers._teleprompter import TeleprompterOptimizer, metric_name
+from personalign.optimizers._teleprompter import TeleprompterOptimizer
 from personalign.optimizers.feedback import relevance_feedback
 
 
@@ -64,16 +64,6 @@ class GEPA(TeleprompterOptimizer):
         self.max_merge_invocations = int(max_merge_invocations)
         self.failure_score = float(failure_score)
         self.perfect_score = float(perfect_score)
-
-    def settings(self) -> dict:
-        return {"feedback_metric": metric_name(self.feedback_metric) if self.feedback_metric is not None else None,
-                "reflection_lm": getattr(self.reflection_lm, "model", None),
-                "max_metric_calls": self.max_metric_calls, "max_full_evals": self.max_full_evals,
-                "auto": self.auto, "reflection_minibatch_size": self.reflection_minibatch_size,
-                "candidate_selection_strategy": self.candidate_selection_strategy,
-                "component_selector": self.component_selector, "skip_perfect_score": self.skip_perfect_score,
-                "use_merge": self.use_merge, "max_merge_invocations": self.max_merge_invocations,
-                "failure_score": self.failure_score, "perfect_score": self.perfect_score}
 
     def _budget(self, program, trainset, valset) -> int:
         if self.max_metric_calls is not None:

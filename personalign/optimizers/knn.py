@@ -52,10 +52,8 @@ class KNNFewShot(TeleprompterOptimizer):
         self.max_labeled_demos = self.k if max_labeled_demos is None else int(max_labeled_demos)
         self.max_rounds = int(max_rounds)
 
-    def settings(self) -> dict:
-        vec = "minilm" if self.vectorizer is None else type(self.vectorizer).__name__
-        return {"k": self.k, "vectorizer": vec, "max_bootstrapped_demos": self.max_bootstrapped_demos,
-                "max_labeled_demos": self.max_labeled_demos, "max_rounds": self.max_rounds}
+    def config(self) -> dict:
+        return {**super().config(), "vectorizer": "minilm" if self.vectorizer is None else type(self.vectorizer).__name__}
 
     def _projected_teleprompter_calls(self, program, trainset, valset) -> dict[str, int]:
         return {"index": 0}

@@ -30,9 +30,6 @@ class LabeledFewShot(TeleprompterOptimizer):
         self.k = int(k)
         self.sample = bool(sample)
 
-    def settings(self) -> dict:
-        return {"k": self.k, "sample": self.sample}
-
     def _projected_teleprompter_calls(self, program, trainset, valset) -> dict[str, int]:
         return {"labeled": 0}
 

@@ -51,9 +51,7 @@ class LearnedSelectorFit(Optimizer):
         self.beta = float(beta)
 
     def config(self) -> dict:
-        return {"seed": self.seed, "group_key": self.group_key, "max_folds": self.max_folds, "label": self.label,
-                "positive": self.positive, "beta": self.beta,
-                "threshold": f"f{self.beta:g} on out-of-fold scores"}
+        return {**super().config(), "threshold": f"f{self.beta:g} on out-of-fold scores"}
 
     def _is_positive(self, example) -> bool:
         return bool(getattr(example, self.label)) == self.positive

@@ -109,20 +109,6 @@ class MIPROv2(TeleprompterOptimizer):
         self.metric_threshold = metric_threshold
         self.max_errors = max_errors
 
-    def settings(self) -> dict:
-        return {"auto": self.auto, "max_trials": self.max_trials, "num_candidates": self.num_candidates,
-                "num_trials": self.num_trials, "max_bootstrapped_demos": self.max_bootstrapped_demos,
-                "max_labeled_demos": self.max_labeled_demos,
-                "prompt_lm": getattr(self.prompt_lm, "model", None), "minibatch_size": self.minibatch_size,
-                "minibatch_full_eval_steps": self.minibatch_full_eval_steps,
-                "view_data_batch_size": self.view_data_batch_size,
-                "program_aware_proposer": self.program_aware_proposer,
-                "data_aware_proposer": self.data_aware_proposer, "tip_aware_proposer": self.tip_aware_proposer,
-                "fewshot_aware_proposer": self.fewshot_aware_proposer, "init_temperature": self.init_temperature,
-                "metric_threshold": self.metric_threshold, "max_errors": self.max_errors}
-
-    # -- the effective search size ---------------------------------------------------------
-    @property
     def _zeroshot(self) -> bool:
         return self.max_bootstrapped_demos == 0 and self.max_labeled_demos == 0
 

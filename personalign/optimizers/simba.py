@@ -39,13 +39,6 @@ class SIMBA(TeleprompterOptimizer):
         self.temperature_for_sampling = float(temperature_for_sampling)
         self.temperature_for_candidates = float(temperature_for_candidates)
 
-    def settings(self) -> dict:
-        return {"bsize": self.bsize, "num_candidates": self.num_candidates, "max_steps": self.max_steps,
-                "max_demos": self.max_demos, "prompt_lm": getattr(self.prompt_lm, "model", None),
-                "demo_input_field_maxlen": self.demo_input_field_maxlen,
-                "temperature_for_sampling": self.temperature_for_sampling,
-                "temperature_for_candidates": self.temperature_for_candidates}
-
     def _projected_teleprompter_calls(self, program, trainset, valset) -> dict[str, int]:
         b = min(self.bsize, len(trainset))
         cand, steps = self.num_candidates, self.max_steps

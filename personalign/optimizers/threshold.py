@@ -24,7 +24,7 @@ class ThresholdFit(Optimizer):
         self.label = label
 
     def config(self) -> dict:
-        return {"seed": self.seed, "label": self.label, "objective": "f1"}
+        return {**super().config(), "objective": "f1"}
 
     def compile(self, program, *, trainset: Sequence, valset: Sequence | None = None):
         from personalign.metrics import f1, fit_threshold

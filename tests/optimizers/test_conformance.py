@@ -1,9 +1,12 @@
 """Conformance of every registered optimizer to the contract in ``personalign.optimizers.base``.
 
-Teleprompter wrappers run under a schema-following DummyLM (control flow only, see conftest) on 8
-train / 6 val demo examples; ``fit`` optimizers run on a stub scorer implementing their program
-protocol (``score_batch``/``threshold``, ``prepare``, ``fit``). Every test here also runs with
-``dspy.configure`` patched to fail from worker threads (autouse fixture in conftest).
+Teleprompter wrappers run the shipped suite :class:`personalign.testing.OptimizerTestCase` (one
+subclass per registered teleprompter: compile contract, actual LM calls <= projected with no
+exception, no constant winner on an imbalanced task) under a schema-following DummyLM
+(:class:`personalign.testing.dummies.SchemaDummyLM`) on 8 train / 6 val demo examples; ``fit``
+optimizers run on a stub scorer implementing their program protocol (``score_batch``/``threshold``,
+``prepare``, ``fit``). Every test here also runs with ``dspy.configure`` patched to fail from worker
+threads (autouse fixture in conftest).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dspy.utils.dummies import DummyVectorizer
 
 from personalign.optimizers import OPTIMIZERS, CompileResult
 from personalign.programs.relevance.judges import ZeroShotJudge
+from personalign.testing import OptimizerTestCase
 from tests.optimizers.conftest import REL
 
 pytestmark = pytest.mark.filterwarnings("ignore:The custom-engine complete_legacy:DeprecationWarning")
@@ -69,12 +73,12 @@ def test_registry_names_match_classes():
         OPTIMIZERS.info("nope")
 
 
-@pytest.mark.parametrize("name", OPTIMIZERS.names())
-def test_compile_is_keyword_only(name):
+@pytest.mark.parametrize("name", FITS)
+def test_fit_compile_is_keyword_only(name):
     params = inspect.signature(OPTIMIZERS.load(name).compile).parameters
     assert params["trainset"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["valset"].kind is inspect.Parameter.KEYWORD_ONLY
-    opt = OPTIMIZERS.create(name, **(small_settings(name) if name in TELEPROMPTERS else {}))
+    opt = OPTIMIZERS.create(name)
     with pytest.raises(TypeError):
         opt.compile(ZeroShotJudge(), [dspy.Example(attribute="a", prompt="b", relevant=True)])
     # every setting in __init__: the constructor is keyword-only too
@@ -82,49 +86,22 @@ def test_compile_is_keyword_only(name):
         OPTIMIZERS.load(name)(0)
 
 
-@pytest.mark.parametrize("name", TELEPROMPTERS)
-def test_teleprompter_contract_seed_and_budget(name, tiny, dummy_lm, no_configure_in_worker_threads):
-    train, val = tiny
-    program = ZeroShotJudge()
-    before = state_json(program)
-    events = []
-    opt = OPTIMIZERS.create(name, **REL, lm=dummy_lm, seed=0, n_boot=200, on_event=lambda k, p: events.append((k, p)),
-                            **small_settings(name))
-    assert opt.config()["seed"] == 0
-    compiled, result = opt.compile(program, trainset=train, valset=val)
+# -- teleprompters: one OptimizerTestCase subclass per registered teleprompter --------------------
 
-    assert isinstance(compiled, dspy.Module) and compiled is not program
-    assert isinstance(result, CompileResult)
-    assert state_json(program) == before, "the input program was modified"
-    assert result.optimizer == name and result.seed == 0 and result.config["seed"] == 0
-    assert result.score_before is not None and result.score_after is not None
-    lo, hi = result.score_after_ci
-    assert lo <= result.score_after <= hi
-    assert result.lm_calls == result.actual_lm_calls == len(dummy_lm.calls) > 0
-    assert result.projected_lm_calls is not None
-    assert result.actual_lm_calls <= result.projected_lm_calls or result.details.get("over_budget_reason")
-    assert [k for k, _ in events] == ["projected", "actual"]
-    assert events[0][1]["projected_lm_calls"] == result.projected_lm_calls
-    assert opt.projected_lm_calls(program, train, val) == result.projected_lm_calls
-    json.dumps(result.to_dict())  # JSON-serializable for tracking
-    with dspy.context(lm=dummy_lm):
-        pred = compiled(attribute=val[0].attribute, prompt=val[0].prompt)
-    assert isinstance(pred.relevant, bool)
+class _Conformance(OptimizerTestCase):
+    """The shared suite with this file's tiny settings; runs with ``dspy.configure`` patched to fail
+    from worker threads (autouse fixture in conftest)."""
 
-    # same seed -> same compiled state (a fresh LM: no shared state between the runs)
-    again, _ = OPTIMIZERS.create(name, **REL, lm=type(dummy_lm)(), seed=0, n_boot=200, **small_settings(name)).compile(
-        ZeroShotJudge(), trainset=train, valset=val)
-    assert state_json(again) == state_json(compiled)
+    def check_compile_info(self, info):
+        if self.optimizer == "bootstrap-rs":  # runners-up of the teleprompter's own search are candidates too
+            assert any(c["name"].startswith("bootstrap-rs#") for c in info["details"]["selection"]["candidates"])
 
 
-@pytest.mark.parametrize("name", TELEPROMPTERS)
-def test_teleprompter_demo_limit_zero_gives_no_demos(name, tiny, dummy_lm):
-    train, val = tiny
-    compiled, result = OPTIMIZERS.create(name, **REL, lm=dummy_lm, seed=0, score=False, **zero_demo_settings(name)).compile(
-        ZeroShotJudge(), trainset=train, valset=val)
-    assert all(len(p.demos) == 0 for p in compiled.predictors()), result.details
-    assert result.details["demos"] == {"judge": 0}
-    assert result.actual_lm_calls <= result.projected_lm_calls
+for _name in TELEPROMPTERS:
+    _cls = f"TestConformance_{_name.replace('-', '_')}"
+    globals()[_cls] = type(_cls, (_Conformance,), {"optimizer": _name, "settings": small_settings(_name),
+                                                   "zero_demo_settings": zero_demo_settings(_name),
+                                                   "__module__": __name__})
 
 
 @pytest.mark.parametrize("name", ["labeled", "bootstrap"])

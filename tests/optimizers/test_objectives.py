@@ -1,7 +1,8 @@
 """Set-level objectives in compiling: a constant predictor never wins, a compile is never worse on dev.
 
-The task is imbalanced (20% positive) and deterministic. ``CollapsingLM`` (a schema-following
-DummyLM, see conftest) answers the relevance signature from a hidden gold map:
+The task is imbalanced (20% positive) and deterministic. ``CollapsingLM``
+(:mod:`personalign.testing.tasks`, a schema-following DummyLM) answers the relevance signature
+from a hidden gold map:
 
 * for the program as written (the original instructions, no demos) it is right on 90% of the
   examples (one negative in ten is called relevant) -- a non-constant program with a real F1;
@@ -9,92 +10,27 @@ DummyLM, see conftest) answers the relevance signature from a hidden gold map:
   majority label, always: ~80% accurate, so DSPy's mean metric likes it, and its F1 is 0.
 
 Every registered teleprompter is run through :func:`personalign.compile_service.compile_program`
-for each binary objective; the returned program must not be constant on dev and must score at
-least the uncompiled program's dev objective.
+for each binary objective (F1 in ``test_conformance.py``, by
+:class:`personalign.testing.OptimizerTestCase`; the others here); the returned program must not be
+constant on dev and must score at least the uncompiled program's dev objective.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
-import warnings
 
 import dspy
 import pytest
 
-from personalign.compile_service import choose, compile_program, dev_split, score_on
+from personalign.compile_service import choose, compile_program
 from personalign.objectives import balanced_metric, is_constant, objective_name, objective_score
 from personalign.optimizers import OPTIMIZERS
 from personalign.programs.relevance import STAGE as RELEVANCE
-from personalign.signatures.relevance import RelevanceSignature
-
-from tests.optimizers.conftest import SchemaDummyLM, SchemaEngine
+from personalign.testing.tasks import GOLD, N, CollapsingLM, check_no_constant_winner
+from personalign.testing.tasks import imbalanced_examples as examples
 from tests.optimizers.test_conformance import small_settings
 
 pytestmark = pytest.mark.filterwarnings("ignore:The custom-engine complete_legacy:DeprecationWarning")
-
-N, GROUPS = 80, 8
-GOLD = {i: (i % 5 == 0) for i in range(N)}  # 20% positive
-ORIGINAL = RelevanceSignature.instructions
-
-
-def examples():
-    return [dspy.Example(attribute=f"The user has trait attr-{i}.", prompt=f"Request number {i % GROUPS}.",
-                         relevant=GOLD[i], prompt_id=f"p{i % GROUPS}", split="train").with_inputs("attribute", "prompt")
-            for i in range(N)]
-
-
-class CollapsingEngine(SchemaEngine):
-    better_with_demos = False
-
-    def _complete_messages(self, messages):
-        system = next((m["content"] for m in messages if m["role"] == "system"), "")
-        last = messages[-1]["content"] if messages else ""
-        m = re.search(r"attr-(\d+)", last)
-        if "`relevant`" not in system or m is None:
-            return super()._complete_messages(messages)  # proposers' own signatures
-        i = int(m.group(1))
-        changed = len(messages) > 2 or ORIGINAL not in system
-        if changed and not self.better_with_demos:
-            answer = False  # the majority label, always
-        else:
-            right = changed or i % 10 != 3  # as written: one negative in ten is called relevant
-            answer = GOLD[i] if right else not GOLD[i]
-        return self._answer(system, answer)
-
-    def _answer(self, system, answer):
-        from dspy.lm15 import Message, Response, TextPart, Usage
-
-        if "Outputs will be a JSON object" in system:
-            import json
-
-            text = json.dumps({"relevant": answer})
-        else:
-            text = f"[[ ## relevant ## ]]\n{answer}\n\n[[ ## completed ## ]]\n"
-        return Response(id=None, model="dummy", message=Message.assistant([TextPart(text)]), finish_reason="stop",
-                        usage=Usage(input_tokens=1, output_tokens=1, total_tokens=2))
-
-
-class CollapsingLM(SchemaDummyLM):
-    def __init__(self, better_with_demos: bool = False):
-        super().__init__()
-        self.better_with_demos = better_with_demos
-        self._set_engine()
-
-    def _set_engine(self):
-        from dspy.clients.engines.dummy_engine import AsyncDummyEngine
-
-        engine = CollapsingEngine(self)
-        engine.better_with_demos = self.better_with_demos
-        self._engine_spec = engine
-        self._async_engine_spec = AsyncDummyEngine(engine)
-
-    def copy(self, **kwargs):
-        copied = super().copy(**kwargs)
-        copied.better_with_demos = self.better_with_demos
-        CollapsingLM._set_engine(copied)
-        return copied
-
 
 # the binary objectives, each on a stage that declares it (F2 of the *negative* class too)
 STAGES = {
@@ -106,33 +42,12 @@ STAGES = {
 TELEPROMPTERS = OPTIMIZERS.names("teleprompter")
 
 
-@pytest.mark.parametrize("objective", list(STAGES))
+@pytest.mark.parametrize("objective", [o for o in STAGES if o != "f1"])  # f1: test_conformance.py
 @pytest.mark.parametrize("optimizer", TELEPROMPTERS)
 def test_a_constant_program_never_wins_a_compile(objective, optimizer):
-    stage = STAGES[objective]
-    train = examples()
-    lm = CollapsingLM()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        program, info = compile_program(stage, "zero-shot", optimizer, train, lm=lm, seed=0,
-                                        optimizer_settings=small_settings(optimizer))
-    _, dev = dev_split(train, 0, stage.group_key)
-    sel = info["details"]["selection"]
-    assert info["objective"] == objective_name(stage)
-    assert sel["candidates"][0]["name"] == "uncompiled" and not sel["candidates"][0]["constant"]
-    final = score_on(stage, program, dev, lm=lm)
-    assert not final["constant"], sel
-    assert final["objective"] >= info["dev_objective_before"] - 1e-9
-    assert info["dev_objective_after"] >= info["dev_objective_before"]
-    assert info["chosen"] and info["reason"]
-    assert sel["inner_metric"] == "balanced_relevance_accuracy"
-    assert set(sel["class_weights"]) == {"positive", "negative"}
-    if sel["candidates"][1]["constant"]:
-        assert info["chosen"] == "uncompiled"
-        assert any("single class on dev" in str(w.message) for w in caught)
-    assert info["actual_lm_calls"] <= info["projected_lm_calls"]
+    info = check_no_constant_winner(STAGES[objective], optimizer, small_settings(optimizer))
     if optimizer == "bootstrap-rs":  # runners-up of the teleprompter's own search are candidates too
-        assert any(c["name"].startswith("bootstrap-rs#") for c in sel["candidates"])
+        assert any(c["name"].startswith("bootstrap-rs#") for c in info["details"]["selection"]["candidates"])
 
 
 def test_a_better_compiled_program_is_chosen():

@@ -19,9 +19,10 @@ def fresh_cache(tmp_path, runs_dir, monkeypatch):
 
 @pytest.fixture
 def mock_handler():
-    """The litellm handler of the ``mock`` provider (``benchmarks/_mock_lm.py``): deterministic answers
-    to any DSPy signature, in JSON when the request carries a ``response_format``."""
-    from tests.reliability.faults import handler_of, load_mock_module
+    """The litellm handler of the ``mock`` provider (:mod:`personalign.testing.mock_provider`):
+    deterministic answers to any DSPy signature, in JSON when the request carries a ``response_format``."""
+    from personalign.testing import mock_provider
+    from personalign.testing.faults import handler_of
 
-    load_mock_module().register()
+    mock_provider.register()
     return handler_of("mock")

@@ -1,6 +1,6 @@
 """20% injected LM faults (exceptions, timeouts, empty output) during compile and eval.
 
-The faults are injected by a real litellm provider (:class:`tests.reliability.faults.FaultInjector`)
+The faults are injected by a real litellm provider (:class:`personalign.testing.faults.FaultInjector`)
 registered as ``local``, so every call travels litellm -> ``dspy.LM`` (and its retries) -> the
 JSONAdapter -> the program -> ``run_program`` or a teleprompter. The fast tests wrap the ``mock``
 provider (deterministic answers, no model); the slow ones wrap the embedded model itself.
@@ -20,8 +20,8 @@ import sys
 import pytest
 
 from tests.conftest import DEMO, ROOT, cli_env
-from tests.reliability import faults
-from tests.reliability.faults import FaultInjector
+from personalign.testing import faults
+from personalign.testing.faults import FaultInjector
 
 MODEL = "local/smollm2-135m-instruct"
 FAULTS = ("exception", "timeout", "empty")
@@ -189,7 +189,7 @@ def test_cli_compile_and_eval_under_faults_report_failures_and_keep_secrets_out(
     env = cli_env(runs, OPENAI_API_KEY=secret, HF_TOKEN=secret + "-hf",
                   PERSONALIGN_TEST_FAULTS=json.dumps({"rate": 0.2, "seed": 0, "poison": ["[POISON-"],
                                                       "stats": str(stats_file), "fast_retries": True}))
-    runner = [sys.executable, str(ROOT / "tests" / "reliability" / "faults.py")]
+    runner = [sys.executable, "-m", "personalign.testing.faults"]
     prog = tmp_path / "prog"
     proc = subprocess.run([*runner, "compile", "relevance", "--strategy", "zero-shot", "--optimizer", "bootstrap",
                            "--lm", MODEL,

@@ -83,6 +83,12 @@ class PairwiseJudge(dspy.Module):
         self.seed = int(seed)
         self.judge = dspy.Predict(PairwiseImplicitJudgeSignature if self.implicit else PairwiseJudgeSignature)
 
+    def lm_calls_per_run(self, example) -> int:
+        """Judge calls of one forward pass on ``example``: one per order (two with ``both_orders``)
+        per rated attribute (read by the LM-call projection, :mod:`personalign.optimizers._budget`)."""
+        attrs = clip_list(getattr(example, "attributes", None), max_items=12, max_chars=300)
+        return (2 if self.both_orders else 1) * len(attrs)
+
     def _one(self, profile, prompt, attribute, a, b) -> int:
         out = self.judge(profile=profile, prompt=prompt, attribute=attribute, response_a=a, response_b=b)
         return _rating(out.rating)

@@ -130,6 +130,15 @@ class MultiPerspective(dspy.Module):
         self.aggregate = dspy.Predict(AggregateSignature)
         self.aggregate_items = dspy.Predict(items_signature(5))
 
+    @property
+    def lm_calls_per_run(self) -> int:
+        """Predictor calls of one forward pass, at most: profile sampling (``k`` synthetic profiles,
+        or up to ``pool`` plausibility checks), ``k`` candidate answers, one aggregation, and the
+        re-aggregations and extra candidates for the item count (read by the LM-call projection,
+        :mod:`personalign.optimizers._budget`)."""
+        sampling = {"synthetic": self.k, "similar": self.pool if self.plausibility else 0}.get(self.sampler, 0)
+        return sampling + self.k + 1 + self.max_reaggregations + self.max_extra_candidates
+
     # ------------------------------------------------------------------ profiles
     def _sample_profiles(self, question: str, bank: ProfileBank | None) -> tuple[list[Profile], dict]:
         info: dict = {"sampler": self.sampler, "checked": 0, "plausible": 0, "profiles_filled": 0}

@@ -1,7 +1,8 @@
-"""Fault injection through litellm: a ``CustomLLM`` provider that fails a seeded ~20% of calls.
+"""Fault injection through litellm (``python -m personalign.testing.faults ARGS...`` runs the CLI
+with it, see :func:`main`): a ``CustomLLM`` provider that fails a seeded ~20% of calls.
 
 :class:`FaultInjector` wraps another litellm ``CustomLLM`` handler (the embedded ``local``
-provider, or the ``mock`` provider of ``benchmarks/_mock_lm.py``) and, for each call, decides from
+provider, or the ``mock`` provider of :mod:`personalign.testing.mock_provider`) and, for each call, decides from
 ``sha256(seed, request, n-th occurrence of this request)`` whether to
 
 * raise an exception (``RuntimeError`` -- litellm wraps it as ``APIConnectionError``),
@@ -129,15 +130,21 @@ def handler_of(provider: str) -> CustomLLM:
     raise LookupError(f"no litellm custom provider '{provider}' registered")
 
 
+def _register_local() -> None:
+    """Register personalign's ``local`` litellm provider (``make_lm`` does, once per process;
+    ``load=False``: no model file is opened)."""
+    from personalign.lm import TINY_MODEL, make_lm
+
+    make_lm(TINY_MODEL, load=False)
+
+
 @contextlib.contextmanager
 def provider(name: str, handler: CustomLLM) -> Iterator[CustomLLM]:
     """Register ``handler`` as litellm provider ``name`` (replacing one of that name) for the block.
 
     personalign's own ``local`` provider is registered first, so that a later
     :func:`personalign.lm.make_lm` (which registers it once per process) cannot swap it back in."""
-    from personalign.lm._provider import register
-
-    register()
+    _register_local()
     before = list(litellm.custom_provider_map or [])
     litellm.custom_provider_map = [e for e in before if e.get("provider") != name] + [
         {"provider": name, "custom_handler": handler}]
@@ -164,28 +171,12 @@ def fast_lm_retries() -> Iterator[None]:
         execution._delay = real
 
 
-def load_mock_module():
-    """``benchmarks/_mock_lm.py`` as module ``_mock_lm`` (loaded once per process)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    module = sys.modules.get("_mock_lm")
-    if module is None:
-        path = Path(__file__).resolve().parents[2] / "benchmarks" / "_mock_lm.py"
-        spec = importlib.util.spec_from_file_location("_mock_lm", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["_mock_lm"] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-def _main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the ``personalign`` CLI with faults injected into the ``local`` provider.
 
     ``PERSONALIGN_TEST_FAULTS`` (JSON): ``rate``, ``seed``, ``poison`` (markers), ``stats`` (a file
     the fault counts are written to at exit), ``fast_retries`` (drop dspy.LM's back-off sleeps),
-    ``inner``: ``"mock"`` (default; the mock provider of ``benchmarks/_mock_lm.py`` answers) or
+    ``inner``: ``"mock"`` (default; :mod:`personalign.testing.mock_provider` answers) or
     ``"local"`` (the embedded model answers).
     """
     import os
@@ -194,25 +185,25 @@ def _main() -> None:
 
     conf = json.loads(os.environ.get("PERSONALIGN_TEST_FAULTS") or "{}")
     if conf.get("inner", "mock") == "mock":
-        load_mock_module().register()
+        from personalign.testing import mock_provider
+
+        mock_provider.register()
         inner = handler_of("mock")
     else:
-        from personalign.lm._provider import register
-
-        register()
+        _register_local()
         inner = handler_of("local")
     injector = FaultInjector(inner, rate=conf.get("rate", 0.2), seed=conf.get("seed", 0),
                              poison=tuple(conf.get("poison", ())))
-    from personalign.cli import main
+    from personalign.cli import main as cli_main
 
     retries = fast_lm_retries() if conf.get("fast_retries") else contextlib.nullcontext()
     try:
         with provider("local", injector), retries:
-            main(sys.argv[1:])
+            cli_main(sys.argv[1:] if argv is None else argv)
     finally:
         if conf.get("stats"):
             Path(conf["stats"]).write_text(json.dumps(dict(injector.stats)))
 
 
 if __name__ == "__main__":
-    _main()
+    main()
