@@ -148,6 +148,8 @@ def main(argv=None) -> None:
                          "attributes for one prompt; a seeded, label-stratified sample); 0 = all")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--n-boot", type=int, default=1000)
+    ap.add_argument("--settings", default=None,
+                    help='teleprompter settings as JSON, merged over the defaults, e.g. \'{"labeled": {"k": 2}}\'')
     ap.add_argument("--partial", default=None,
                     help="after every row, write the rows so far to this JSON file (atomic replace), so a long "
                          "run that is stopped keeps what it measured")
@@ -180,6 +182,11 @@ def main(argv=None) -> None:
     for b in bases:
         if not st.registry.info(b).uses_lm or st.registry.info(b).trainable:
             raise ConfigurationError(f"'{b}' is not an untrained LLM strategy of {st.name}")
+    import json
+
+    settings = {t: dict(LIGHT.get(t) or {}) for t in teles}
+    for t, extra in (json.loads(args.settings) if args.settings else {}).items():
+        settings.setdefault(t, {}).update(extra)
     for t in teles:
         if OPTIMIZERS.info(t).kind != "teleprompter":
             raise ConfigurationError(f"'{t}' is not a teleprompter")
@@ -210,7 +217,7 @@ def main(argv=None) -> None:
             t0 = time.perf_counter()
             with contextlib.redirect_stdout(sys.stderr):
                 program, info = compile_program(st, base, tele, tele_train, lm=lm, seed=args.seed,
-                                                optimizer_settings=LIGHT.get(tele))
+                                                optimizer_settings=settings.get(tele) or None)
             report = evaluate_stage(st, program, evalset, lm=lm, n_boot=args.n_boot, seed=args.seed, progress=False,
                                     description=name)
             row = row_of(name, report, info, time.perf_counter() - t0, keep)
@@ -226,7 +233,6 @@ def main(argv=None) -> None:
             rows.append(row)
             print(table([row], "f1").splitlines()[-1], file=sys.stderr, flush=True)
             if args.partial:
-                import json
                 import tempfile
 
                 with tempfile.NamedTemporaryFile("w", dir=os.path.dirname(os.path.abspath(args.partial)),
@@ -241,7 +247,7 @@ def main(argv=None) -> None:
         "n_split": n_split, "n": len(evalset), "gold_yes_rate": round(sum(gold) / max(1, len(gold)), 4),
         "n_train": len(trainset), "n_teleprompter_train": len(tele_train), "lm": model, "seed": args.seed,
         "n_boot": args.n_boot, "cache": args.cache_dir or "disabled (every LM call reaches the model)",
-        "teleprompter_settings": {t: LIGHT.get(t, "wrapper defaults") for t in teles},
+        "teleprompter_settings": {t: settings.get(t) or "wrapper defaults" for t in teles},
         "env": {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "PERSONALIGN_THREADS")}, "cpus": os.cpu_count(),
         "rows": rows, "seconds": round(time.perf_counter() - t_all, 1),
     })
