@@ -63,7 +63,7 @@ def sweep(
     """
     import personalign  # noqa: F401  (offline defaults)
     from personalign.lm import configure_cache
-    from personalign.optimizers.sweep import run_sweep
+    from personalign.sweep import run_sweep
     from personalign.tracking import Tracker
 
     tracker = None if no_track else Tracker(tracking_uri)

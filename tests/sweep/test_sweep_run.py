@@ -18,7 +18,7 @@ MODEL = "mock/relevance-0ms"
 
 def _sweep(runs_dir, space, **kw):
     from personalign.lm import configure_cache
-    from personalign.optimizers.sweep import run_sweep
+    from personalign.sweep import run_sweep
     from personalign.tracking import Tracker
 
     configure_cache(runs_dir / "cache", enabled=False)
@@ -30,7 +30,7 @@ def _sweep(runs_dir, space, **kw):
 def _load(out):
     import optuna
 
-    from personalign.optimizers.sweep import open_storage
+    from personalign.sweep import open_storage
 
     return optuna.load_study(study_name=out["study"], storage=open_storage(out["storage"]))
 
@@ -170,7 +170,7 @@ def test_real_models_end_to_end(runs_dir, tmp_path):
     from optuna.trial import TrialState
 
     from personalign.lm import configure_cache
-    from personalign.optimizers.sweep import run_sweep
+    from personalign.sweep import run_sweep
     from personalign.programs._saved import load_program
 
     space = tmp_path / "real.toml"
@@ -206,7 +206,7 @@ def test_a_dead_worker_on_another_machine_is_failed_by_the_heartbeat(runs_dir, m
 
     from optuna.trial import TrialState
 
-    from personalign.optimizers.sweep import WORKER_ATTR
+    from personalign.sweep import WORKER_ATTR
     from personalign.tracking import Tracker
 
     first = _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="hb", heartbeat_interval=1, grace_period=2)

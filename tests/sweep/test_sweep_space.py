@@ -10,7 +10,7 @@ import optuna
 import pytest
 
 from personalign.errors import ConfigurationError, DataError
-from personalign.optimizers.sweep import (
+from personalign.sweep import (
     DEFAULT_SPACE,
     HEARTBEAT_ATTR,
     WORKER_ATTR,
@@ -21,6 +21,7 @@ from personalign.optimizers.sweep import (
     worker_alive,
     worker_id,
 )
+from personalign.sweep.storage import trial_id
 from personalign.stages import get_stage
 from tests.conftest import ROOT
 
@@ -119,7 +120,7 @@ def test_storage_urls(tmp_path):
     assert redact_url("postgresql://user:s3cret@127.0.0.1:5432/optuna") == "postgresql://user:***@127.0.0.1:5432/optuna"
     assert redact_url("journal:/x/y.journal") == "journal:/x/y.journal"
     journal = open_storage(f"journal:{tmp_path / 'j' / 'optuna.journal'}")
-    assert type(journal).__name__ == "JournalStorage"
+    assert isinstance(journal, optuna.storages.JournalStorage) and journal.get_heartbeat_interval() == 10
     rdb = open_storage(f"sqlite:///{tmp_path / 'db' / 'optuna.db'}")
     assert rdb.get_heartbeat_interval() == 10 and (tmp_path / "db" / "optuna.db").exists()
     with pytest.raises(ConfigurationError, match="unsupported --storage"):
@@ -139,17 +140,17 @@ def test_worker_liveness():
 
 
 def test_stale_trials_by_pid_and_by_journal_heartbeat(tmp_path):
-    storage = open_storage(f"journal:{tmp_path / 'optuna.journal'}")
-    study = optuna.create_study(storage=storage)
+    storage = open_storage(f"journal:{tmp_path / 'optuna.journal'}", grace_period=40)
+    study = optuna.create_study(storage=storage, study_name="s")
     alive, dead, remote_fresh, remote_old = (study.ask() for _ in range(4))
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     host, boot, _, ticks = worker_id().split("|")
-    storage.set_trial_system_attr(alive._trial_id, WORKER_ATTR, worker_id())
-    storage.set_trial_system_attr(dead._trial_id, WORKER_ATTR, f"{host}|{boot}|{child.pid}|{ticks}")
+    storage.set_trial_system_attr(trial_id(storage, "s", alive.number), WORKER_ATTR, worker_id())
+    storage.set_trial_system_attr(trial_id(storage, "s", dead.number), WORKER_ATTR, f"{host}|{boot}|{child.pid}|{ticks}")
     for t, beat in ((remote_fresh, time.time()), (remote_old, time.time() - 600)):
-        storage.set_trial_system_attr(t._trial_id, WORKER_ATTR, "elsewhere|x|1|1")
-        storage.set_trial_system_attr(t._trial_id, HEARTBEAT_ATTR, beat)
+        storage.set_trial_system_attr(trial_id(storage, "s", t.number), WORKER_ATTR, "elsewhere|x|1|1")
+        storage.set_trial_system_attr(trial_id(storage, "s", t.number), HEARTBEAT_ATTR, beat)
     frozen = {t.number: t for t in study.get_trials()}
-    verdict = [is_stale(frozen[t.number], storage, grace_period=40) for t in (alive, dead, remote_fresh, remote_old)]
+    verdict = [is_stale(frozen[t.number], storage) for t in (alive, dead, remote_fresh, remote_old)]
     assert verdict == [False, True, False, True]
