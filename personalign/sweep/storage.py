@@ -122,7 +122,7 @@ class LivenessRDBStorage(WorkerLiveness, RDBStorage):
         return False  # RDBStorage's heartbeat table decides, in _get_stale_trial_ids
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:  # BaseHeartbeat's interface
-        found = super()._get_stale_trial_ids(study_id) if self.heartbeat_interval is not None else []
+        found = super()._get_stale_trial_ids(study_id) if self.get_heartbeat_interval() is not None else []
         return sorted(set(found) | set(self.stale_trial_ids(study_id, only_dead_workers=True)))
 
 

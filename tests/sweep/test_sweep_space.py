@@ -154,3 +154,24 @@ def test_stale_trials_by_pid_and_by_journal_heartbeat(tmp_path):
     frozen = {t.number: t for t in study.get_trials()}
     verdict = [is_stale(frozen[t.number], storage) for t in (alive, dead, remote_fresh, remote_old)]
     assert verdict == [False, True, False, True]
+
+
+def test_default_spaces_are_per_stage_data_and_unchanged():
+    """The default space of every stage (its study names carry its sha256) is what it was before
+    the defaults became data; relevance's is its STAGE_SPACES entry over the common sections."""
+    from personalign.stages import all_stages
+    from personalign.sweep import STAGE_SPACES
+
+    expected = {"extraction": "b500033ae597b86d", "judge": "2e8ef6609d865f7f", "mcq": "e46bdcf32ff7dd33",
+                "perspectives": "b30585bceed02358", "relevance": "5ab7d949d5243907", "respond": "7338eda07b3d31a2",
+                "verification": "996251590d65efc2"}
+    got = {name: SearchSpace.load(st, None).sha256[:16] for name, st in all_stages().items()}
+    assert got == expected
+    assert set(STAGE_SPACES) <= set(expected)
+    assert SearchSpace.load(STAGE, None).raw["strategies"] == STAGE_SPACES["relevance"]["strategies"]
+
+
+def test_the_space_makes_its_pruner():
+    assert type(SearchSpace.from_dict(STAGE, DEFAULT_SPACE).make_pruner()) is optuna.pruners.MedianPruner
+    none = SearchSpace.from_dict(STAGE, {**DEFAULT_SPACE, "pruner": {"kind": "none"}})
+    assert type(none.make_pruner()) is optuna.pruners.NopPruner
