@@ -38,7 +38,9 @@ def test_stage_definition():
     assert st.metric_name == "recall" and st.metric_fn() is not None
     st.registry.parse(st.default_strategies)
     for name in STRATEGIES.names():
-        assert STRATEGIES.load(name) is not None and not STRATEGIES.info(name).trainable
+        cls, info = STRATEGIES.load(name), STRATEGIES.info(name)
+        assert issubclass(cls, dspy.Module) and getattr(cls, "uses_lm", False) == info.uses_lm, name
+        assert not info.trainable
 
 
 # ------------------------------------------------------------------ chunking
