@@ -1,9 +1,10 @@
 """Sweep workers: who runs a trial (process identity and liveness) and the budget they share.
 
-A worker is one process (its threads share its identity). Every trial records its worker in the
-system attribute :data:`WORKER_ATTR` as ``host|boot_id|pid|start_ticks``; a worker of this
-machine whose process is gone is known dead at once (:func:`worker_alive`), a worker of another
-machine only through heartbeats (:mod:`personalign.sweep.storage`).
+A worker is one process (its threads share its identity, :mod:`personalign.processes`). Every
+trial records its worker in the system attribute :data:`WORKER_ATTR` as
+``host|boot_id|pid|start_ticks``; a worker of this machine whose process is gone is known dead at
+once (:func:`worker_alive`), a worker of another machine only through heartbeats
+(:mod:`personalign.sweep.storage`).
 
 :class:`Budget` keeps several workers (threads, processes, machines) of one study from running
 more than ``n_trials`` COMPLETE + PRUNED trials: a worker starts a trial only when the finished
@@ -12,60 +13,11 @@ trials plus the live running trials numbered before it leave room (:meth:`Budget
 
 from __future__ import annotations
 
-import os
-import socket
 import time
-from pathlib import Path
+
+from personalign.processes import worker_alive, worker_id
 
 WORKER_ATTR = "personalign:worker"  # system attr: "host|boot_id|pid|start_ticks" of the worker process
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
-    except OSError:
-        return "-"
-
-
-def _start_ticks(pid: int) -> str:
-    """Start time of process ``pid`` in clock ticks since boot ("-" where /proc is missing)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "-"
-
-
-def worker_id() -> str:
-    """``host|boot_id|pid|start_ticks`` of this process: unique even when pids are reused."""
-    return f"{socket.gethostname()}|{_boot_id()}|{os.getpid()}|{_start_ticks(os.getpid())}"
-
-
-def worker_alive(worker: str | None) -> bool | None:
-    """True/False for a worker of this machine (its process exists / is gone), None for another
-    machine or an unparsable id (liveness then comes from heartbeats)."""
-    if not worker:
-        return None
-    try:
-        host, boot, pid_s, ticks = worker.split("|")
-        pid = int(pid_s)
-    except ValueError:
-        return None
-    if host != socket.gethostname() or boot != _boot_id():
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        if state in ("Z", "X"):
-            return False
-    except (OSError, IndexError):
-        pass
-    return ticks == "-" or _start_ticks(pid) == ticks
 
 
 class Surplus(Exception):

@@ -57,7 +57,7 @@ def test_orphaned_runs_of_dead_processes_are_closed_killed(tmp_path):
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    from personalign.sweep.workers import worker_id
+    from personalign.processes import worker_id
 
     me = worker_id()
     host, boot, _, _ = me.split("|")
