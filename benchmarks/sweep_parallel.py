@@ -43,7 +43,7 @@ k = { low = 0, high = 4 }
 def run_once(n_jobs: int, *, trials: int, model: str, limit: int, workdir: Path, study: str | None = None) -> dict:
     import _mock_lm
 
-    from personalign.optimizers.sweep import run_sweep
+    from personalign.sweep import run_sweep
     from personalign.tracking import Tracker
 
     space = workdir / "space.toml"

@@ -281,11 +281,6 @@ def compare_stage(
     return result
 
 
-def compare_relevance(**kwargs) -> dict[str, Any]:
-    """:func:`compare_stage` for the relevance stage (same arguments, without ``stage``)."""
-    return compare_stage("relevance", **kwargs)
-
-
 def _stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 

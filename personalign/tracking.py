@@ -27,7 +27,7 @@ WORKER_TAG = "personalign.worker"
 
 
 def _worker() -> str:
-    from personalign.optimizers.sweep import worker_id
+    from personalign.processes import worker_id
 
     return worker_id()
 
@@ -174,7 +174,7 @@ class Tracker:
     def close_orphaned_runs(self, status: str = "KILLED") -> list[str]:
         """Close the RUNNING runs of this experiment whose ``personalign.worker`` process (on this
         machine) is gone; returns their run ids. Runs of live processes and of other machines stay."""
-        from personalign.optimizers.sweep import worker_alive
+        from personalign.processes import worker_alive
 
         return self.close_stale_runs({}, lambda tags: worker_alive(tags.get(WORKER_TAG)) is False, status=status,
                                      require_tag=WORKER_TAG)

@@ -72,7 +72,6 @@ def run_stages(*, json_out: bool) -> None:
 
 def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, seed, n_boot, limit, cache_dir,
                 no_cache, tracking_uri, no_track, json_out) -> None:
-    import personalign  # noqa: F401
     from rich.console import Console
 
     from personalign.compare import compare_stage
@@ -118,8 +117,3 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
     if tracker is not None:
         console.print(f"MLflow run {result.get('mlflow_run_id')} in {tracker.tracking_uri} "
                       f"(view: personalign ui --tracking-uri {tracker.tracking_uri})")
-
-
-def run_compare_relevance(**kwargs) -> None:
-    """``personalign compare relevance`` (kept for callers of the former name)."""
-    run_compare(stage="relevance", **kwargs)

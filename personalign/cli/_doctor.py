@@ -45,7 +45,6 @@ def bench_model(model: str, *, prompt_tokens: int = 256, gen_tokens: int = 64) -
 
 
 def collect(*, bench: bool, lm: str, cache_dir: Path | None) -> dict:
-    import personalign  # noqa: F401
     from personalign.lm import configure_cache
     from personalign.lm._engine import current_settings
     from personalign.lm._models import DEFAULT_MODEL, MODELS, model_file

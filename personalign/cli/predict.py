@@ -38,7 +38,6 @@ def relevance(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Which of a user's attributes should change the answer to a prompt."""
-    import personalign  # noqa: F401
     from personalign.errors import ConfigurationError, DataError
 
     attrs = list(attribute or [])

@@ -61,9 +61,8 @@ def sweep(
     (MedianPruner); the best trial's program is saved under runs/programs/ with a readable
     prompt.md. View the study with `optuna-dashboard STORAGE` and the runs with `personalign ui`.
     """
-    import personalign  # noqa: F401  (offline defaults)
     from personalign.lm import configure_cache
-    from personalign.optimizers.sweep import run_sweep
+    from personalign.sweep import run_sweep
     from personalign.tracking import Tracker
 
     tracker = None if no_track else Tracker(tracking_uri)

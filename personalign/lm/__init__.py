@@ -67,7 +67,6 @@ def configure_cache(cache_dir: str | os.PathLike | None = None, *, enabled: bool
     Raises:
         CacheDirError: the directory cannot be created or written (one-line message with the path).
     """
-    import personalign  # noqa: F401
     from personalign.settings import cache_dir as default_cache_dir
 
     path = Path(cache_dir).expanduser().absolute() if cache_dir else default_cache_dir()
@@ -126,7 +125,6 @@ def make_lm(model: str | None = None, *, temperature: float | None = None, max_t
         UnknownModelError: unknown ``local/NAME`` or a string litellm cannot route.
         ModelFileError: the embedded model file is missing or fails its sha256 check.
     """
-    import personalign  # noqa: F401
 
     from personalign.lm._provider import register
 

@@ -35,7 +35,6 @@ def get_model():
     global _model
     with _lock:
         if _model is None:
-            import personalign  # noqa: F401  (offline defaults before sentence-transformers loads)
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
 

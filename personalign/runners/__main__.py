@@ -39,7 +39,6 @@ def _emit(command: str, fn, *, params: dict, data=None, lm=None, uses_lm=True, c
     from personalign.errors import PersonalignError, find_personalign_error
 
     try:
-        import personalign  # noqa: F401  (offline defaults)
         from personalign.lm import configure_cache
         from personalign.runners._tracked import check_inputs, run_tracked
         from personalign.tracking import Tracker

@@ -64,7 +64,7 @@ def test_a_sweep_whose_every_trial_failed_exits_nonzero(monkeypatch, capsys):
     """The CLI turns a sweep with 0 complete and 0 pruned trials into exit 1 after its summary."""
     import typer
 
-    import personalign.optimizers.sweep as sweep_mod
+    import personalign.sweep as sweep_mod
     from personalign.cli.sweep import sweep
 
     def all_failed(*args, **kwargs):

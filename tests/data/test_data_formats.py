@@ -7,6 +7,7 @@ import json
 import shutil
 
 import pytest
+from pydantic import ValidationError
 
 from personalign.data import (
     ExtractionExample,
@@ -114,9 +115,9 @@ def test_write_is_atomic_and_rejects_duplicates(tmp_path):
 
 
 def test_schema_validation():
-    with pytest.raises(Exception, match="out of range"):
+    with pytest.raises(ValidationError, match=r"gold_index\s+Value error, 2 out of range for 2 options"):
         MCQExample(id="m", context="", question="q", options=["a", "b"], gold_index=2)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match=r"ratings\.x\s+Input should be greater than or equal to 1"):
         PreferenceRatingExample(id="g", profile="p", prompt="q", response_a="a", response_b="b", ratings={"x": 0})
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match=r"relevant\s+Input should be a valid boolean"):
         RelevanceExample(id="r", attribute="a", prompt="p", relevant="yes", prompt_id="p")

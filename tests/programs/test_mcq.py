@@ -10,6 +10,7 @@ from pathlib import Path
 import dspy
 import pytest
 from dspy.utils.dummies import DummyLM
+from dspy.utils.exceptions import AdapterParseError
 
 from personalign.errors import DataError
 from personalign.programs.mcq import STAGE, STRATEGIES
@@ -139,8 +140,22 @@ def test_llm_strategies_use_their_inputs(name, sees_context, sees_attrs):
 
 
 def test_out_of_range_answer_is_an_error():
-    with dspy.context(lm=DummyLM([{"answer_index": 9}] * 3)), pytest.raises(Exception):
+    # the typed answer is narrowed to Literal[0..3]: the adapter rejects 9
+    with dspy.context(lm=DummyLM([{"answer_index": 9}] * 3)), \
+            pytest.raises(AdapterParseError, match=r"Expected to find output fields in the LM response: \[answer_index\]"):
         STRATEGIES.create("no-profile")(**_ex().inputs())
+    # a backend that slips past the narrowing meets the program's own range check
+    program = STRATEGIES.create("no-profile")
+
+    class OutOfRange:  # the predictor of such a backend
+        signature = program.choose.signature
+
+        def __call__(self, **kwargs):
+            return dspy.Prediction(answer_index=9)
+
+    program.choose = OutOfRange()
+    with pytest.raises(ValueError, match=r"^answer_index 9 out of range for 4 options$"):
+        program(**_ex().inputs())
 
 
 def test_long_context_keeps_its_end():

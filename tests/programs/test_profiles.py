@@ -8,6 +8,7 @@ import json
 import dspy
 import pytest
 from dspy.utils.dummies import DummyLM
+from dspy.utils.exceptions import AdapterParseError
 
 from personalign.programs.profiles.builder import ProfileBuilder, build_profile_bank, find_specifics, item_text
 
@@ -83,7 +84,8 @@ def test_profile_bank_is_canonical_jsonl(tmp_path):
 
 def test_profile_bank_writes_nothing_on_failure(tmp_path):
     out = tmp_path / "bank.jsonl"
-    with dspy.context(lm=DummyLM([{"nonsense": 1}] * 10)), pytest.raises(Exception):
+    with dspy.context(lm=DummyLM([{"nonsense": 1}] * 10)), pytest.raises(
+            AdapterParseError, match=r"Expected to find output fields in the LM response: \[useful, justification, descriptors\]"):
         build_profile_bank({"u1": ["I keep bees."]}, out)
     assert not out.exists()
 

@@ -30,7 +30,8 @@ def demo():
 def test_registry_entries_resolve():
     for name in STRATEGIES.names():
         info = STRATEGIES.info(name)
-        assert STRATEGIES.load(name) is not None
+        cls = STRATEGIES.load(name)
+        assert issubclass(cls, dspy.Module) and getattr(cls, "uses_lm", False) == info.uses_lm, name
         assert info.trainable == (info.optimizer is not None), name
         if info.trainable:
             opt = STRATEGIES.default_optimizer(name, seed=3)

@@ -62,7 +62,8 @@ def test_stage_definition():
 def test_registry_entries_and_default_optimizers_are_configured_for_rejections():
     for name in STRATEGIES.names():
         info = STRATEGIES.info(name)
-        assert STRATEGIES.load(name) is not None
+        cls = STRATEGIES.load(name)
+        assert issubclass(cls, dspy.Module) and getattr(cls, "uses_lm", False) == info.uses_lm, name
         assert info.trainable == (info.optimizer is not None)
         if info.trainable:
             opt = STAGE.default_optimizer(name, seed=3)

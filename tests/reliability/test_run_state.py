@@ -57,7 +57,7 @@ def test_orphaned_runs_of_dead_processes_are_closed_killed(tmp_path):
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    from personalign.optimizers.sweep import worker_id
+    from personalign.processes import worker_id
 
     me = worker_id()
     host, boot, _, _ = me.split("|")
@@ -115,7 +115,7 @@ def test_two_workers_with_one_seed_propose_distinct_parameters():
     sampler stream per worker (the former behaviour) gives duplicates; alone, the same seed replays."""
     import optuna
 
-    from personalign.optimizers._sampler import PerTrialSeedSampler
+    from personalign.sweep.sampler import PerTrialSeedSampler
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -18,7 +18,7 @@ MODEL = "mock/relevance-0ms"
 
 def _sweep(runs_dir, space, **kw):
     from personalign.lm import configure_cache
-    from personalign.optimizers.sweep import run_sweep
+    from personalign.sweep import run_sweep
     from personalign.tracking import Tracker
 
     configure_cache(runs_dir / "cache", enabled=False)
@@ -30,7 +30,7 @@ def _sweep(runs_dir, space, **kw):
 def _load(out):
     import optuna
 
-    from personalign.optimizers.sweep import open_storage
+    from personalign.sweep import open_storage
 
     return optuna.load_study(study_name=out["study"], storage=open_storage(out["storage"]))
 
@@ -170,7 +170,7 @@ def test_real_models_end_to_end(runs_dir, tmp_path):
     from optuna.trial import TrialState
 
     from personalign.lm import configure_cache
-    from personalign.optimizers.sweep import run_sweep
+    from personalign.sweep import run_sweep
     from personalign.programs._saved import load_program
 
     space = tmp_path / "real.toml"
@@ -204,22 +204,25 @@ def test_a_dead_worker_on_another_machine_is_failed_by_the_heartbeat(runs_dir, m
     import time
     import warnings
 
+    import optuna
     from optuna.trial import TrialState
 
-    from personalign.optimizers.sweep import WORKER_ATTR
+    from personalign.sweep import WORKER_ATTR, open_storage
+    from personalign.sweep.storage import trial_id
     from personalign.tracking import Tracker
 
     first = _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="hb", heartbeat_interval=1, grace_period=2)
-    study = _load(first)
+    storage = open_storage(first["storage"])
+    study = optuna.load_study(study_name="hb", storage=storage)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "heartbeat is supposed to be used with Study.optimize"
         ghost = study.ask()  # a trial "running" on another machine
-    storage = study._storage
-    storage.set_trial_system_attr(ghost._trial_id, WORKER_ATTR, "other-host|boot|4242|1")
+    ghost_id = trial_id(storage, "hb", ghost.number)
+    storage.set_trial_system_attr(ghost_id, WORKER_ATTR, "other-host|boot|4242|1")
     tracker = Tracker(f"sqlite:///{runs_dir / 'mlflow.db'}")
     run_id = tracker.start_run_by_id("ghost", tags={"personalign.study": "hb"})
     ghost.set_user_attr("mlflow_run_id", run_id)
-    storage.record_heartbeat(ghost._trial_id)
+    storage.record_heartbeat(ghost_id)
     time.sleep(3)  # > grace period, no heartbeat since
     out = _sweep(runs_dir, mock_space, n_trials=3, limit=3, study_name="hb", heartbeat_interval=1, grace_period=2,
                  tracker=tracker)
@@ -248,3 +251,50 @@ def test_dev_split_trials_are_scored_by_the_set_objective_on_train_groups(runs_d
         assert t.value == pytest.approx(report["f1"])
     dev_prompts = {ex.prompt_id for ex in dev}
     assert dev_prompts and not dev_prompts & {ex.prompt_id for ex in fit}
+
+
+def test_the_sampler_and_the_pruner_are_injected_as_optuna_does(runs_dir, mock_lm, mock_space):
+    """``run_sweep(sampler=..., pruner=...)`` go to ``optuna.create_study``: a recording sampler
+    proposes every parameter and a pruner that always prunes stops every trial after its first
+    minibatch (the space itself says ``[pruner] kind = "none"``)."""
+    import optuna
+
+    class Recording(optuna.samplers.RandomSampler):
+        names: list[str] = []
+
+        def sample_independent(self, study, trial, param_name, param_distribution):
+            self.names.append(param_name)
+            return super().sample_independent(study, trial, param_name, param_distribution)
+
+    class AlwaysPrune(optuna.pruners.BasePruner):
+        def prune(self, study, trial) -> bool:
+            return True
+
+    sampler = Recording(seed=0)
+    out = _sweep(runs_dir, mock_space, n_trials=2, limit=6, tracker=None, export=False, study_name="injected",
+                 sampler=sampler, pruner=AlwaysPrune())
+    assert (out["n_pruned"], out["n_complete"], out["n_fail"]) == (2, 0, 0)
+    assert sampler.names.count("strategy") == 2 and "temperature" in sampler.names
+    for t in _load(out).get_trials():
+        assert sorted(t.intermediate_values) == [0] and t.user_attrs["report"]["n_scored"] == 3
+
+
+def test_the_default_sampler_and_pruner_come_from_the_seed_and_the_space(runs_dir, mock_lm, tmp_path, monkeypatch):
+    import optuna
+
+    import personalign.sweep.runner as runner
+    from personalign.sweep.sampler import PerTrialSeedSampler
+
+    made = {}
+    real = optuna.create_study
+
+    def spy(**kw):
+        made.update(kw)
+        return real(**kw)
+
+    monkeypatch.setattr(runner.optuna, "create_study", spy)
+    space = tmp_path / "median.toml"
+    space.write_text(MOCK_SPACE.replace('kind = "none"', 'kind = "median"\nn_startup_trials = 7'))
+    _sweep(runs_dir, space, n_trials=1, limit=3, tracker=None, export=False, study_name="defaults")
+    assert isinstance(made["sampler"], PerTrialSeedSampler)
+    assert type(made["pruner"]) is optuna.pruners.MedianPruner

@@ -10,7 +10,7 @@ import optuna
 import pytest
 
 from personalign.errors import ConfigurationError, DataError
-from personalign.optimizers.sweep import (
+from personalign.sweep import (
     DEFAULT_SPACE,
     HEARTBEAT_ATTR,
     WORKER_ATTR,
@@ -21,6 +21,7 @@ from personalign.optimizers.sweep import (
     worker_alive,
     worker_id,
 )
+from personalign.sweep.storage import trial_id
 from personalign.stages import get_stage
 from tests.conftest import ROOT
 
@@ -119,7 +120,7 @@ def test_storage_urls(tmp_path):
     assert redact_url("postgresql://user:s3cret@127.0.0.1:5432/optuna") == "postgresql://user:***@127.0.0.1:5432/optuna"
     assert redact_url("journal:/x/y.journal") == "journal:/x/y.journal"
     journal = open_storage(f"journal:{tmp_path / 'j' / 'optuna.journal'}")
-    assert type(journal).__name__ == "JournalStorage"
+    assert isinstance(journal, optuna.storages.JournalStorage) and journal.get_heartbeat_interval() == 10
     rdb = open_storage(f"sqlite:///{tmp_path / 'db' / 'optuna.db'}")
     assert rdb.get_heartbeat_interval() == 10 and (tmp_path / "db" / "optuna.db").exists()
     with pytest.raises(ConfigurationError, match="unsupported --storage"):
@@ -139,17 +140,38 @@ def test_worker_liveness():
 
 
 def test_stale_trials_by_pid_and_by_journal_heartbeat(tmp_path):
-    storage = open_storage(f"journal:{tmp_path / 'optuna.journal'}")
-    study = optuna.create_study(storage=storage)
+    storage = open_storage(f"journal:{tmp_path / 'optuna.journal'}", grace_period=40)
+    study = optuna.create_study(storage=storage, study_name="s")
     alive, dead, remote_fresh, remote_old = (study.ask() for _ in range(4))
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     host, boot, _, ticks = worker_id().split("|")
-    storage.set_trial_system_attr(alive._trial_id, WORKER_ATTR, worker_id())
-    storage.set_trial_system_attr(dead._trial_id, WORKER_ATTR, f"{host}|{boot}|{child.pid}|{ticks}")
+    storage.set_trial_system_attr(trial_id(storage, "s", alive.number), WORKER_ATTR, worker_id())
+    storage.set_trial_system_attr(trial_id(storage, "s", dead.number), WORKER_ATTR, f"{host}|{boot}|{child.pid}|{ticks}")
     for t, beat in ((remote_fresh, time.time()), (remote_old, time.time() - 600)):
-        storage.set_trial_system_attr(t._trial_id, WORKER_ATTR, "elsewhere|x|1|1")
-        storage.set_trial_system_attr(t._trial_id, HEARTBEAT_ATTR, beat)
+        storage.set_trial_system_attr(trial_id(storage, "s", t.number), WORKER_ATTR, "elsewhere|x|1|1")
+        storage.set_trial_system_attr(trial_id(storage, "s", t.number), HEARTBEAT_ATTR, beat)
     frozen = {t.number: t for t in study.get_trials()}
-    verdict = [is_stale(frozen[t.number], storage, grace_period=40) for t in (alive, dead, remote_fresh, remote_old)]
+    verdict = [is_stale(frozen[t.number], storage) for t in (alive, dead, remote_fresh, remote_old)]
     assert verdict == [False, True, False, True]
+
+
+def test_default_spaces_are_per_stage_data_and_unchanged():
+    """The default space of every stage (its study names carry its sha256) is what it was before
+    the defaults became data; relevance's is its STAGE_SPACES entry over the common sections."""
+    from personalign.stages import all_stages
+    from personalign.sweep import STAGE_SPACES
+
+    expected = {"extraction": "b500033ae597b86d", "judge": "2e8ef6609d865f7f", "mcq": "e46bdcf32ff7dd33",
+                "perspectives": "b30585bceed02358", "relevance": "5ab7d949d5243907", "respond": "7338eda07b3d31a2",
+                "verification": "996251590d65efc2"}
+    got = {name: SearchSpace.load(st, None).sha256[:16] for name, st in all_stages().items()}
+    assert got == expected
+    assert set(STAGE_SPACES) <= set(expected)
+    assert SearchSpace.load(STAGE, None).raw["strategies"] == STAGE_SPACES["relevance"]["strategies"]
+
+
+def test_the_space_makes_its_pruner():
+    assert type(SearchSpace.from_dict(STAGE, DEFAULT_SPACE).make_pruner()) is optuna.pruners.MedianPruner
+    none = SearchSpace.from_dict(STAGE, {**DEFAULT_SPACE, "pruner": {"kind": "none"}})
+    assert type(none.make_pruner()) is optuna.pruners.NopPruner

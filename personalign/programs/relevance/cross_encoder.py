@@ -34,7 +34,6 @@ _load_lock = threading.Lock()
 
 
 def _load(path: Path, max_length: int, seed: int | None = None):
-    import personalign  # noqa: F401  (offline defaults)
     import torch
     from sentence_transformers import CrossEncoder
     from transformers.utils import logging as hf_logging

@@ -63,4 +63,21 @@ class PerTrialSeedSampler(optuna.samplers.BaseSampler):
         """No-op: every trial has its own seed already (Optuna calls this per thread when n_jobs > 1)."""
 
 
-__all__ = ["PerTrialSeedSampler"]
+def default_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
+    """The sweep's default sampler: multivariate TPE seeded per trial (``seed + trial.number``).
+
+    ``group=True`` decomposes the conditional space (parameters that exist only for some
+    strategies) into groups of co-occurring parameters; ``constant_liar`` keeps parallel workers
+    from proposing the same point while a trial runs.
+    """
+    import warnings
+
+    def tpe(trial_seed: int) -> optuna.samplers.BaseSampler:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(seed=trial_seed, multivariate=True, group=True, constant_liar=True)
+
+    return PerTrialSeedSampler(tpe, seed=seed)
+
+
+__all__ = ["PerTrialSeedSampler", "default_sampler"]
