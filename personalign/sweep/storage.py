@@ -32,9 +32,11 @@ HEARTBEAT_INTERVAL = 10  # seconds between heartbeats of a running trial
 GRACE_PERIOD = 40  # seconds without a heartbeat after which a trial of an unknown worker is stale
 HEARTBEAT_ATTR = "personalign:heartbeat"  # system attr (journal storages): unix time of the last heartbeat
 
-# Optuna's heartbeat interface. Optuna 5 exports no public alias for it; RDBStorage (public) is
-# documented as implementing it, so it is taken from there rather than from a private module.
-BaseHeartbeat = next(c for c in RDBStorage.__mro__ if c.__name__ == "BaseHeartbeat")
+# Optuna's heartbeat interface: the extension point its fail_stale_trials, heartbeat thread and
+# RetryHeartbeatStaleTrialCallback work through. Optuna 5.0 documents it (RDBStorage implements it)
+# but exports it only from optuna.storages._heartbeat; this is the one import of that module, and
+# a test fails if RDBStorage stops implementing it.
+from optuna.storages._heartbeat import BaseHeartbeat  # noqa: E402
 
 
 class WorkerLiveness:

@@ -98,3 +98,9 @@ def test_optunas_heartbeat_thread_beats_into_the_journal_while_a_trial_runs(tmp_
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.optimize(objective, n_trials=1)
     assert len(beats) == 1 and beats[0] > 0.5, "a heartbeat was written while the objective ran"
+
+
+def test_the_heartbeat_interface_is_the_one_optuna_s_rdb_storage_implements():
+    from optuna.storages import RDBStorage
+
+    assert issubclass(RDBStorage, BaseHeartbeat)
