@@ -49,6 +49,9 @@ class Stage:
         metric_name: name of the main metric in reports (``f1`` for binary stages).
         group_key: example field grouping examples (teleprompters' dev split and grouped CV hold
             out whole groups); None: no groups.
+        strata_key: example field ``--limit N`` stratifies its seeded sample over
+            (:func:`personalign.data.sample.stratified_limit`); None: ``group_key``. MCQ: ``topic``
+            (its prompt groups hold one question each).
         feedback_metric: ``"module:function"`` GEPA feedback metric (optional).
         objective: the **set-level** objective compiles maximize on their dev split
             (:mod:`personalign.objectives`): ``"f1"`` or ``"fbeta:B"`` of the positive class
@@ -73,6 +76,7 @@ class Stage:
     group_key: str | None = "prompt_id"
     feedback_metric: str | None = None
     objective: str | None = None
+    strata_key: str | None = None
 
     def __post_init__(self) -> None:
         from personalign.objectives import objective_spec, validate_spec
@@ -82,6 +86,22 @@ class Stage:
             raise ValueError(f"stage {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
         if self.kind == "scored" and self.metric is None:
             raise ValueError(f"stage {self.name}: a scored stage needs a metric")
+
+    @property
+    def limit_key(self) -> str | None:
+        """The field ``--limit`` stratifies over: ``strata_key``, else ``group_key``."""
+        return self.strata_key or self.group_key
+
+    def limit(self, examples: list, n: int | None, seed: int = 0) -> list:
+        """``--limit n``: a seeded random sample of ``examples`` stratified over :attr:`limit_key`,
+        in file order (:func:`personalign.data.sample.limit_examples`); None: all.
+
+        Raises:
+            ConfigurationError: ``n < 1``.
+        """
+        from personalign.data.sample import limit_examples
+
+        return limit_examples(self, examples, n, seed)
 
     # --- resolved parts (imported on first use) ---
     @property

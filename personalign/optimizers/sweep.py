@@ -755,13 +755,13 @@ class Sweep:
         if any(self.stage.registry.info(s).trainable for s in self.space.strategies):
             self.stage.check_fittable(self.trainset, self.data, self.train_split)
         # fixed order (independent of --seed, so every worker and every resume prunes on the same minibatches)
+        # --limit: a sample stratified over the stage's groups, seed 0 for the same reason
         import random
 
+        self.evalset = self.stage.limit(self.evalset, self.limit, 0)
         order = list(range(len(self.evalset)))
         random.Random(0).shuffle(order)
         self.evalset = [self.evalset[i] for i in order]
-        if self.limit:
-            self.evalset = self.evalset[: self.limit]
         self.uses_lm = any(self.stage.registry.info(s).uses_lm for s in self.space.strategies)
         if self.uses_lm:
             from personalign.lm import default_model
@@ -1226,7 +1226,9 @@ def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, 
             split): whole groups held out of ``train_split`` (seed 0), trials compile on the rest.
             Trial values are the stage's set objective (:mod:`personalign.objectives`).
         tracker: a :class:`personalign.tracking.Tracker` (None: no MLflow).
-        limit: evaluate on the first ``limit`` examples of the (fixed-order) split only.
+        limit: evaluate on a sample of ``limit`` examples of the split, stratified over the stage's
+            groups (``Stage.limit_key``) and drawn with seed 0 whatever ``seed`` is (every worker
+            and resume sees the same rows).
         heartbeat_interval / grace_period: seconds; see :func:`open_storage` and :func:`is_stale`.
         export: save the best trial's program under ``runs/programs/`` at the end.
         max_failures: stop this invocation after this many failed trials (default max(3, n_trials // 2)).

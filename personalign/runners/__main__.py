@@ -29,6 +29,8 @@ CACHE_DIR = typer.Option(None, "--cache-dir", help="DSPy cache directory (defaul
 NO_CACHE = typer.Option(False, "--no-cache", help="Disable the LM cache.")
 TRACKING = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db).")
 NO_TRACK = typer.Option(False, "--no-track", help="Do not log to MLflow.")
+LIMIT_HELP = ("Run a seeded random sample of N items (--seed), stratified over the stage's groups (PrefEval, PersonaMem: "
+              "topic; judge ratings: prompt; CUPID: persona), in file order.")
 
 
 def _emit(command: str, fn, *, params: dict, data=None, lm=None, uses_lm=True, cache_dir=None,
@@ -75,7 +77,7 @@ def _uses_lm(stage: str, strategies: str) -> bool:
 
 @app.command("prefeval-mcq")
 def prefeval_mcq(data: Path, strategies: str = typer.Option("no-profile,gold-preference,extracted-attributes"),
-                 split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None),
+                 split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP),
                  attributes: Optional[Path] = typer.Option(None, help="JSONL of user attributes (user_id, attributes)."),
                  lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR,
                  no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
@@ -93,7 +95,7 @@ def prefeval_mcq(data: Path, strategies: str = typer.Option("no-profile,gold-pre
 
 @app.command("prefeval-generation")
 def prefeval_generation(data: Path, strategies: str = typer.Option("generic,personalized,personalized-implicit"),
-                        split: str = typer.Option("val"), limit: int = typer.Option(10, min=1),
+                        split: str = typer.Option("val"), limit: int = typer.Option(10, min=1, help=LIMIT_HELP),
                         lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT,
                         cache_dir: Optional[Path] = CACHE_DIR, no_cache: bool = NO_CACHE,
                         tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
@@ -111,7 +113,7 @@ def prefeval_generation(data: Path, strategies: str = typer.Option("generic,pers
 @app.command("personamem")
 def personamem(questions: Path, contexts: Optional[Path] = typer.Option(None, help="shared_contexts JSONL "
                                                                               "(default: beside the CSV)."),
-               strategies: str = typer.Option("no-profile,gold-preference"), limit: Optional[int] = typer.Option(None),
+               strategies: str = typer.Option("no-profile,gold-preference"), limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP),
                lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR,
                no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """PersonaMem MCQ accuracy (needs the shared-contexts file)."""
@@ -130,7 +132,7 @@ def personamem(questions: Path, contexts: Optional[Path] = typer.Option(None, he
 def cupid(data: Path, inferred: Optional[Path] = typer.Option(None, help="JSONL {id, preference}."),
           responses: Optional[Path] = typer.Option(None, help="JSONL {id, response}."),
           no_lm: bool = typer.Option(False, "--no-lm", help="MiniLM similarity only."),
-          limit: Optional[int] = typer.Option(None), lm: Optional[str] = LM, seed: int = SEED,
+          limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP), lm: Optional[str] = LM, seed: int = SEED,
           n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR, no_cache: bool = NO_CACHE,
           tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """Score inferred preferences (checklist coverage, MiniLM cosine) and/or responses (checklist)."""
@@ -146,7 +148,7 @@ def cupid(data: Path, inferred: Optional[Path] = typer.Option(None, help="JSONL 
 
 @app.command("judge-agreement")
 def judge_agreement(ratings: Path, strategies: str = typer.Option("pairwise,single-order,tie"),
-                    split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None),
+                    split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP),
                     lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT,
                     cache_dir: Optional[Path] = CACHE_DIR, no_cache: bool = NO_CACHE,
                     tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
@@ -166,7 +168,7 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
                bank: Optional[Path] = typer.Option(None, help="Profile bank (JSONL or PrefEval folder)."),
                questions: Optional[Path] = typer.Option(None, help="Text file, one question per line (with --bank)."),
                k: int = typer.Option(3, min=1, help="Profiles per question (with --bank)."),
-               split: str = typer.Option("train"), limit: Optional[int] = typer.Option(None),
+               split: str = typer.Option("train"), limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP),
                explicit: bool = typer.Option(False, "--explicit", help="Allow explicit mentions of the profile."),
                lm: Optional[str] = LM, seed: int = SEED, cache_dir: Optional[Path] = CACHE_DIR,
                no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
@@ -186,7 +188,9 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
             from personalign.data._io import read_text
 
             qs = [q.strip() for q in read_text(questions, what="questions file").splitlines() if q.strip()]
-            pairs.extend(bank_pairs(bank, qs[:limit] if limit else qs, k=k))
+            from personalign.data.sample import stratified_limit
+
+            pairs.extend(bank_pairs(bank, stratified_limit(qs, limit, None, seed), k=k))
         else:
             raise ConfigurationError("give --prefeval ROOT, or --bank BANK with --questions FILE")
 
