@@ -37,7 +37,7 @@ from personalign.cli.sweep import sweep as _sweep_cmd  # noqa: E402  (light: typ
 app.command("sweep")(_sweep_cmd)
 from personalign.runners.__main__ import app as _runners_app  # noqa: E402  (light: typer only)
 
-app.add_typer(_runners_app, name="run", help="Benchmark runners: PrefEval MCQ/generation, PersonaMem, CUPID, judge agreement, SFT export.")
+app.add_typer(_runners_app, name="run", help="Benchmark runners: PrefEval MCQ/generation, the end-to-end pipeline, PersonaMem, CUPID, judge agreement, SFT export.")
 
 
 def _version(value: bool) -> None:

@@ -20,7 +20,7 @@ from personalign.cli._checks import lm_option
 
 app = typer.Typer(name="personalign-runners", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Stage 3 runners: PrefEval MCQ / generation, PersonaMem, CUPID, SFT export.")
+                  help="Stage 3 runners: PrefEval MCQ / generation, the end-to-end pipeline, PersonaMem, CUPID, SFT export.")
 
 LM = typer.Option(None, "--lm", help="Model string (default local/qwen2.5-coder-1.5b-instruct).", callback=lm_option)
 SEED = typer.Option(0, "--seed")
@@ -108,6 +108,48 @@ def prefeval_generation(data: Path, strategies: str = typer.Option("generic,pers
                                                                  progress=True),
           params=params, data=data, lm=lm, cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
           no_track=no_track)
+
+
+@app.command("pipeline")
+def pipeline(data: Path = typer.Argument(..., help="The PrefEval root (mcq_options/ and implicit_preference/persona-driven/)."),
+             split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP),
+             extractor: str = typer.Option("extract", help="extraction stage strategy."),
+             verifier: str = typer.Option("zero-shot", help="verification stage strategy (trained ones are fitted on "
+                                                            "the train split of DATA)."),
+             selector: str = typer.Option("zero-shot", help="relevance stage strategy."),
+             selector_data: Optional[Path] = typer.Option(None, help="relevance labels to fit a trained --selector on "
+                                                                     "(its train split)."),
+             conditions: str = typer.Option("pipeline,verified-all,no-profile,gold-preference,random-attribute",
+                                            help="pipeline, verified-all (no selection), no-profile, gold-preference, "
+                                                 "random-attribute."),
+             lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR,
+             no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
+    """From a PrefEval conversation alone: extract -> verify -> select -> answer the PrefEval MCQ; accuracy with 95%
+    CIs against no-profile, gold-preference and random-attribute on the same questions (paired differences), LM
+    calls and seconds per question."""
+    from personalign.runners.pipeline import run_pipeline
+
+    params = dict(data=str(data), split=split, limit=limit, extractor=extractor, verifier=verifier, selector=selector,
+                  selector_data=selector_data, conditions=conditions, lm=lm, seed=seed, n_boot=n_boot)
+
+    def validate():  # the data and every name, before the cache or the store is touched
+        from personalign.runners.pipeline import CONDITIONS, pipeline_examples
+        from personalign.errors import ConfigurationError
+        from personalign.stages import get_stage
+
+        for stage_name, name in (("extraction", extractor), ("verification", verifier), ("relevance", selector)):
+            get_stage(stage_name).registry.info(name)
+        bad = [c for c in _split(conditions) if c not in CONDITIONS]
+        if bad or not _split(conditions):
+            raise ConfigurationError(f"unknown condition(s) {', '.join(bad) or '(none given)'}; choose from "
+                                     f"{', '.join(CONDITIONS)}")
+        pipeline_examples(data, split=split, limit=limit, seed=seed)
+
+    _emit("pipeline", lambda: run_pipeline(data, split=split, limit=limit, lm=lm, extractor=extractor,
+                                           verifier=verifier, selector=selector, conditions=_split(conditions),
+                                           selector_data=selector_data, n_boot=n_boot, seed=seed, progress=True),
+          params=params, data=data, inputs=(selector_data,), lm=lm, cache_dir=cache_dir, no_cache=no_cache,
+          tracking_uri=tracking_uri, no_track=no_track, validate=validate)
 
 
 @app.command("personamem")
