@@ -108,7 +108,7 @@ def generation_examples(data: str | os.PathLike, *, split: str | None = "val", l
 
 def run_generation(examples: Sequence, strategies: Sequence[str] = ("generic", "personalized", "personalized-implicit"),
                    *, lm=None, n_boot: int = 1000, seed: int = 0, progress: bool = False,
-                   keep_responses: bool = False) -> dict:
+                   keep_responses: bool = False, score: bool = True) -> dict:
     """Preference following in generation: each ``respond`` strategy writes a response per
     example; the typed :class:`~personalign.programs.respond.violation.ViolationJudge` (same LM)
     decides whether it violates ``example.preference``; the lexical detector marks explicit
@@ -117,7 +117,9 @@ def run_generation(examples: Sequence, strategies: Sequence[str] = ("generic", "
     Returns:
         ``{"n", "strategies": [{"name", "violation_rate", "violation_rate_ci", "mention_rate",
         "mean_chars", "failures", "lm_calls" (generation + judge), "seconds"}]}``; a failed
-        generation counts as a violation.
+        generation counts as a violation. ``score=False`` (a judge that failed its validation,
+        :mod:`personalign.programs.judge.validation`): the judge is not called and the violation
+        rate and its CI are None.
     """
     from personalign.evaluation import run_program
     from personalign.lm import CallCounter
@@ -142,13 +144,15 @@ def run_generation(examples: Sequence, strategies: Sequence[str] = ("generic", "
                     continue
                 mentions.append(float(lexical_mention(ex.preference, resp)))
                 chars.append(len(resp))
+                if not score:
+                    continue
                 try:
                     v = judge(preference=ex.preference, question=ex.question, response=resp).violates
                 except Exception:  # noqa: BLE001 -- a judge failure is counted, the run goes on
                     judge_fail += 1
                     v = True
                 violations.append(float(v))
-        vr = mean_ci(violations, n_boot=n_boot, seed=seed)
+        vr = mean_ci(violations if score else [], n_boot=n_boot, seed=seed)
         mr = mean_ci(mentions, n_boot=n_boot, seed=seed)
         row = {"name": name, "violation_rate": vr["mean"], "violation_rate_ci": vr["ci"],
                "mention_rate": mr["mean"], "mean_chars": (sum(chars) / len(chars)) if chars else None,

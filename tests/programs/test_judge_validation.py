@@ -98,3 +98,23 @@ def test_bad_limit_and_unknown_judge(shared_data):
         labelled_pairs(shared_data / "prefeval", limit=0)
     with pytest.raises(ConfigurationError, match="unknown judge"):
         validate_judges(shared_data / "prefeval", judges=("oracle",), lm=DummyLM([]))
+
+
+def test_refusal_lines():
+    from personalign.programs.judge.validation import refusal
+
+    assert refusal({"kappa": 0.4, "kappa_ci": [0.2, 0.6]}) is None
+    assert refusal({"kappa": 0.0, "kappa_ci": [-0.1, 0.1]}, "violation judge").startswith(
+        "judge unusable: the violation judge's kappa 0.0")
+    assert refusal(None, "answer judge") == "judge unusable: the answer judge was not validated against labels"
+
+
+def test_generation_without_a_usable_judge_never_calls_it(shared_data):
+    from personalign.runners.prefeval import generation_examples, run_generation
+
+    exs = generation_examples(shared_data / "prefeval", split="val", limit=2, seed=0)
+    lm = DummyLM([{"response": "Here is a plan."}] * 2)  # two generations; a judge call would exhaust it
+    out = run_generation(exs, ["generic"], lm=lm, n_boot=20, score=False)
+    row = out["strategies"][0]
+    assert row["violation_rate"] is None and row["violation_rate_ci"] is None and row["judge_failures"] == 0
+    assert len(lm.history) == 2

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = ["labelled_pairs", "validate_violation_judge", "validate_pairwise_judge", "validate_judges", "usable",
-           "require_usable", "JudgeUnusable", "verdict"]
+           "require_usable", "refusal", "JudgeUnusable", "verdict"]
 
 
 class JudgeUnusable(RuntimeError):
@@ -114,6 +114,17 @@ def require_usable(report: dict, name: str = "judge") -> None:
     if not usable(report):
         raise JudgeUnusable(f"{name} unusable: kappa {report.get('kappa')} with 95% CI {report.get('kappa_ci')} "
                             f"against PrefEval's option labels does not exclude 0")
+
+
+def refusal(report: dict | None, name: str = "judge") -> str | None:
+    """None when ``report`` says the judge is usable, else the line a benchmark prints instead of a
+    score: ``"judge unusable: ..."`` (``report`` None: the judge was not validated)."""
+    if report is None:
+        return f"judge unusable: the {name} was not validated against labels"
+    if usable(report):
+        return None
+    return (f"judge unusable: the {name}'s kappa {report.get('kappa')} (95% CI {report.get('kappa_ci')}) against "
+            f"PrefEval's option labels does not exclude 0")
 
 
 def _run(program, examples, inputs, lm, description):
