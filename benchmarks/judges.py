@@ -30,7 +30,7 @@ import sys
 import time
 import warnings
 
-from _common import emit, quiet_logs, shared_data
+from _common import quiet_logs, run_on_prefeval
 
 import personalign  # noqa: F401
 
@@ -49,31 +49,21 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     quiet_logs()
     warnings.filterwarnings("ignore")
-    root = args.data or shared_data() / "prefeval"
-    if args.data is None and not root.is_dir():
-        emit({"benchmark": "judges", "skipped": f"PrefEval not found at {root}"})
-        return 0
-    from personalign.errors import PersonalignError, find_personalign_error
     from personalign.lm import configure_cache, make_lm
     from personalign.programs.judge.validation import validate_judges
 
-    t0 = time.perf_counter()
-    try:
+    def work(root):
+        t0 = time.perf_counter()
         configure_cache(enabled=False)
         lm = make_lm(args.lm, cache=False)
         out = validate_judges(root, split=args.split, limit=args.limit, lm=lm,
                               judges=[j.strip() for j in args.judges.split(",") if j.strip()],
                               pairwise_strategy=args.pairwise_strategy, n_boot=args.n_boot, seed=args.seed)
-    except Exception as exc:  # noqa: BLE001 -- input errors: one line, exit 2
-        ours = exc if isinstance(exc, PersonalignError) else find_personalign_error(exc)
-        if ours is None:
-            raise
-        sys.stderr.write(f"error: {ours}\n")
-        return 2
-    emit({"benchmark": "judges", "lm": args.lm, "limit": args.limit, "n_boot": args.n_boot,
-          "labels": "PrefEval mcq_options: first option follows the preference, the other three violate it",
-          **out, "seconds": round(time.perf_counter() - t0, 2)})
-    return 0
+        return {"benchmark": "judges", "lm": args.lm, "limit": args.limit, "n_boot": args.n_boot,
+                "labels": "PrefEval mcq_options: first option follows the preference, the other three violate it",
+                **out, "seconds": round(time.perf_counter() - t0, 2)}
+
+    return run_on_prefeval("judges", args.data, work)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import sys
 import time
 import warnings
 
-from _common import emit, quiet_logs, shared_data
+from _common import quiet_logs, run_on_prefeval
 
 import personalign  # noqa: F401
 
@@ -50,31 +50,21 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     quiet_logs()
     warnings.filterwarnings("ignore")
-    root = args.data or shared_data() / "prefeval"
-    if args.data is None and not root.is_dir():
-        emit({"benchmark": "pipeline", "skipped": f"PrefEval not found at {root}"})
-        return 0
-    from personalign.errors import PersonalignError, find_personalign_error
     from personalign.lm import configure_cache, make_lm
     from personalign.runners.pipeline import run_pipeline
 
-    t0 = time.perf_counter()
-    try:
+    def work(root):
+        t0 = time.perf_counter()
         configure_cache(enabled=False)
         lm = make_lm(args.lm, cache=False)
         out = run_pipeline(root, split=args.split, limit=args.limit, lm=lm, extractor=args.extractor,
                            verifier=args.verifier, selector=args.selector, selector_data=args.selector_data,
                            conditions=[c.strip() for c in args.conditions.split(",") if c.strip()],
                            n_boot=args.n_boot, seed=args.seed, keep_items=not args.no_items)
-    except Exception as exc:  # noqa: BLE001 -- input errors: one line, exit 2
-        ours = exc if isinstance(exc, PersonalignError) else find_personalign_error(exc)
-        if ours is None:
-            raise
-        sys.stderr.write(f"error: {ours}\n")
-        return 2
-    emit({"benchmark": "pipeline", "lm": args.lm, "n_boot": args.n_boot, **out,
-          "seconds": round(time.perf_counter() - t0, 2)})
-    return 0
+        return {"benchmark": "pipeline", "lm": args.lm, "n_boot": args.n_boot, **out,
+                "seconds": round(time.perf_counter() - t0, 2)}
+
+    return run_on_prefeval("pipeline", args.data, work)
 
 
 if __name__ == "__main__":
