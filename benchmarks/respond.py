@@ -263,8 +263,8 @@ def section_perspectives(root, args, lm, refused: str | None = None) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lm", default="local/qwen2.5-coder-1.5b-instruct")
-    ap.add_argument("--limit", type=int, default=20, help="MCQ val questions")
-    ap.add_argument("--gen-limit", type=int, default=5, help="generation questions")
+    ap.add_argument("--limit", type=int, default=20, help="MCQ val questions (a seeded sample stratified by topic)")
+    ap.add_argument("--gen-limit", type=int, default=5, help="generation questions (seeded, stratified by topic)")
     ap.add_argument("--questions", type=int, default=2, help="open questions for the aggregator (max 4)")
     ap.add_argument("--k", type=int, default=5, help="profiles per question")
     ap.add_argument("--attributes", default="auto", help="auto | retrieval | JSONL file")
