@@ -15,7 +15,7 @@ Usage: ``python benchmarks/pipeline.py [--lm local/qwen2.5-coder-1.5b-instruct] 
 [--seed 0] [--data PATH] [--no-items]``. ``--limit N``: a seeded sample of N val questions
 stratified by topic (default: the whole split, 203 questions). Cost with the LLM defaults: about
 1 + 2·(attributes extracted) + 5 LM calls per question. The DSPy cache is disabled. A bad ``--data``
-prints one ``error:`` line and exits 2. The same run as a command: ``personalign run pipeline DATA``.
+prints one ``error:`` line and exits 2; progress bars per step go to stderr. The same run as a command: ``personalign run pipeline DATA``.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         out = run_pipeline(root, split=args.split, limit=args.limit, lm=lm, extractor=args.extractor,
                            verifier=args.verifier, selector=args.selector, selector_data=args.selector_data,
                            conditions=[c.strip() for c in args.conditions.split(",") if c.strip()],
-                           n_boot=args.n_boot, seed=args.seed, keep_items=not args.no_items)
+                           n_boot=args.n_boot, seed=args.seed, keep_items=not args.no_items, progress=True)
         return {"benchmark": "pipeline", "lm": args.lm, "n_boot": args.n_boot, **out,
                 "seconds": round(time.perf_counter() - t0, 2)}
 
