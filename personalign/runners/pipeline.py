@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from typing import Any, Sequence
 
 from personalign.runners._common import mean_ci, resolve_lm
