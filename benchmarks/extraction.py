@@ -12,8 +12,9 @@ Sections of the output:
 * ``verification`` -- every verifier on the val split; the stage's positive class is a REJECTED
   attribute, so F1 / precision / recall are of detecting rejections (95% percentile-bootstrap CIs).
   Learned verifiers are compiled on all of train (grouped CV by topic, F2 threshold) and run on
-  all of val *and* on the LLM subset; LLM verifiers run on the first ``--limit`` val pairs (taken
-  alternately from accepted and rejected pairs so the subset is balanced).
+  all of val *and* on the LLM subset; LLM verifiers run on ``--limit`` val pairs (taken
+  alternately from accepted and rejected pairs so the subset is balanced; within each class a
+  seeded sample stratified by topic, ``Stage.limit``).
 * ``extraction`` -- on ``--limit-conversations`` val conversations (shortest user text first, so
   the run stays short): the LLM extractor (default settings: confidence >= 0.4), the same LLM
   outputs merged (no extra calls), the LLM extractor without the confidence and evidence filters
@@ -67,9 +68,15 @@ def _auc(gold, scores):
     return round(float(roc_auc_score(gold, scores)), 4)
 
 
-def _balanced(examples, k):
-    acc = [e for e in examples if e.accepted]
-    rej = [e for e in examples if not e.accepted]
+def _balanced(examples, k, seed=0):
+    """``k`` pairs, alternately accepted and rejected, each class a seeded sample stratified by
+    topic (the verification stage's ``--limit`` sample; file order within a class)."""
+    from personalign.stages import get_stage
+
+    st = get_stage("verification")
+    half = (k + 1) // 2
+    acc = st.limit([e for e in examples if e.accepted], half, seed) if k else []
+    rej = st.limit([e for e in examples if not e.accepted], half, seed) if k else []
     out = []
     for a, r in zip(acc, rej):
         out += [a, r]
@@ -282,7 +289,7 @@ def main(argv=None) -> int:
     pairs = load_verification(data)
     train = [e for e in pairs if e.split == "train"]
     val = [e for e in pairs if e.split == "val"]
-    subset = _balanced(val, args.limit)
+    subset = _balanced(val, args.limit, args.seed)
     sections = [x.strip() for x in args.sections.split(",") if x.strip()]
     bad = [x for x in sections if x not in SECTIONS]
     if bad:

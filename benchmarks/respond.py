@@ -16,6 +16,12 @@ Sections (all measured in one run, same model, fixed seeded samples):
   against the generic one (A) on the preference; explicit mentions by the lexical and the typed
   detectors; the judge's rating gap between mention and no-mention responses; judge position
   consistency.
+* ``judge_validation`` -- before any judge scores, the violation judge (for ``generation``) and
+  the pairwise judge (for ``judge``) are validated on ``--judge-validation-limit`` val questions
+  against PrefEval's option labels (``benchmarks/judges.py``); a judge whose kappa CI does not
+  exclude 0 is not used: its section reports ``"judge unusable: ..."`` instead of a score. The
+  perspectives answer judge sees no preference and cannot be validated by these labels, so its
+  win rates are refused too (``--allow-unvalidated-judges`` scores anyway).
 * ``perspectives`` -- ``--questions`` fixed open questions (one asks for exactly 5 items); the
   aggregator (k profiles from the PrefEval persona bank) and its baselines (random profiles,
   high temperature, synthetic profiles) vs the single no-profile answer: win rate by the typed
@@ -130,19 +136,42 @@ def section_mcq(root, args, lm) -> dict:
     return res
 
 
-def section_generation(root, args, lm) -> tuple[dict, list, dict]:
+def section_generation(root, args, lm, refused: str | None = None) -> tuple[dict, list, dict]:
+    """``refused``: why the violation judge may not score (its validation failed): responses are
+    still generated, the violation rates are None and ``judge`` says why."""
     from personalign.runners.prefeval import generation_examples, run_generation
 
     t0 = time.perf_counter()
     examples = generation_examples(root, split="val", limit=args.gen_limit, seed=args.seed)
     res = run_generation(examples, ["generic", "personalized", "personalized-implicit"], lm=lm, n_boot=args.n_boot,
-                         seed=args.seed, keep_responses=True)
+                         seed=args.seed, keep_responses=True, score=refused is None)
     responses = {r["name"]: r.pop("responses") for r in res["strategies"]}
+    res["judge"] = refused or "violation judge validated (see judge_validation)"
     res["seconds"] = round(time.perf_counter() - t0, 2)
     return res, examples, responses
 
 
-def section_judge(examples, responses, args, lm) -> dict:
+def judge_gates(root, args, lm, sections) -> tuple[dict, dict]:
+    """Validate the judges the sections use (:mod:`personalign.programs.judge.validation`) on
+    ``--judge-validation-limit`` val questions; returns (report, {judge: refusal line or None}).
+    The perspectives answer judge sees no preference, so PrefEval's labels cannot validate it."""
+    from personalign.programs.judge.validation import refusal, validate_judges
+
+    needed = [j for j, s in (("violation", "generation"), ("pairwise", "judge")) if s in sections]
+    report = {}
+    if needed and args.judge_validation_limit:
+        report = validate_judges(root, split="val", limit=args.judge_validation_limit, lm=lm, judges=needed,
+                                 n_boot=args.n_boot, seed=args.seed)
+    gates = {j: refusal(report.get(j), f"{j} judge") for j in ("violation", "pairwise")}
+    gates["answer"] = refusal(None, "answer-preference judge")
+    if args.allow_unvalidated_judges:
+        gates = {k: None for k in gates}
+    return report, gates
+
+
+def section_judge(examples, responses, args, lm, refused: str | None = None) -> dict:
+    if refused:
+        return {"judge": refused}
     from personalign.lm import CallCounter, use
     from personalign.programs.judge.mentions import MentionDetector, mention_rating_gap
     from personalign.programs.judge.pairwise import PairwiseJudge
@@ -181,7 +210,7 @@ def section_judge(examples, responses, args, lm) -> dict:
             "lm_calls": cc.calls, "seconds": round(time.perf_counter() - t0, 2)}
 
 
-def section_perspectives(root, args, lm) -> dict:
+def section_perspectives(root, args, lm, refused: str | None = None) -> dict:
     import dspy
 
     from personalign.evaluation import run_program
@@ -211,6 +240,8 @@ def section_perspectives(root, args, lm) -> dict:
                "mean_chars": sum(len(a or "") for a in answers) / len(answers)}
         if name == "no-profile":
             single = answers
+        elif refused:
+            row.update(win_rate_vs_single=None, win_rate_ci=None, judge=refused)
         else:
             wins = []
             with CallCounter() as cc, use(lm):
@@ -232,12 +263,16 @@ def section_perspectives(root, args, lm) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lm", default="local/qwen2.5-coder-1.5b-instruct")
-    ap.add_argument("--limit", type=int, default=20, help="MCQ val questions")
-    ap.add_argument("--gen-limit", type=int, default=5, help="generation questions")
+    ap.add_argument("--limit", type=int, default=20, help="MCQ val questions (a seeded sample stratified by topic)")
+    ap.add_argument("--gen-limit", type=int, default=5, help="generation questions (seeded, stratified by topic)")
     ap.add_argument("--questions", type=int, default=2, help="open questions for the aggregator (max 4)")
     ap.add_argument("--k", type=int, default=5, help="profiles per question")
     ap.add_argument("--attributes", default="auto", help="auto | retrieval | JSONL file")
     ap.add_argument("--sections", default="mcq,generation,judge,perspectives")
+    ap.add_argument("--judge-validation-limit", type=int, default=40,
+                    help="val questions the judges are validated on first (stratified by topic); 0 = none")
+    ap.add_argument("--allow-unvalidated-judges", action="store_true",
+                    help="score with a judge that failed (or had no) validation anyway")
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -258,15 +293,16 @@ def main() -> None:
     out = {"benchmark": "respond", "lm": args.lm, "seed": args.seed, "n_ctx": current_settings().n_ctx,
            "sections": sorted(sections)}
     with CallCounter() as total:
+        out["judge_validation"], gates = judge_gates(root, args, lm, sections)
         if "mcq" in sections:
             out["mcq"] = section_mcq(root, args, lm)
         if sections & {"generation", "judge"}:
-            gen, examples, responses = section_generation(root, args, lm)
+            gen, examples, responses = section_generation(root, args, lm, gates["violation"])
             out["generation"] = gen
             if "judge" in sections:
-                out["judge"] = section_judge(examples, responses, args, lm)
+                out["judge"] = section_judge(examples, responses, args, lm, gates["pairwise"])
         if "perspectives" in sections:
-            out["perspectives"] = section_perspectives(root, args, lm)
+            out["perspectives"] = section_perspectives(root, args, lm, gates["answer"])
     out["lm_calls"] = total.calls
     out["seconds"] = round(time.perf_counter() - t0, 2)
     emit(out)

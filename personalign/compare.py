@@ -116,7 +116,8 @@ def compare_stage(
         lm: model string for LLM strategies (default ``local/smollm2-135m-instruct``).
         seed: seed of every stochastic step (bootstrap, sampling, optimizers).
         n_boot: bootstrap resamples for the 95% CIs.
-        limit: evaluate only the first ``limit`` examples of the split (smoke runs).
+        limit: evaluate a seeded random sample of ``limit`` examples of the split, stratified over
+            the stage's groups (``Stage.limit_key``; :func:`personalign.data.sample.stratified_limit`).
         tracker: a :class:`personalign.tracking.Tracker` (None: no tracking); one parent run and a
             child run per strategy.
         out_dir: when given, the result JSON and a chart (PNG, 95% CI bars) are written there
@@ -162,8 +163,7 @@ def compare_stage(
     available = sorted({str(getattr(ex, "split", None)) for ex in examples})
     if not evalset:
         raise DataError(data, None, "split", f"no examples in split '{split}' (splits present: {', '.join(available)})")
-    if limit:
-        evalset = evalset[:limit]
+    evalset = st.limit(evalset, limit, seed)
     trainset = [ex for ex in examples if getattr(ex, "split", None) == train_split]
     needs_train = [n for (b, o), n in zip(specs, names) if o or registry.info(b).trainable]
     if needs_train and not trainset:

@@ -53,6 +53,9 @@ class Stage:
             program's decision rule works in: a ``top_share`` rule ranks within it and the rule's
             grouped CV folds hold whole units out (relevance: one user's attributes for one prompt,
             ``("prompt_id", "user_id")``). None: ``(group_key,)``.
+        strata_key: example field ``--limit N`` stratifies its seeded sample over
+            (:func:`personalign.data.sample.stratified_limit`); None: ``group_key``. MCQ: ``topic``
+            (its prompt groups hold one question each).
         feedback_metric: ``"module:function"`` GEPA feedback metric (optional).
         objective: the **set-level** objective compiles maximize on their dev split
             (:mod:`personalign.objectives`): ``"f1"`` or ``"fbeta:B"`` of the positive class
@@ -78,6 +81,7 @@ class Stage:
     feedback_metric: str | None = None
     objective: str | None = None
     decision_keys: tuple[str, ...] | None = None
+    strata_key: str | None = None
 
     def __post_init__(self) -> None:
         from personalign.objectives import objective_spec, validate_spec
@@ -93,6 +97,22 @@ class Stage:
         values (None for a missing field)."""
         keys = self.decision_keys or ((self.group_key,) if self.group_key else ())
         return tuple(getattr(example, k, None) for k in keys)
+
+    @property
+    def limit_key(self) -> str | None:
+        """The field ``--limit`` stratifies over: ``strata_key``, else ``group_key``."""
+        return self.strata_key or self.group_key
+
+    def limit(self, examples: list, n: int | None, seed: int = 0) -> list:
+        """``--limit n``: a seeded random sample of ``examples`` stratified over :attr:`limit_key`,
+        in file order (:func:`personalign.data.sample.limit_examples`); None: all.
+
+        Raises:
+            ConfigurationError: ``n < 1``.
+        """
+        from personalign.data.sample import limit_examples
+
+        return limit_examples(self, examples, n, seed)
 
     # --- resolved parts (imported on first use) ---
     @property

@@ -37,7 +37,7 @@ from personalign.cli.sweep import sweep as _sweep_cmd  # noqa: E402  (light: typ
 app.command("sweep")(_sweep_cmd)
 from personalign.runners.__main__ import app as _runners_app  # noqa: E402  (light: typer only)
 
-app.add_typer(_runners_app, name="run", help="Benchmark runners: PrefEval MCQ/generation, PersonaMem, CUPID, judge agreement, SFT export.")
+app.add_typer(_runners_app, name="run", help="Benchmark runners: PrefEval MCQ/generation, the end-to-end pipeline, PersonaMem, CUPID, judge agreement, SFT export.")
 
 
 def _version(value: bool) -> None:
@@ -63,6 +63,8 @@ NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Disable the LM cac
 TrackingOpt = Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db).")]
 NoTrackOpt = Annotated[bool, typer.Option("--no-track", help="Do not log to MLflow.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+LIMIT_HELP = ("Evaluate a seeded random sample of N examples of the split (--seed), stratified over the stage's "
+              "groups: its group key (prompt_id, group), or topic for mcq and respond; kept in file order.")
 NBootOpt = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples for the 95% CIs.")]
 
 
@@ -101,7 +103,7 @@ def compare(
     lm: LmOpt = None,
     seed: SeedOpt = 0,
     n_boot: NBootOpt = 1000,
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate only the first N examples of the split."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help=LIMIT_HELP),
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
     tracking_uri: TrackingOpt = None,
@@ -151,7 +153,7 @@ def eval_(
     lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own.", callback=lm_option),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     n_boot: NBootOpt = 1000,
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate only the first N examples of the split."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help=LIMIT_HELP),
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
     tracking_uri: TrackingOpt = None,

@@ -128,8 +128,7 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
     leak = fitted_rows_warning(meta, data, split)
     if leak:
         sys.stderr.write(leak + "\n")
-    if limit:
-        evalset = evalset[:limit]
+    evalset = st.limit(evalset, limit, seed)
     uses_lm = st.registry.info(meta["strategy"]).uses_lm
     model = lm or meta.get("lm") or default_model()
     lm_obj = make_lm(model) if uses_lm else None

@@ -39,8 +39,9 @@ def sweep(
     seed: int = typer.Option(0, "--seed", help="Seed of the TPE sampler, the optimizers and the bootstrap."),
     lm: Optional[str] = typer.Option(None, "--lm", callback=lm_option, help="Model: local/qwen2.5-coder-1.5b-instruct (default), "
                                                         "local/qwen2.5-coder-0.5b-instruct (fast), or any litellm model string."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate on the first N examples of the "
-                                                                     "split only."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate on a random sample of N examples of the split, "
+                                                                     "stratified over the stage's groups (its group key; "
+                                                                     "mcq/respond: topic), seed 0."),
     n_boot: int = typer.Option(1000, "--n-boot", min=1, help="Bootstrap resamples for the 95% CIs."),
     export: bool = typer.Option(True, "--export/--no-export", help="Save the best trial's program under "
                                                                    "runs/programs/ at the end."),

@@ -20,7 +20,7 @@ from personalign.cli._checks import lm_option
 
 app = typer.Typer(name="personalign-runners", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Stage 3 runners: PrefEval MCQ / generation, PersonaMem, CUPID, SFT export.")
+                  help="Stage 3 runners: PrefEval MCQ / generation, the end-to-end pipeline, PersonaMem, CUPID, SFT export.")
 
 LM = typer.Option(None, "--lm", help="Model string (default local/qwen2.5-coder-1.5b-instruct).", callback=lm_option)
 SEED = typer.Option(0, "--seed")
@@ -29,6 +29,8 @@ CACHE_DIR = typer.Option(None, "--cache-dir", help="DSPy cache directory (defaul
 NO_CACHE = typer.Option(False, "--no-cache", help="Disable the LM cache.")
 TRACKING = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db).")
 NO_TRACK = typer.Option(False, "--no-track", help="Do not log to MLflow.")
+LIMIT_HELP = ("Run a seeded random sample of N items (--seed), stratified over the stage's groups (PrefEval, PersonaMem: "
+              "topic; judge ratings: prompt; CUPID: persona), in file order.")
 
 
 def _emit(command: str, fn, *, params: dict, data=None, lm=None, uses_lm=True, cache_dir=None,
@@ -74,7 +76,7 @@ def _uses_lm(stage: str, strategies: str) -> bool:
 
 @app.command("prefeval-mcq")
 def prefeval_mcq(data: Path, strategies: str = typer.Option("no-profile,gold-preference,extracted-attributes"),
-                 split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None),
+                 split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP),
                  attributes: Optional[Path] = typer.Option(None, help="JSONL of user attributes (user_id, attributes)."),
                  lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR,
                  no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
@@ -92,7 +94,7 @@ def prefeval_mcq(data: Path, strategies: str = typer.Option("no-profile,gold-pre
 
 @app.command("prefeval-generation")
 def prefeval_generation(data: Path, strategies: str = typer.Option("generic,personalized,personalized-implicit"),
-                        split: str = typer.Option("val"), limit: int = typer.Option(10, min=1),
+                        split: str = typer.Option("val"), limit: int = typer.Option(10, min=1, help=LIMIT_HELP),
                         lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT,
                         cache_dir: Optional[Path] = CACHE_DIR, no_cache: bool = NO_CACHE,
                         tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
@@ -107,10 +109,52 @@ def prefeval_generation(data: Path, strategies: str = typer.Option("generic,pers
           no_track=no_track)
 
 
+@app.command("pipeline")
+def pipeline(data: Path = typer.Argument(..., help="The PrefEval root (mcq_options/ and implicit_preference/persona-driven/)."),
+             split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP),
+             extractor: str = typer.Option("extract", help="extraction stage strategy."),
+             verifier: str = typer.Option("zero-shot", help="verification stage strategy (trained ones are fitted on "
+                                                            "the train split of DATA)."),
+             selector: str = typer.Option("zero-shot", help="relevance stage strategy."),
+             selector_data: Optional[Path] = typer.Option(None, help="relevance labels to fit a trained --selector on "
+                                                                     "(its train split)."),
+             conditions: str = typer.Option("pipeline,verified-all,no-profile,gold-preference,random-attribute",
+                                            help="pipeline, verified-all (no selection), no-profile, gold-preference, "
+                                                 "random-attribute."),
+             lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR,
+             no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
+    """From a PrefEval conversation alone: extract -> verify -> select -> answer the PrefEval MCQ; accuracy with 95%
+    CIs against no-profile, gold-preference and random-attribute on the same questions (paired differences), LM
+    calls and seconds per question."""
+    from personalign.runners.pipeline import run_pipeline
+
+    params = dict(data=str(data), split=split, limit=limit, extractor=extractor, verifier=verifier, selector=selector,
+                  selector_data=selector_data, conditions=conditions, lm=lm, seed=seed, n_boot=n_boot)
+
+    def validate():  # the data and every name, before the cache or the store is touched
+        from personalign.runners.pipeline import CONDITIONS, pipeline_examples
+        from personalign.errors import ConfigurationError
+        from personalign.stages import get_stage
+
+        for stage_name, name in (("extraction", extractor), ("verification", verifier), ("relevance", selector)):
+            get_stage(stage_name).registry.info(name)
+        bad = [c for c in _split(conditions) if c not in CONDITIONS]
+        if bad or not _split(conditions):
+            raise ConfigurationError(f"unknown condition(s) {', '.join(bad) or '(none given)'}; choose from "
+                                     f"{', '.join(CONDITIONS)}")
+        pipeline_examples(data, split=split, limit=limit, seed=seed)
+
+    _emit("pipeline", lambda: run_pipeline(data, split=split, limit=limit, lm=lm, extractor=extractor,
+                                           verifier=verifier, selector=selector, conditions=_split(conditions),
+                                           selector_data=selector_data, n_boot=n_boot, seed=seed, progress=True),
+          params=params, data=data, inputs=(selector_data,), lm=lm, cache_dir=cache_dir, no_cache=no_cache,
+          tracking_uri=tracking_uri, no_track=no_track, validate=validate)
+
+
 @app.command("personamem")
 def personamem(questions: Path, contexts: Optional[Path] = typer.Option(None, help="shared_contexts JSONL "
                                                                               "(default: beside the CSV)."),
-               strategies: str = typer.Option("no-profile,gold-preference"), limit: Optional[int] = typer.Option(None),
+               strategies: str = typer.Option("no-profile,gold-preference"), limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP),
                lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR,
                no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """PersonaMem MCQ accuracy (needs the shared-contexts file)."""
@@ -129,7 +173,7 @@ def personamem(questions: Path, contexts: Optional[Path] = typer.Option(None, he
 def cupid(data: Path, inferred: Optional[Path] = typer.Option(None, help="JSONL {id, preference}."),
           responses: Optional[Path] = typer.Option(None, help="JSONL {id, response}."),
           no_lm: bool = typer.Option(False, "--no-lm", help="MiniLM similarity only."),
-          limit: Optional[int] = typer.Option(None), lm: Optional[str] = LM, seed: int = SEED,
+          limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP), lm: Optional[str] = LM, seed: int = SEED,
           n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR, no_cache: bool = NO_CACHE,
           tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """Score inferred preferences (checklist coverage, MiniLM cosine) and/or responses (checklist)."""
@@ -145,7 +189,7 @@ def cupid(data: Path, inferred: Optional[Path] = typer.Option(None, help="JSONL 
 
 @app.command("judge-agreement")
 def judge_agreement(ratings: Path, strategies: str = typer.Option("pairwise,single-order,tie"),
-                    split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None),
+                    split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP),
                     lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT,
                     cache_dir: Optional[Path] = CACHE_DIR, no_cache: bool = NO_CACHE,
                     tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
@@ -165,7 +209,7 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
                bank: Optional[Path] = typer.Option(None, help="Profile bank (JSONL or PrefEval folder)."),
                questions: Optional[Path] = typer.Option(None, help="Text file, one question per line (with --bank)."),
                k: int = typer.Option(3, min=1, help="Profiles per question (with --bank)."),
-               split: str = typer.Option("train"), limit: Optional[int] = typer.Option(None),
+               split: str = typer.Option("train"), limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP),
                explicit: bool = typer.Option(False, "--explicit", help="Allow explicit mentions of the profile."),
                lm: Optional[str] = LM, seed: int = SEED, cache_dir: Optional[Path] = CACHE_DIR,
                no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
@@ -185,7 +229,9 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
             from personalign.data._io import read_text
 
             qs = [q.strip() for q in read_text(questions, what="questions file").splitlines() if q.strip()]
-            pairs.extend(bank_pairs(bank, qs[:limit] if limit else qs, k=k))
+            from personalign.data.sample import stratified_limit
+
+            pairs.extend(bank_pairs(bank, stratified_limit(qs, limit, None, seed), k=k))
         else:
             raise ConfigurationError("give --prefeval ROOT, or --bank BANK with --questions FILE")
 

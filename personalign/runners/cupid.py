@@ -170,8 +170,12 @@ def run_cupid(data: str | os.PathLike, *, inferred=None, responses=None, lm=None
         if source is not None:
             given[name] = _texts(source, field)
             _check_ids(instances, given[name], str(source) if isinstance(source, (str, os.PathLike)) else name)
-    if limit is not None:
-        instances = instances[:limit]
+    if limit is not None:  # a seeded sample stratified by persona (file order kept), not the first rows
+        from personalign.data.sample import stratified_limit
+
+        if limit < 1:
+            raise ConfigurationError(f"--limit must be >= 1, got {limit}")
+        instances = stratified_limit(instances, limit, "persona_id", seed)
     out: dict = {"data": str(data), "n": len(instances)}
     if "inferred" in given:
         out["inferred"] = score_inferred_preferences(instances, given["inferred"], lm=lm, use_lm=use_lm,

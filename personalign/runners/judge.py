@@ -14,7 +14,8 @@ from personalign.runners._common import resolve_lm
 def run_judge_agreement(ratings: str | os.PathLike, *, strategies: Sequence[str] = ("pairwise", "single-order", "tie"),
                         split: str | None = "val", limit: int | None = None, lm=None, n_boot: int = 1000,
                         seed: int = 0, progress: bool = False) -> dict:
-    """Run each ``judge`` strategy on the rated pairs of ``split`` (first ``limit``) and compare its
+    """Run each ``judge`` strategy on the rated pairs of ``split`` (``limit`` of them: a seeded
+    sample stratified by prompt, :meth:`personalign.stages.Stage.limit`) and compare its
     ratings with the humans' (:func:`personalign.programs.judge.agreement.judge_agreement`).
 
     Returns:
@@ -30,9 +31,7 @@ def run_judge_agreement(ratings: str | os.PathLike, *, strategies: Sequence[str]
     from personalign.stages import get_stage
 
     stage = get_stage("judge")
-    examples = stage.load(ratings, split=split)
-    if limit is not None:
-        examples = examples[:limit]
+    examples = stage.limit(stage.load(ratings, split=split), limit, seed)
     rows, lm_obj = [], None
     for name in strategies:
         info = stage.registry.info(name)

@@ -10,14 +10,13 @@ options are always kept whole (options cut at 300 characters). Chance is 25%.
 from __future__ import annotations
 
 import os
-import random
 from typing import Sequence
 
 
 def personamem_examples(questions_csv: str | os.PathLike, contexts_jsonl: str | os.PathLike | None = None, *,
                         limit: int | None = None, seed: int = 0) -> list:
     """PersonaMem questions as ``mcq`` examples (``context`` = the conversation prefix),
-    ``limit`` of them drawn with ``random.Random(seed)``.
+    ``limit`` of them a seeded sample stratified by topic (:meth:`personalign.stages.Stage.limit`).
 
     Raises:
         DataError: the questions CSV or the shared-contexts JSONL is missing (the message names
@@ -27,10 +26,9 @@ def personamem_examples(questions_csv: str | os.PathLike, contexts_jsonl: str | 
     from personalign.data import load_personamem
     from personalign.programs.mcq.data import INPUTS
 
-    items = load_personamem(questions_csv, contexts_jsonl)
-    if limit is not None:
-        idx = sorted(random.Random(seed).sample(range(len(items)), min(limit, len(items))))
-        items = [items[i] for i in idx]
+    from personalign.stages import get_stage
+
+    items = get_stage("mcq").limit(load_personamem(questions_csv, contexts_jsonl), limit, seed)
     return [ex.to_dspy().copy(attributes=[]).with_inputs(*INPUTS) for ex in items]
 
 

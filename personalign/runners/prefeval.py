@@ -15,7 +15,6 @@ the user given as an input field -- Stage 1 output read with
 from __future__ import annotations
 
 import os
-import random
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -25,21 +24,15 @@ from personalign.runners._common import maybe_use, mean_ci, resolve_lm
 
 def mcq_examples(data: str | os.PathLike, *, split: str | None = "val", limit: int | None = None, seed: int = 0,
                  attributes: str | os.PathLike | Mapping[str, Sequence[str]] | None = None) -> list:
-    """PrefEval MCQ examples of ``split`` (split by topic; None = all), ``limit`` of them drawn
-    with ``random.Random(seed)`` (a fixed sample across strategies), attributes attached when
+    """PrefEval MCQ examples of ``split`` (split by topic; None = all), ``limit`` of them a seeded
+    sample stratified by topic (:meth:`personalign.stages.Stage.limit`; the same sample across
+    strategies, in file order), attributes attached when
     given (a JSONL path or a ``user_id -> attributes`` mapping)."""
     from personalign.programs.mcq.data import attach_attributes, read_attributes
     from personalign.stages import get_stage
 
-    examples = get_stage("mcq").load(data, split=split)
-    if limit is not None:
-        if limit < 1:
-            from personalign.errors import ConfigurationError
-
-            raise ConfigurationError(f"--limit must be >= 1, got {limit}")
-        rng = random.Random(seed)
-        idx = sorted(rng.sample(range(len(examples)), min(limit, len(examples))))
-        examples = [examples[i] for i in idx]
+    stage = get_stage("mcq")
+    examples = stage.limit(stage.load(data, split=split), limit, seed)
     if attributes is not None:
         attrs = read_attributes(attributes) if isinstance(attributes, (str, os.PathLike)) else attributes
         examples = attach_attributes(examples, attrs)
@@ -105,20 +98,17 @@ def run_prefeval_mcq(data: str | os.PathLike, *, strategies: Sequence[str] = ("n
 
 def generation_examples(data: str | os.PathLike, *, split: str | None = "val", limit: int | None = None,
                         seed: int = 0) -> list:
-    """Examples of the ``respond`` stage (PrefEval explicit preferences), ``limit`` drawn with
-    ``random.Random(seed)``."""
+    """Examples of the ``respond`` stage (PrefEval explicit preferences), ``limit`` of them a
+    seeded sample stratified by topic (:meth:`personalign.stages.Stage.limit`), in file order."""
     from personalign.stages import get_stage
 
-    examples = get_stage("respond").load(data, split=split)
-    if limit is not None:
-        idx = sorted(random.Random(seed).sample(range(len(examples)), min(limit, len(examples))))
-        examples = [examples[i] for i in idx]
-    return examples
+    stage = get_stage("respond")
+    return stage.limit(stage.load(data, split=split), limit, seed)
 
 
 def run_generation(examples: Sequence, strategies: Sequence[str] = ("generic", "personalized", "personalized-implicit"),
                    *, lm=None, n_boot: int = 1000, seed: int = 0, progress: bool = False,
-                   keep_responses: bool = False) -> dict:
+                   keep_responses: bool = False, score: bool = True) -> dict:
     """Preference following in generation: each ``respond`` strategy writes a response per
     example; the typed :class:`~personalign.programs.respond.violation.ViolationJudge` (same LM)
     decides whether it violates ``example.preference``; the lexical detector marks explicit
@@ -127,7 +117,9 @@ def run_generation(examples: Sequence, strategies: Sequence[str] = ("generic", "
     Returns:
         ``{"n", "strategies": [{"name", "violation_rate", "violation_rate_ci", "mention_rate",
         "mean_chars", "failures", "lm_calls" (generation + judge), "seconds"}]}``; a failed
-        generation counts as a violation.
+        generation counts as a violation. ``score=False`` (a judge that failed its validation,
+        :mod:`personalign.programs.judge.validation`): the judge is not called and the violation
+        rate and its CI are None.
     """
     from personalign.evaluation import run_program
     from personalign.lm import CallCounter
@@ -152,13 +144,15 @@ def run_generation(examples: Sequence, strategies: Sequence[str] = ("generic", "
                     continue
                 mentions.append(float(lexical_mention(ex.preference, resp)))
                 chars.append(len(resp))
+                if not score:
+                    continue
                 try:
                     v = judge(preference=ex.preference, question=ex.question, response=resp).violates
                 except Exception:  # noqa: BLE001 -- a judge failure is counted, the run goes on
                     judge_fail += 1
                     v = True
                 violations.append(float(v))
-        vr = mean_ci(violations, n_boot=n_boot, seed=seed)
+        vr = mean_ci(violations if score else [], n_boot=n_boot, seed=seed)
         mr = mean_ci(mentions, n_boot=n_boot, seed=seed)
         row = {"name": name, "violation_rate": vr["mean"], "violation_rate_ci": vr["ci"],
                "mention_rate": mr["mean"], "mean_chars": (sum(chars) / len(chars)) if chars else None,

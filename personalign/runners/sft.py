@@ -40,7 +40,6 @@ answers to 12 PrefEval train pairs (``--limit 12 --seed 0``) were 3 verbatim pro
 from __future__ import annotations
 
 import os
-import random
 import time
 from pathlib import Path
 from typing import Sequence
@@ -89,13 +88,11 @@ def check_answers(profiles: Sequence[str], questions: Sequence[str], answers: Se
 def prefeval_pairs(data: str | os.PathLike, *, split: str | None = "train", limit: int | None = None,
                    seed: int = 0) -> list[dict]:
     """``{"id", "profile", "question", "source", "profile_id"}`` per PrefEval explicit record of
-    ``split`` (profile = the stated preference), ``limit`` drawn with ``random.Random(seed)``."""
+    ``split`` (profile = the stated preference), ``limit`` of them a seeded sample stratified by topic."""
     from personalign.stages import get_stage
 
-    examples = get_stage("respond").load(data, split=split)
-    if limit is not None:
-        idx = sorted(random.Random(seed).sample(range(len(examples)), min(limit, len(examples))))
-        examples = [examples[i] for i in idx]
+    stage = get_stage("respond")
+    examples = stage.limit(stage.load(data, split=split), limit, seed)
     return [{"id": f"sft:{e.id}", "profile": e.preference, "question": e.prompt, "source": "prefeval",
              "profile_id": getattr(e, "user_id", None)} for e in examples]
 

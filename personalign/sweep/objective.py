@@ -42,8 +42,9 @@ class SweepData:
 def load_splits(stage, data: Path, split: str, train_split: str, limit: int | None, strategies: list[str]) -> SweepData:
     """Read ``data`` and select the splits. ``split == "dev"`` without a ``dev`` split: whole
     groups held out of ``train_split`` (seed 0, the same for every worker). The evaluation split is
-    shuffled with seed 0 (independent of ``--seed``: every worker and resume prunes on the same
-    minibatches), then cut to ``limit``.
+    sampled to ``limit`` examples stratified over the stage's groups (``Stage.limit``), then
+    shuffled, both with seed 0 (independent of ``--seed``: every worker and resume prunes on the
+    same minibatches).
 
     Raises:
         DataError: an empty evaluation or train split; a trainable strategy that cannot fit.
@@ -67,9 +68,11 @@ def load_splits(stage, data: Path, split: str, train_split: str, limit: int | No
                                              f"(splits present: {', '.join(present)})")
     if any(stage.registry.info(s).trainable for s in strategies):
         stage.check_fittable(trainset, data, train_split)
+    # --limit: a sample stratified over the stage's groups, seed 0 (every worker and resume sees the same rows)
+    evalset = stage.limit(evalset, limit, 0)
     order = list(range(len(evalset)))
     random.Random(0).shuffle(order)
-    evalset = [evalset[i] for i in order][: limit or None]
+    evalset = [evalset[i] for i in order]
     uses_lm = any(stage.registry.info(s).uses_lm for s in strategies)
     return SweepData(trainset, evalset, file_sha256(data), uses_lm)
 

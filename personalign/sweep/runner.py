@@ -262,7 +262,9 @@ def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, 
             split): whole groups held out of ``train_split`` (seed 0), trials compile on the rest.
             Trial values are the stage's set objective (:mod:`personalign.objectives`).
         tracker: a :class:`personalign.tracking.Tracker` (None: no MLflow).
-        limit: evaluate on the first ``limit`` examples of the (fixed-order) split only.
+        limit: evaluate on a sample of ``limit`` examples of the split, stratified over the stage's
+            groups (``Stage.limit_key``) and drawn with seed 0 whatever ``seed`` is (every worker
+            and resume sees the same rows).
         heartbeat_interval / grace_period: seconds; see :func:`~personalign.sweep.storage.open_storage`.
         export: save the best trial's program under ``runs/programs/`` at the end.
         max_failures: stop this invocation after this many failed trials (default max(3, n_trials // 2)).

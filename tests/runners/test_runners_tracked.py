@@ -71,7 +71,31 @@ def test_every_runner_has_the_cache_and_tracking_flags():
 
     from personalign.runners.__main__ import app
 
-    for command in ("prefeval-mcq", "prefeval-generation", "personamem", "cupid", "judge-agreement", "sft-export"):
+    for command in ("prefeval-mcq", "prefeval-generation", "pipeline", "personamem", "cupid", "judge-agreement",
+                    "sft-export"):
         text = CliRunner().invoke(app, [command, "--help"], terminal_width=200).output
         for flag in ("--cache-dir", "--no-cache", "--tracking-uri", "--no-track"):
             assert flag in text, (command, flag)
+
+
+@pytest.mark.slow  # an MLflow SQLite store
+def test_pipeline_result_is_logged_per_condition(shared_data, runs_dir):
+    import mlflow
+
+    from personalign.runners._tracked import run_tracked
+    from personalign.runners.pipeline import run_pipeline
+    from personalign.tracking import Tracker
+
+    lm = DummyLM({"[[ ## user_turns ## ]]": {"attributes": [{"attribute": "The user is vegan.", "reason": "r",
+                                                             "confidence": 0.9, "evidence_turn_ids": [0]}]},
+                  "[[ ## evidence ## ]]": {"accepted": True, "rationale": "ok"},
+                  "[[ ## options ## ]]": {"answer_index": 1}, "[[ ## prompt ## ]]": {"relevant": True}})
+    tracker = Tracker()
+    out = run_tracked("pipeline", lambda: run_pipeline(shared_data / "prefeval", limit=3, lm=lm, n_boot=20),
+                      params={"limit": 3}, tracker=tracker, data=shared_data / "prefeval", lm="dummy")
+    client = mlflow.MlflowClient(tracking_uri=tracker.tracking_uri)
+    run = client.get_run(out["mlflow_run_id"])
+    assert "accuracy/pipeline" in run.data.metrics and "accuracy/no-profile" in run.data.metrics
+    children = client.search_runs([run.info.experiment_id], f"tags.mlflow.parentRunId = '{run.info.run_id}'")
+    assert {c.data.params["strategy"] for c in children} >= {"pipeline", "no-profile", "gold-preference",
+                                                             "random-attribute"}

@@ -10,7 +10,10 @@ toward human agreement; corpus Spearman rho and weighted kappa come from
 :func:`personalign.programs.judge.agreement.judge_agreement`.
 
 Also here (not strategies of the stage): explicit-mention detectors and the rating gap
-(:mod:`personalign.programs.judge.mentions`). Light at import (no dspy).
+(:mod:`personalign.programs.judge.mentions`); validation of the violation and pairwise judges
+against PrefEval's option labels before they score anything
+(:func:`personalign.programs.judge.validation.validate_judges`, ``usable`` = kappa CI above 0).
+Light at import (no dspy).
 """
 
 from personalign.programs._registry import Registry, StrategyInfo

@@ -47,6 +47,7 @@ STAGE = Stage(
     metric="personalign.metrics:mcq_correct",
     metric_name="accuracy",
     group_key="prompt_id",
+    strata_key="topic",
     objective="mean",
 )
 

@@ -43,6 +43,7 @@ STAGE = Stage(
     metric="personalign.programs.respond.violation:preference_followed",
     metric_name="follow_rate",
     group_key="prompt_id",
+    strata_key="topic",
     objective="mean",
 )
 

@@ -1,0 +1,120 @@
+"""Judges validated against PrefEval's option labels: pairs, figures, usability (DummyLM / fakes)."""
+
+from __future__ import annotations
+
+import dspy
+import pytest
+from dspy.utils.dummies import DummyLM
+
+from personalign.programs.judge.validation import (
+    JudgeUnusable,
+    labelled_pairs,
+    require_usable,
+    usable,
+    validate_pairwise_judge,
+    validate_violation_judge,
+    verdict,
+)
+
+
+@pytest.fixture(scope="module")
+def pairs(shared_data):
+    return labelled_pairs(shared_data / "prefeval", split="val", limit=12, seed=0)
+
+
+def test_pairs_follow_the_authors_labels(shared_data, pairs):
+    from personalign.data import load_prefeval
+
+    records = {r.user_id: r for r in load_prefeval(shared_data / "prefeval", "mcq")}
+    assert len(pairs) == 12 and len({p.topic for p in pairs}) == 4  # stratified over the 4 val topics
+    for p in pairs:
+        rec = records[p.user_id]
+        assert p.follows == rec.mcq_options[0] and p.violates in rec.mcq_options[1:]
+        assert p.preference == rec.preference
+        assert (p.response_a, p.response_b) == ((p.follows, p.violates) if p.follow_first else (p.violates, p.follows))
+    assert 0 < sum(p.follow_first for p in pairs) < 12  # both positions hold the following option
+    again = labelled_pairs(shared_data / "prefeval", split="val", limit=12, seed=0)
+    assert [(p.id, p.violates, p.follow_first) for p in again] == [(p.id, p.violates, p.follow_first) for p in pairs]
+
+
+class _Oracle(dspy.Module):
+    def __init__(self, follows):
+        super().__init__()
+        self.follows = set(follows)
+
+    def forward(self, preference, question, response):
+        return dspy.Prediction(violates=response not in self.follows)
+
+
+def test_violation_judge_perfect_and_constant(pairs):
+    good = validate_violation_judge(pairs, judge=_Oracle(p.follows for p in pairs), n_boot=100)
+    assert good["accuracy"] == 1.0 and good["kappa"] == 1.0 and good["usable"] is True
+    assert good["n_items"] == 24 and good["violates_rate"] == 0.5 and good["flip_rate"] is None
+    lm = DummyLM([{"violates": True}] * 24)
+    const = validate_violation_judge(pairs, lm=lm, n_boot=100)
+    assert const["accuracy"] == 0.5 and const["kappa"] == 0.0 and const["violates_rate"] == 1.0
+    assert const["usable"] is False and const["lm_calls"] == 24
+    with pytest.raises(JudgeUnusable, match="violation judge unusable"):
+        require_usable(const, "violation judge")
+    require_usable(good)
+
+
+def test_pairwise_position_bias_is_measured_and_debiased_to_ties(pairs):
+    lm = DummyLM([{"rating": 2}] * 24)  # "A is better" whatever A is
+    rep = validate_pairwise_judge(pairs, lm=lm, n_boot=100)
+    gold_a = sum(p.follow_first for p in pairs) / len(pairs)
+    assert rep["before"]["a_rate"] == 1.0 and rep["before"]["flip_rate"] == 1.0
+    assert rep["before"]["accuracy"] == pytest.approx(gold_a, abs=1e-4)
+    assert rep["after"]["tie_rate"] == 1.0 and rep["after"]["accuracy"] == 0.0 and rep["after"]["flip_rate"] == 0.0
+    assert rep["usable"] is False and rep["lm_calls"] == 24 and rep["n_scored"] == 12
+
+
+class _PairOracle:
+    def __init__(self, follows, strength=2):
+        self.follows, self.strength = set(follows), strength
+
+    def rate(self, profile, prompt, attribute, response_a, response_b):
+        r_ab = 3 - self.strength if response_a in self.follows else 3 + self.strength
+        return {"r_ab": r_ab, "r_ba": 6 - r_ab}
+
+
+def test_pairwise_oracle_is_usable(pairs):
+    rep = validate_pairwise_judge(pairs, judge=_PairOracle(p.follows for p in pairs), n_boot=100)
+    for k in ("before", "after"):
+        assert rep[k]["accuracy"] == 1.0 and rep[k]["kappa"] == 1.0 and rep[k]["flip_rate"] == 0.0
+    assert rep["usable"] and rep["kappa_ci"][0] > 0
+
+
+def test_verdict_and_usable():
+    assert [verdict(r) for r in (1, 2.5, 3, 3.5, 5)] == ["A", "A", "tie", "B", "B"]
+    assert usable({"kappa_ci": [0.01, 0.3]}) and not usable({"kappa_ci": [0.0, 0.3]}) and not usable({"kappa_ci": None})
+
+
+def test_bad_limit_and_unknown_judge(shared_data):
+    from personalign.errors import ConfigurationError
+    from personalign.programs.judge.validation import validate_judges
+
+    with pytest.raises(ConfigurationError):
+        labelled_pairs(shared_data / "prefeval", limit=0)
+    with pytest.raises(ConfigurationError, match="unknown judge"):
+        validate_judges(shared_data / "prefeval", judges=("oracle",), lm=DummyLM([]))
+
+
+def test_refusal_lines():
+    from personalign.programs.judge.validation import refusal
+
+    assert refusal({"kappa": 0.4, "kappa_ci": [0.2, 0.6]}) is None
+    assert refusal({"kappa": 0.0, "kappa_ci": [-0.1, 0.1]}, "violation judge").startswith(
+        "judge unusable: the violation judge's kappa 0.0")
+    assert refusal(None, "answer judge") == "judge unusable: the answer judge was not validated against labels"
+
+
+def test_generation_without_a_usable_judge_never_calls_it(shared_data):
+    from personalign.runners.prefeval import generation_examples, run_generation
+
+    exs = generation_examples(shared_data / "prefeval", split="val", limit=2, seed=0)
+    lm = DummyLM([{"response": "Here is a plan."}] * 2)  # two generations; a judge call would exhaust it
+    out = run_generation(exs, ["generic"], lm=lm, n_boot=20, score=False)
+    row = out["strategies"][0]
+    assert row["violation_rate"] is None and row["violation_rate_ci"] is None and row["judge_failures"] == 0
+    assert len(lm.history) == 2
