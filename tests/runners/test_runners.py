@@ -124,11 +124,17 @@ def test_cupid_scoring_with_dummy_lm(tmp_path):
         run_cupid(data, inferred=bad, use_lm=False)
     with pytest.raises(ConfigurationError):
         run_cupid(data)
+    # --limit 1 is a seeded sample stratified by persona: score the instance it picks
+    from personalign.data.sample import stratified_limit
+
+    picked = stratified_limit(inst, 1, "persona_id", 0)[0]
+    k = len(picked.current_checklist)
     resp = tmp_path / "resp.jsonl"
-    resp.write_text(json.dumps({"id": inst[0].id, "response": "Request: approve $4,250."}) + "\n")
-    assert n_checks == 2
-    out = run_cupid(data, responses=resp, lm=DummyLM([{"satisfied": True}, {"satisfied": False}]), limit=1)
-    assert out["responses"]["items"][0]["checklist"] == 0.5 and out["responses"]["n_missing"] == 0
+    resp.write_text(json.dumps({"id": picked.id, "response": "Request: approve $4,250."}) + "\n")
+    out = run_cupid(data, responses=resp, lm=DummyLM([{"satisfied": True}] + [{"satisfied": False}] * (k - 1)),
+                    limit=1)
+    assert out["n"] == 1 and out["responses"]["n_missing"] == 0
+    assert out["responses"]["items"][0]["checklist"] == pytest.approx(1 / k)
 
 
 GOOD_ANSWER = ("Try a chickpea curry with spinach and rice on Monday, black bean tacos on Tuesday, and a lentil "
