@@ -77,9 +77,10 @@ def test_resume_adds_only_missing_trials_and_exports_the_best(runs_dir, mock_lm,
     evalset = sorted(stage.load(DEMO, "val"), key=lambda ex: 0)
     import random
 
+    evalset = stage.limit(evalset, 7, 0)  # --limit 7: a stratified sample drawn with seed 0
     order = list(range(len(evalset)))
     random.Random(0).shuffle(order)  # the sweep's fixed evaluation order
-    evalset = [evalset[i] for i in order][:7]
+    evalset = [evalset[i] for i in order]
     temperature = best["params"].get("temperature")
     lm = make_lm(MODEL, cache=False, **({"temperature": temperature} if temperature is not None else {}))
     again = evaluate_stage(stage, program, evalset, lm=lm, n_boot=100, progress=False)

@@ -64,7 +64,8 @@ def test_compare_is_native_in_mlflow(compared):
     logged = json.loads(open(local).read())
     from personalign.stages import get_stage
 
-    evalset = [ex for ex in get_stage("relevance").load(DEMO) if ex.split == "val"][:6]
+    stage = get_stage("relevance")  # --limit 6: a sample stratified by prompt, seed 0, in file order
+    evalset = stage.limit([ex for ex in stage.load(DEMO) if ex.split == "val"], 6, 0)
     assert logged["ids"] == [ex.id for ex in evalset]
     assert logged["inputs"][0] == {"attribute": evalset[0].attribute, "prompt": evalset[0].prompt}
     assert len(logged["predictions"]) == 6
