@@ -33,11 +33,12 @@ import warnings
 from _common import quiet_logs, run_on_prefeval
 
 import personalign  # noqa: F401
+from personalign.lm import default_model  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lm", default="local/qwen2.5-coder-1.5b-instruct")
+    ap.add_argument("--lm", default=default_model(), help="model (default: the embedded default, or PERSONALIGN_LM)")
     ap.add_argument("--data", default=None, help="PrefEval root (default ../shared/data/prefeval)")
     ap.add_argument("--split", default="val")
     ap.add_argument("--limit", type=int, default=None,

@@ -47,6 +47,7 @@ import warnings
 from _common import emit, quiet_logs, shared_data
 
 import personalign  # noqa: F401
+from personalign.lm import default_model  # noqa: E402
 
 QUESTIONS = [
     "Give me 5 items to pack for a weekend hiking trip.",
@@ -262,7 +263,7 @@ def section_perspectives(root, args, lm, refused: str | None = None) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lm", default="local/qwen2.5-coder-1.5b-instruct")
+    ap.add_argument("--lm", default=default_model(), help="model (default: the embedded default, or PERSONALIGN_LM)")
     ap.add_argument("--limit", type=int, default=20, help="MCQ val questions (a seeded sample stratified by topic)")
     ap.add_argument("--gen-limit", type=int, default=5, help="generation questions (seeded, stratified by topic)")
     ap.add_argument("--questions", type=int, default=2, help="open questions for the aggregator (max 4)")
