@@ -15,11 +15,15 @@ Sections of the output:
   all of val *and* on the LLM subset; LLM verifiers run on ``--limit`` val pairs (taken
   alternately from accepted and rejected pairs so the subset is balanced; within each class a
   seeded sample stratified by topic, ``Stage.limit``).
-* ``extraction`` -- on ``--limit-conversations`` val conversations (shortest user text first, so
-  the run stays short): the LLM extractor (default settings: confidence >= 0.4), the same LLM
-  outputs merged (no extra calls), the LLM extractor without the confidence and evidence filters
-  (diagnostic: what the model proposes), and the LM-free first-person baseline (also on all of val).
-  Per strategy: recall with CI, recall at 0.5 / 0.7, attributes per conversation, LM calls, seconds.
+* ``extraction`` -- on ``--limit-conversations`` val conversations (a seeded random sample
+  stratified by topic, :meth:`personalign.stages.Stage.limit`): the LLM extractor (default
+  settings: confidence >= 0.4), the same LLM outputs merged (no extra calls), the LLM extractor
+  without the confidence and evidence filters (diagnostic: what the model proposes; leave it out
+  with ``--extractors extract``), and the LM-free first-person baseline (on the same sample and on
+  all of val). Per strategy: recall with CI, recall at 0.5 / 0.7, attributes per conversation, the
+  share of its attributes the learned verifier (``minilm-logreg``, fitted on train) rejects, LM
+  calls, seconds; each LLM row also has ``vs_first_person``: the paired bootstrap difference in
+  recall against the baseline on the same conversations, with its CI and McNemar's exact p.
 * ``refine`` -- verify-and-refine (``--rounds``) with the learned verifier and the LLM refiner, for
   the first-person baseline's attributes and the unfiltered LLM extractor's: acceptance before /
   after, removed, still rejected; plus the error taxonomy (LLM) of up to ``--limit`` rejected ones.
@@ -30,7 +34,7 @@ Cache disabled: every LM call reaches the model and is counted. About 10 minutes
 2-core machine with the defaults.
 
 Usage: ``python benchmarks/extraction.py [--lm local/qwen2.5-coder-1.5b-instruct] [--limit 8]
-[--limit-conversations 3] [--rounds 1] [--n-boot 1000] [--seed 0] [--sections verification,extraction,refine,bad_input]``
+[--limit-conversations 3] [--extractors extract,extract-unfiltered] [--rounds 1] [--n-boot 1000] [--seed 0] [--sections verification,extraction,refine,bad_input]``
 (``--limit 0 --limit-conversations 0``: the LM-free parts only). Progress goes to stderr.
 """
 
@@ -116,7 +120,26 @@ def verification_section(train, val, subset, lm, n_boot, seed):
     return rows, compiled
 
 
-def _recall_row(name, examples, preds, *, n_boot, seed, lm_calls, seconds, failures):
+def _rejected_share(examples, texts_per_example, verifier):
+    """Share of the attributes the learned verifier rejects against their own conversation (one
+    batch: the verifier's ``predict_batch``)."""
+    if verifier is None:
+        return None
+    import dspy
+
+    from personalign.programs.verification.evidence import render_turns
+
+    items = []
+    for ex, texts in zip(examples, texts_per_example):
+        evidence = render_turns(ex.conversation)
+        items += [dspy.Example(evidence=evidence, attribute=t, reason="") for t in texts]
+    if not items:
+        return None
+    verdicts = [bool(p.accepted) for p in verifier.predict_batch(items)]
+    return round(1 - sum(verdicts) / len(verdicts), 4)
+
+
+def _recall_row(name, examples, preds, *, n_boot, seed, lm_calls, seconds, failures, verifier=None):
     import numpy as np
 
     from personalign.metrics import bootstrap_ci
@@ -124,12 +147,14 @@ def _recall_row(name, examples, preds, *, n_boot, seed, lm_calls, seconds, failu
 
     best = []
     n_attrs = []
+    all_texts = []
     for ex, p in zip(examples, preds):
         texts = attribute_texts(p or [])
+        all_texts.append(texts)
         n_attrs.append(len(texts))
         best.append(max(recovery_scores(list(ex.gold_attributes), texts)))
     best = np.array(best)
-    row = {"name": name, "n": len(examples)}
+    row = {"name": name, "n": len(examples), "_hits": (best >= 0.6)}
     for t in (0.5, 0.6, 0.7):
         hits = (best >= t).astype(float)
         key = "recall" if t == 0.6 else f"recall@{t}"
@@ -137,11 +162,35 @@ def _recall_row(name, examples, preds, *, n_boot, seed, lm_calls, seconds, failu
         if t == 0.6:
             row["recall_ci"] = [float(v) for v in bootstrap_ci(np.mean, hits, n_boot=n_boot, seed=seed)]
     row.update({"mean_best_cosine": float(best.mean()), "attributes_per_conversation": float(np.mean(n_attrs)),
+                "verifier_rejected_share": _rejected_share(examples, all_texts, verifier),
                 "lm_calls": lm_calls, "seconds": round(seconds, 2), "failures": failures})
     return row
 
 
-def extraction_section(val_all, convs, lm, n_boot, seed):
+def _paired_vs(rows, base_name, n_boot, seed):
+    """Add ``vs_first_person`` (paired recall difference, CI, McNemar p) to the rows scored on the
+    baseline's conversations; drop the per-item hits."""
+    import numpy as np
+
+    from personalign.metrics import bootstrap_ci, mcnemar_exact
+
+    base = next((r for r in rows if r["name"] == base_name), None)
+    for r in rows:
+        hits = r.pop("_hits")
+        if base is None or r is base or r["name"].startswith("first-person") or len(hits) != len(base["_hits"]):
+            continue
+        b = base["_hits"]
+        d = hits.astype(float) - b.astype(float)
+        mc = mcnemar_exact(np.ones(len(d), dtype=bool), hits, b)
+        r["vs_first_person"] = {"diff": round(float(d.mean()), 4),
+                                "ci": [round(float(v), 4) for v in bootstrap_ci(np.mean, d, n_boot=n_boot, seed=seed)],
+                                "mcnemar_p": mc.get("p_value")}
+    if base is not None:
+        base.pop("_hits", None)
+    return rows
+
+
+def extraction_section(val_all, convs, lm, n_boot, seed, extractors=("extract", "extract-unfiltered"), verifier=None):
     from personalign.evaluation import run_program
     from personalign.programs.extraction.extractor import AttributeExtractor
     from personalign.programs.extraction.merge import merge_attributes
@@ -152,27 +201,28 @@ def extraction_section(val_all, convs, lm, n_boot, seed):
     outs = {}
     for name, program in (("extract", AttributeExtractor()),
                           ("extract-unfiltered", AttributeExtractor(min_confidence=0.0, require_evidence=False))):
-        if not convs:
-            break
+        if not convs or name not in extractors:
+            continue
         log(f"extraction: {name} on {len(convs)} conversations")
         o = run_program(program, convs, inputs=("conversation",), output="attributes", lm=lm, progress=False,
                         description=name)
         outs[name] = o
         rows.append(_recall_row(name, convs, o.predictions, n_boot=n_boot, seed=seed, lm_calls=o.lm_calls,
-                                seconds=o.seconds, failures=o.failures))
+                                seconds=o.seconds, failures=o.failures, verifier=verifier))
         if name == "extract":
             t0 = time.perf_counter()
             merged = [merge_attributes([ExtractedAttribute(**a.model_dump(include=set(ExtractedAttribute.model_fields)))
                                         for a in (p or [])]) for p in o.predictions]
             rows.append(_recall_row("extract-merge (same LM outputs)", convs, merged, n_boot=n_boot, seed=seed,
-                                    lm_calls=0, seconds=time.perf_counter() - t0 + o.seconds, failures=o.failures))
+                                    lm_calls=0, seconds=time.perf_counter() - t0 + o.seconds, failures=o.failures,
+                                    verifier=verifier))
     for set_name, exs in (("subset", convs), ("all val", val_all)):
         if not exs:
             continue
         o = run_program(FirstPersonSentences(), exs, inputs=("conversation",), output="attributes", progress=False)
         rows.append(_recall_row(f"first-person ({set_name})", exs, o.predictions, n_boot=n_boot, seed=seed,
-                                lm_calls=0, seconds=o.seconds, failures=o.failures))
-    return rows
+                                lm_calls=0, seconds=o.seconds, failures=o.failures, verifier=verifier))
+    return _paired_vs(rows, "first-person (subset)", n_boot, seed)
 
 
 def refine_section(convs, verifier, lm, rounds, limit):
@@ -260,9 +310,14 @@ def bad_input_section(lm, verifier, max_turn_chars):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lm", default="local/qwen2.5-coder-1.5b-instruct")
+    from personalign.lm import default_model
+
+    ap.add_argument("--lm", default=default_model(), help="model (default: the embedded default, or PERSONALIGN_LM)")
     ap.add_argument("--limit", type=int, default=8, help="val pairs per LLM verifier; rejected attributes classified")
-    ap.add_argument("--limit-conversations", type=int, default=3, help="val conversations for the LLM extractor/refiner")
+    ap.add_argument("--limit-conversations", type=int, default=3,
+                    help="val conversations for the LLM extractor/refiner: a seeded random sample stratified by topic")
+    ap.add_argument("--extractors", default="extract,extract-unfiltered",
+                    help="LLM extractor rows of the extraction section (extract, extract-unfiltered)")
     ap.add_argument("--rounds", type=int, default=1, help="verify-and-refine rounds")
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
@@ -303,19 +358,22 @@ def main(argv=None) -> int:
         out["verification"], compiled = verification_section(train, val, subset, lm, args.n_boot, args.seed)
     else:  # the learned verifier is still needed by refine / bad_input
         compiled = {}
-    if ("refine" in sections or "bad_input" in sections) and "minilm-logreg" not in compiled:
+    if ("refine" in sections or "bad_input" in sections or "extraction" in sections) and "minilm-logreg" not in compiled:
         from personalign.programs.verification import STAGE, STRATEGIES
 
         compiled["minilm-logreg"], _ = STAGE.default_optimizer("minilm-logreg", seed=args.seed).compile(
             STRATEGIES.create("minilm-logreg"), trainset=train)
 
     convs_all = [e for e in load_extraction(data) if e.split == "val"]
-    convs = sorted(convs_all, key=lambda e: sum(len(t.content) for t in e.conversation if t.role == "user"))
-    convs = convs[: args.limit_conversations]
+    from personalign.stages import get_stage
+
+    convs = get_stage("extraction").limit(convs_all, args.limit_conversations, args.seed) if args.limit_conversations else []
     out["extraction_data"] = {"n_val_conversations": len(convs_all), "n_lm_subset": len(convs),
                               "recovery_threshold": RECOVERY_THRESHOLD}
     if "extraction" in sections:
-        out["extraction"] = extraction_section(convs_all, convs, lm, args.n_boot, args.seed)
+        out["extraction"] = extraction_section(convs_all, convs, lm, args.n_boot, args.seed,
+                                               extractors=[x.strip() for x in args.extractors.split(",")],
+                                               verifier=compiled["minilm-logreg"])
     if "refine" in sections:
         out["refine"], out["error_taxonomy"] = refine_section(convs, compiled["minilm-logreg"], lm, args.rounds,
                                                               args.limit)

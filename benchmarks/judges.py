@@ -7,17 +7,18 @@ option and one seeded violating option, in a seeded A/B order
 
 * ``violation`` -- the typed violation judge (follows / violates) on both options of each pair:
   accuracy, Cohen's kappa (scikit-learn), violates-rate.
-* ``pairwise`` -- the 1-5 pairwise judge (``--pairwise-strategy``, default ``pairwise``) on each
+* ``pairwise`` -- the 1-5 pairwise judge (``--pairwise-strategy``, default ``pairwise-expected``: each order read as the expected 1-5 rating
+  under the model's log-probabilities) on each
   pair in both orders; the following option should win: accuracy, kappa and the verdict flip
   rate when the order is swapped, **before** debiasing (the order shown) and **after** (both
   orders averaged).
 
-Every figure has a 95% percentile-bootstrap CI over pairs; ``usable`` = the kappa CI's lower
-bound > 0 (pairwise: after debiasing). Other benchmarks refuse to score with a judge that is not
+Every figure has a 95% percentile-bootstrap CI over pairs; ``usable`` = the lower bounds of the
+kappa CI and the accuracy CI clear chance (> 0 and > 0.5; pairwise: after debiasing). Other benchmarks refuse to score with a judge that is not
 usable (:func:`personalign.programs.judge.validation.require_usable`).
 
 Usage: ``python benchmarks/judges.py [--lm local/qwen2.5-coder-1.5b-instruct] [--split val]
-[--limit N] [--judges violation,pairwise] [--pairwise-strategy pairwise] [--n-boot 1000]
+[--limit N] [--judges violation,pairwise] [--pairwise-strategy pairwise-expected] [--n-boot 1000]
 [--seed 0] [--data PATH]``. ``--limit N``: a seeded sample of N val questions stratified by topic
 (default: the whole split). Cost: 4 LM calls per question. The DSPy cache is disabled so every
 call reaches the model. A bad ``--data`` prints one ``error:`` line and exits 2.
@@ -44,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None,
                     help="a seeded random sample of N questions stratified by topic (default: all of the split)")
     ap.add_argument("--judges", default="violation,pairwise")
-    ap.add_argument("--pairwise-strategy", default="pairwise")
+    ap.add_argument("--pairwise-strategy", default="pairwise-expected",
+                    help="judge-stage strategy validated as the pairwise judge (pairwise-expected, pairwise, ...)")
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)

@@ -18,8 +18,11 @@ Sections (all measured in one run, same model, fixed seeded samples):
   consistency.
 * ``judge_validation`` -- before any judge scores, the violation judge (for ``generation``) and
   the pairwise judge (for ``judge``) are validated on ``--judge-validation-limit`` val questions
-  against PrefEval's option labels (``benchmarks/judges.py``); a judge whose kappa CI does not
-  exclude 0 is not used: its section reports ``"judge unusable: ..."`` instead of a score. The
+  against PrefEval's option labels (``benchmarks/judges.py``; or taken from its JSON with
+  ``--judge-report``); a judge whose kappa and accuracy CIs do not both clear chance is not used:
+  its section reports ``"judge unusable: ..."`` instead of a score. The ``judge`` section uses
+  ``--pairwise-strategy`` (default ``pairwise-expected``) and reports the personalized
+  response's win rate over the generic one with its CI. The
   perspectives answer judge sees no preference and cannot be validated by these labels, so its
   win rates are refused too (``--allow-unvalidated-judges`` scores anyway).
 * ``perspectives`` -- ``--questions`` fixed open questions (one asks for exactly 5 items); the
@@ -29,7 +32,8 @@ Sections (all measured in one run, same model, fixed seeded samples):
 
 Usage: ``python benchmarks/respond.py [--lm local/qwen2.5-coder-1.5b-instruct] [--limit 20]
 [--gen-limit 5] [--questions 2] [--k 5] [--attributes auto|retrieval|FILE] [--seed 0]
-[--sections mcq,generation,judge,perspectives]``. The DSPy cache is disabled so every call
+[--sections mcq,generation,judge,perspectives] [--judge-report JUDGES.json ...]
+[--pairwise-strategy pairwise-expected]``. The DSPy cache is disabled so every call
 reaches the model. Measured on 2 cores shared with other jobs (load 7-10, ``OMP_WAIT_POLICY=PASSIVE``):
 ``--sections mcq --limit 20`` 713 s (of which ~510 s the Stage 1 extraction of 20 conversations),
 ``--sections generation,judge,perspectives --gen-limit 4 --questions 2`` 509 s; an idle machine
@@ -152,6 +156,32 @@ def section_generation(root, args, lm, refused: str | None = None) -> tuple[dict
     return res, examples, responses
 
 
+def _reports_from_files(args) -> dict:
+    """The ``violation`` / ``pairwise`` reports of ``--judge-report`` files (``benchmarks/judges.py``
+    output). A report is taken only when it was made with the same model and, for the pairwise
+    judge, the same ``--pairwise-strategy``; otherwise the run stops with one ``error:`` line."""
+    import json
+
+    out = {}
+    for path in args.judge_report:
+        try:
+            data = json.loads(open(path, encoding="utf-8").read())
+        except (OSError, ValueError) as exc:
+            sys.exit(f"error: --judge-report {path}: {exc}")
+        if data.get("benchmark") != "judges" or data.get("lm") != args.lm:
+            sys.exit(f"error: --judge-report {path}: not a benchmarks/judges.py report of {args.lm} "
+                     f"(benchmark={data.get('benchmark')!r}, lm={data.get('lm')!r})")
+        for name in ("violation", "pairwise"):
+            rep = data.get(name)
+            if rep is None:
+                continue
+            if name == "pairwise" and rep.get("judge") != f"pairwise:{args.pairwise_strategy}":
+                sys.exit(f"error: --judge-report {path}: its pairwise judge is {rep.get('judge')!r}, not "
+                         f"pairwise:{args.pairwise_strategy}")
+            out[name] = {**rep, "source": str(path), "n_questions": data.get("n_pairs")}
+    return out
+
+
 def judge_gates(root, args, lm, sections) -> tuple[dict, dict]:
     """Validate the judges the sections use (:mod:`personalign.programs.judge.validation`) on
     ``--judge-validation-limit`` val questions; returns (report, {judge: refusal line or None}).
@@ -159,10 +189,11 @@ def judge_gates(root, args, lm, sections) -> tuple[dict, dict]:
     from personalign.programs.judge.validation import refusal, validate_judges
 
     needed = [j for j, s in (("violation", "generation"), ("pairwise", "judge")) if s in sections]
-    report = {}
+    report = _reports_from_files(args) if args.judge_report else {}
+    needed = [j for j in needed if j not in report]
     if needed and args.judge_validation_limit:
-        report = validate_judges(root, split="val", limit=args.judge_validation_limit, lm=lm, judges=needed,
-                                 n_boot=args.n_boot, seed=args.seed)
+        report.update(validate_judges(root, split="val", limit=args.judge_validation_limit, lm=lm, judges=needed,
+                                      pairwise_strategy=args.pairwise_strategy, n_boot=args.n_boot, seed=args.seed))
     gates = {j: refusal(report.get(j), f"{j} judge") for j in ("violation", "pairwise")}
     gates["answer"] = refusal(None, "answer-preference judge")
     if args.allow_unvalidated_judges:
@@ -175,11 +206,11 @@ def section_judge(examples, responses, args, lm, refused: str | None = None) -> 
         return {"judge": refused}
     from personalign.lm import CallCounter, use
     from personalign.programs.judge.mentions import MentionDetector, mention_rating_gap
-    from personalign.programs.judge.pairwise import PairwiseJudge
     from personalign.programs.respond.text import lexical_mention
+    from personalign.stages import get_stage
 
     t0 = time.perf_counter()
-    judge, detector = PairwiseJudge(), MentionDetector()
+    judge, detector = get_stage("judge").registry.create(args.pairwise_strategy), MentionDetector()
     scores, lexical, typed, consistent, failures = [], [], [], [], 0
     with CallCounter() as cc, use(lm):
         for i, ex in enumerate(examples):
@@ -202,7 +233,15 @@ def section_judge(examples, responses, args, lm, refused: str | None = None) -> 
     gap_lex = mention_rating_gap(scores, lexical, n_boot=args.n_boot, seed=args.seed)
     gap_typed = mention_rating_gap(scores, typed, n_boot=args.n_boot, seed=args.seed)
     agree = sum(a == b for a, b in zip(lexical, typed)) / len(typed) if typed else None
-    return {"n_pairs": len(scores), "failures": failures,
+    import numpy as np
+
+    from personalign.runners._common import mean_ci
+
+    wins = np.array([1.0 if sc > 3 else (0.5 if sc == 3 else 0.0) for sc in scores])
+    win = mean_ci(wins, n_boot=args.n_boot, seed=args.seed) if len(wins) else {"mean": None, "ci": None}
+    return {"n_pairs": len(scores), "failures": failures, "judge_strategy": args.pairwise_strategy,
+            "personalized_win_rate": win["mean"], "personalized_win_rate_ci": win["ci"],
+            "win_rate_note": "debiased score > 3 = the personalized response (B) wins, 3 = half a win",
             "mean_score_personalized_vs_generic": sum(scores) / len(scores) if scores else None,
             "position_consistency": sum(consistent) / len(consistent) if consistent else None,
             "mention_rate_lexical": sum(lexical) / len(lexical) if lexical else None,
@@ -272,6 +311,11 @@ def main() -> None:
     ap.add_argument("--sections", default="mcq,generation,judge,perspectives")
     ap.add_argument("--judge-validation-limit", type=int, default=40,
                     help="val questions the judges are validated on first (stratified by topic); 0 = none")
+    ap.add_argument("--judge-report", action="append", default=[],
+                    help="a benchmarks/judges.py JSON of the same model whose reports gate the judges instead of "
+                         "validating again (repeatable)")
+    ap.add_argument("--pairwise-strategy", default="pairwise-expected",
+                    help="the judge-stage strategy of the judge section (validated first)")
     ap.add_argument("--allow-unvalidated-judges", action="store_true",
                     help="score with a judge that failed (or had no) validation anyway")
     ap.add_argument("--n-boot", type=int, default=1000)

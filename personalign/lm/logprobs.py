@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -55,16 +55,22 @@ def request(lm: Any = None) -> dict[str, Any]:
     return {"config": {"logprobs": True, "top_logprobs": TOP_LOGPROBS}}
 
 
-def scored(predictor, field: str, **inputs: Any):
+def with_logprobs(predictor, **inputs: Any):
     """Call ``predictor(**inputs)`` asking for log-probabilities when the active LM returns them;
-    return ``(prediction, score)`` with ``score = bool_margin(..., field)`` (None without them).
-
-    The log-probabilities are removed from the prediction before it is returned, so traces (a
-    teleprompter's bootstrapped demos) and saved programs do not carry them."""
+    return ``(prediction, logprobs or None)``. The log-probabilities are removed from the
+    prediction, so traces (a teleprompter's bootstrapped demos) and saved programs do not carry
+    them."""
     out = predictor(**inputs, **request())
     lp = out.get("logprobs") if hasattr(out, "get") else None
     if lp is not None:
         del out["logprobs"]
+    return out, lp
+
+
+def scored(predictor, field: str, **inputs: Any):
+    """:func:`with_logprobs`, returning ``(prediction, score)`` with ``score =
+    bool_margin(..., field)`` (None without log-probabilities)."""
+    out, lp = with_logprobs(predictor, **inputs)
     return out, bool_margin(lp, field)
 
 
@@ -99,19 +105,10 @@ def _side(top: list[tuple[str, float]], word: str) -> float | None:
     return float(np.logaddexp.reduce(lps)) if lps else None
 
 
-def bool_margin(logprobs: Any, field: str) -> float | None:
-    """``log P(true) - log P(false)`` (natural logs) for ``field``'s value in an answer.
-
-    Args:
-        logprobs: a choice's ``logprobs`` (``{"content": [{"token", "logprob", "top_logprobs":
-            [{"token", "logprob"}]}]}``, as a dict or litellm's ``ChoiceLogprobs``), or None.
-        field: the boolean output field's name (from the signature).
-
-    Returns:
-        the margin; None when there are no log-probabilities, the field is not found, or neither
-        side is among the top alternatives. A side missing from the top alternatives is bounded
-        by the least likely alternative reported (so the margin is then a bound, never inf).
-    """
+def _value_top(logprobs: Any, field: str) -> list[tuple[str, float]] | None:
+    """The top alternatives ``[(token, logprob)]`` at the token where ``field``'s value starts
+    (the chosen token added when the grammar took one outside the top); None when there are no
+    log-probabilities or the field is not found."""
     content = _get(logprobs, "content") if logprobs is not None else None
     if not content:
         return None
@@ -131,8 +128,27 @@ def bool_margin(logprobs: Any, field: str) -> float | None:
         return None
     top = [(str(_get(t, "token", "")), float(_get(t, "logprob"))) for t in (_get(tok, "top_logprobs") or [])]
     chosen = str(_get(tok, "token", ""))
-    if chosen not in {t for t, _ in top}:  # the chosen token, when the grammar took one outside the top
+    if chosen not in {t for t, _ in top}:
         top.append((chosen, float(_get(tok, "logprob"))))
+    return top
+
+
+def bool_margin(logprobs: Any, field: str) -> float | None:
+    """``log P(true) - log P(false)`` (natural logs) for ``field``'s value in an answer.
+
+    Args:
+        logprobs: a choice's ``logprobs`` (``{"content": [{"token", "logprob", "top_logprobs":
+            [{"token", "logprob"}]}]}``, as a dict or litellm's ``ChoiceLogprobs``), or None.
+        field: the boolean output field's name (from the signature).
+
+    Returns:
+        the margin; None when there are no log-probabilities, the field is not found, or neither
+        side is among the top alternatives. A side missing from the top alternatives is bounded
+        by the least likely alternative reported (so the margin is then a bound, never inf).
+    """
+    top = _value_top(logprobs, field)
+    if not top:
+        return None
     yes, no = _side(top, "true"), _side(top, "false")
     if yes is None and no is None:
         return None
@@ -140,4 +156,39 @@ def bool_margin(logprobs: Any, field: str) -> float | None:
     return float((yes if yes is not None else floor) - (no if no is not None else floor))
 
 
-__all__ = ["TOP_LOGPROBS", "bool_field", "bool_margin", "request", "scored"]
+def choice_distribution(logprobs: Any, field: str, choices: Sequence[Any]) -> dict[Any, float] | None:
+    """The model's probability of each of ``choices`` (e.g. ``[1, 2, 3, 4, 5]`` of a
+    ``Literal`` field) for ``field``'s value, renormalized over the choices: each choice's mass is
+    the summed probability of the top alternatives that spell it exactly (stripped,
+    case-insensitive), so it suits choices that are one token each (digits, letters).
+
+    Returns:
+        ``{choice: probability}`` summing to 1; None when there are no log-probabilities, the
+        field is not found, or no choice is among the top alternatives.
+    """
+    top = _value_top(logprobs, field)
+    if not top:
+        return None
+    mass = {c: 0.0 for c in choices}
+    keys = {str(c).strip().lower(): c for c in choices}
+    for tok, lp in top:
+        c = keys.get(tok.strip().lower().strip('"'))
+        if c is not None:
+            mass[c] += float(np.exp(lp))
+    total = sum(mass.values())
+    if total <= 0:
+        return None
+    return {c: m / total for c, m in mass.items()}
+
+
+def expected_value(logprobs: Any, field: str, values: Sequence[float]) -> float | None:
+    """The mean of numeric ``values`` under :func:`choice_distribution` (e.g. the expected 1-5
+    rating); None when the distribution is."""
+    dist = choice_distribution(logprobs, field, values)
+    if dist is None:
+        return None
+    return float(sum(float(v) * p for v, p in dist.items()))
+
+
+__all__ = ["TOP_LOGPROBS", "bool_field", "bool_margin", "choice_distribution", "expected_value", "request", "scored",
+           "with_logprobs"]

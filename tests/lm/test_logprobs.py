@@ -9,7 +9,7 @@ import dspy
 import pytest
 from dspy.utils.dummies import DummyLM
 
-from personalign.lm.logprobs import bool_field, bool_margin, request, scored
+from personalign.lm.logprobs import bool_field, bool_margin, choice_distribution, expected_value, request, scored
 from personalign.signatures.relevance import RelevanceSignature
 from personalign.signatures.verification import VerificationSignature
 
@@ -44,6 +44,25 @@ def test_chat_adapter_answers_and_the_last_occurrence_of_the_field_are_used():
 @pytest.mark.parametrize("logprobs", [None, {}, {"content": []}, {"content": [tok("hello", -0.1, [])]}])
 def test_no_margin_without_logprobs_or_without_the_field(logprobs):
     assert bool_margin(logprobs, "relevant") is None
+
+
+def rating_answer(value_top):
+    return {"content": [tok('{"', -0.1, [('{"', -0.1)]), tok("rating", -0.01, [("rating", -0.01)]),
+                        tok('":', -0.01, [('":', -0.01)]), tok(" ", -0.01, [(" ", -0.01)]),
+                        tok(value_top[0][0], value_top[0][1], value_top), tok("}", -0.1, [("}", -0.1)])]}
+
+
+def test_choice_distribution_renormalizes_over_the_choices_and_gives_the_expected_rating():
+    lp = rating_answer([("4", math.log(0.5)), ("2", math.log(0.2)), ("5", math.log(0.1)), ("x", math.log(0.2))])
+    dist = choice_distribution(lp, "rating", (1, 2, 3, 4, 5))
+    assert dist == pytest.approx({1: 0.0, 2: 0.25, 3: 0.0, 4: 0.625, 5: 0.125})
+    assert expected_value(lp, "rating", (1, 2, 3, 4, 5)) == pytest.approx(2 * 0.25 + 4 * 0.625 + 5 * 0.125)
+
+
+def test_no_distribution_when_no_choice_is_among_the_alternatives():
+    assert choice_distribution(rating_answer([("x", -0.1), ("y", -2.0)]), "rating", (1, 2, 3)) is None
+    assert expected_value(None, "rating", (1, 2, 3)) is None
+    assert expected_value(rating_answer([("3", -0.1)]), "missing", (1, 2, 3)) is None
 
 
 def test_bool_field_comes_from_the_signature():

@@ -85,9 +85,42 @@ def test_pairwise_oracle_is_usable(pairs):
     assert rep["usable"] and rep["kappa_ci"][0] > 0
 
 
+class _ExpectedOracle:
+    """Says "4" in both orders (pure position bias) but leans toward the following response in
+    its expected rating, as a small model does."""
+
+    def __init__(self, follows):
+        self.follows = set(follows)
+
+    def rate(self, profile, prompt, attribute, response_a, response_b):
+        e_ab = 3.7 if response_a in self.follows else 4.3
+        e_ba = 3.7 if response_b in self.follows else 4.3
+        return {"r_ab": 4, "r_ba": 4, "e_ab": e_ab, "e_ba": e_ba}
+
+
+def test_pairwise_expected_ratings_recover_what_integer_verdicts_tie(pairs):
+    rep = validate_pairwise_judge(pairs, judge=_ExpectedOracle(p.follows for p in pairs), n_boot=100)
+    assert rep["after"]["tie_rate"] == 0.0 and rep["after"]["accuracy"] == 1.0 and rep["after"]["flip_rate"] == 0.0
+    assert rep["before"]["a_rate"] == 0.0 and rep["before"]["flip_rate"] == 1.0
+    assert rep["usable"] is True
+
+
+def test_expected_judge_falls_back_to_integer_ratings_without_logprobs():
+    from personalign.programs.judge.pairwise import ExpectedPairwiseJudge
+
+    with dspy.context(lm=DummyLM([{"rating": 2}, {"rating": 5}])):
+        row = ExpectedPairwiseJudge().rate("p", "q", "attr", "a", "b")
+    assert (row["r_ab"], row["r_ba"], row["e_ab"], row["e_ba"]) == (2, 5, 2.0, 5.0)
+    assert row["score"] == pytest.approx(1.5) and row["rating"] == 2
+
+
 def test_verdict_and_usable():
     assert [verdict(r) for r in (1, 2.5, 3, 3.5, 5)] == ["A", "A", "tie", "B", "B"]
     assert usable({"kappa_ci": [0.01, 0.3]}) and not usable({"kappa_ci": [0.0, 0.3]}) and not usable({"kappa_ci": None})
+    # a positive kappa is not enough: the 1.5B's debiased integer pairwise judge (ties 93%) measured this
+    assert not usable({"kappa_ci": [0.0062, 0.0753], "accuracy_ci": [0.0167, 0.1333]})
+    assert usable({"kappa_ci": [0.2, 0.5], "accuracy_ci": [0.61, 0.77]})
+    assert not usable({"kappa_ci": [0.2, 0.5], "accuracy_ci": None})
 
 
 def test_bad_limit_and_unknown_judge(shared_data):
@@ -104,6 +137,8 @@ def test_refusal_lines():
     from personalign.programs.judge.validation import refusal
 
     assert refusal({"kappa": 0.4, "kappa_ci": [0.2, 0.6]}) is None
+    assert refusal({"kappa": 0.1, "kappa_ci": [0.01, 0.2], "accuracy": 0.4, "accuracy_ci": [0.3, 0.5]}).startswith(
+        "judge unusable")
     assert refusal({"kappa": 0.0, "kappa_ci": [-0.1, 0.1]}, "violation judge").startswith(
         "judge unusable: the violation judge's kappa 0.0")
     assert refusal(None, "answer judge") == "judge unusable: the answer judge was not validated against labels"

@@ -13,6 +13,14 @@ Position debiasing (Zheng et al., NeurIPS 2023, sec. 3.3): :class:`PairwiseJudge
 ``s = (r1 + 6 - r2) / 2``. A half-integer ``s`` is rounded toward 3 (the judge is only as sure as
 its less extreme order). Cost: 2 LM calls per attribute.
 
+``pairwise-expected`` (:class:`ExpectedPairwiseJudge`) reads each order's rating as the model's
+**expected** rating under its own distribution over 1-5 at the rating token
+(:func:`personalign.lm.logprobs.expected_value`; the LM's log-probabilities, which the embedded
+models return for typed outputs) and debiases those: ``s = (E_ab + 6 - E_ba) / 2``. A small model
+that answers "4" in both orders (pure position bias: every debiased integer verdict a tie) still
+shifts probability toward the better response; the expected values keep that shift. Without
+log-probabilities it falls back to the integer ratings.
+
 Budgets: profile <= 1500 characters, each response <= 2500 (heads kept), attributes <= 12 of
 <= 300 characters; a call then stays under ~2000 tokens of a 4096-token window.
 """
@@ -24,11 +32,13 @@ from typing import Sequence
 
 import dspy
 
+from personalign.lm.logprobs import expected_value, with_logprobs
 from personalign.programs.respond.text import clip_list, truncate_head
 from personalign.signatures.judge import PairwiseImplicitJudgeSignature, PairwiseJudgeSignature
 
 MAX_PROFILE_CHARS = 1500
 MAX_RESPONSE_CHARS = 2500
+RATINGS = (1, 2, 3, 4, 5)
 
 
 def debias(r_ab: int, r_ba: int) -> tuple[int, float]:
@@ -70,17 +80,20 @@ class PairwiseJudge(dspy.Module):
         both_orders: judge (A, B) and (B, A) (default). When False, one order is chosen per
             (prompt, attribute) by a seeded hash (:class:`SingleOrderJudge`).
         seed: seed of that order choice.
+        expected: rate each order by the expected rating under the model's log-probabilities
+            (:class:`ExpectedPairwiseJudge`); ``rate`` then also returns ``e_ab`` / ``e_ba``.
 
     LM errors propagate (``run_program`` retries and counts them).
     """
 
     uses_lm = True
 
-    def __init__(self, implicit: bool = False, both_orders: bool = True, seed: int = 0) -> None:
+    def __init__(self, implicit: bool = False, both_orders: bool = True, seed: int = 0, expected: bool = False) -> None:
         super().__init__()
         self.implicit = bool(implicit)
         self.both_orders = bool(both_orders)
         self.seed = int(seed)
+        self.expected = bool(expected)
         self.judge = dspy.Predict(PairwiseImplicitJudgeSignature if self.implicit else PairwiseJudgeSignature)
 
     def lm_calls_per_run(self, example) -> int:
@@ -89,30 +102,45 @@ class PairwiseJudge(dspy.Module):
         attrs = clip_list(getattr(example, "attributes", None), max_items=12, max_chars=300)
         return (2 if self.both_orders else 1) * len(attrs)
 
-    def _one(self, profile, prompt, attribute, a, b) -> int:
-        out = self.judge(profile=profile, prompt=prompt, attribute=attribute, response_a=a, response_b=b)
-        return _rating(out.rating)
+    def _one(self, profile, prompt, attribute, a, b) -> tuple[int, float]:
+        """One order: ``(rating, expected rating)`` (the expected one is the rating itself unless
+        ``expected`` and the LM returned log-probabilities)."""
+        kw = dict(profile=profile, prompt=prompt, attribute=attribute, response_a=a, response_b=b)
+        if not self.expected:
+            r = _rating(self.judge(**kw).rating)
+            return r, float(r)
+        out, lp = with_logprobs(self.judge, **kw)
+        r = _rating(out.rating)
+        e = expected_value(lp, "rating", RATINGS)
+        return r, float(r) if e is None else e
 
     def _swap_first(self, prompt: str, attribute: str) -> bool:
         h = hashlib.sha1(f"{self.seed}\x00{prompt}\x00{attribute}".encode()).digest()
         return bool(h[0] & 1)
 
     def rate(self, profile: str, prompt: str, attribute: str, response_a: str, response_b: str) -> dict:
-        """One attribute: ``{"rating", "score", "consistent", "r_ab", "r_ba"}`` (``r_ba`` in the
-        swapped frame; None when that order was not judged)."""
+        """One attribute: ``{"rating", "score", "consistent", "r_ab", "r_ba", "e_ab", "e_ba"}``
+        (``r_ba`` / ``e_ba`` in the swapped frame; None when that order was not judged; ``e_*`` the
+        expected ratings, equal to ``r_*`` unless ``expected``)."""
         p = truncate_head(str(profile), MAX_PROFILE_CHARS)
         a = truncate_head(str(response_a), MAX_RESPONSE_CHARS)
         b = truncate_head(str(response_b), MAX_RESPONSE_CHARS)
         if self.both_orders:
-            r_ab = self._one(p, prompt, attribute, a, b)
-            r_ba = self._one(p, prompt, attribute, b, a)
+            r_ab, e_ab = self._one(p, prompt, attribute, a, b)
+            r_ba, e_ba = self._one(p, prompt, attribute, b, a)
             rating, score = debias(r_ab, r_ba)
-            return {"rating": rating, "score": score, "consistent": r_ab == 6 - r_ba, "r_ab": r_ab, "r_ba": r_ba}
+            if self.expected:
+                score = (e_ab + 6 - e_ba) / 2.0
+                rating = int(min(5, max(1, round(score))))
+            return {"rating": rating, "score": score, "consistent": r_ab == 6 - r_ba, "r_ab": r_ab, "r_ba": r_ba,
+                    "e_ab": e_ab, "e_ba": e_ba}
         if self._swap_first(prompt, attribute):
-            r_ba = self._one(p, prompt, attribute, b, a)
-            return {"rating": 6 - r_ba, "score": float(6 - r_ba), "consistent": None, "r_ab": None, "r_ba": r_ba}
-        r_ab = self._one(p, prompt, attribute, a, b)
-        return {"rating": r_ab, "score": float(r_ab), "consistent": None, "r_ab": r_ab, "r_ba": None}
+            r_ba, e_ba = self._one(p, prompt, attribute, b, a)
+            return {"rating": 6 - r_ba, "score": 6 - e_ba, "consistent": None, "r_ab": None, "r_ba": r_ba,
+                    "e_ab": None, "e_ba": e_ba}
+        r_ab, e_ab = self._one(p, prompt, attribute, a, b)
+        return {"rating": r_ab, "score": e_ab, "consistent": None, "r_ab": r_ab, "r_ba": None, "e_ab": e_ab,
+                "e_ba": None}
 
     def forward(self, profile: str, prompt: str, response_a: str, response_b: str,
                 attributes: Sequence[str] | None = None) -> dspy.Prediction:
@@ -130,6 +158,14 @@ class ImplicitPairwiseJudge(PairwiseJudge):
 
     def __init__(self, **kwargs) -> None:
         kwargs.setdefault("implicit", True)
+        super().__init__(**kwargs)
+
+
+class ExpectedPairwiseJudge(PairwiseJudge):
+    """``pairwise-expected``: :class:`PairwiseJudge` with ``expected=True`` (module doc)."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("expected", True)
         super().__init__(**kwargs)
 
 
@@ -184,4 +220,4 @@ class EmbeddingJudge(dspy.Module):
                                score=sum(scores.values()) / len(scores))
 
 
-__all__ = ["debias", "PairwiseJudge", "ImplicitPairwiseJudge", "SingleOrderJudge", "TieJudge", "EmbeddingJudge"]
+__all__ = ["debias", "PairwiseJudge", "ImplicitPairwiseJudge", "ExpectedPairwiseJudge", "SingleOrderJudge", "TieJudge", "EmbeddingJudge"]

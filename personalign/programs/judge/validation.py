@@ -8,7 +8,7 @@ follows the stated preference, the other three violate it. Each PrefEval MCQ que
 * **violation judge** (:class:`~personalign.programs.respond.violation.ViolationJudge`, typed
   ``violates: bool``): the following option must be judged ``follows``, the violating one
   ``violates`` (2 calls per pair). A single-response judge has no order to swap.
-* **pairwise 1-5 judge** (a ``judge`` stage strategy, default ``pairwise``; attribute = the
+* **pairwise 1-5 judge** (a ``judge`` stage strategy, default ``pairwise-expected``; attribute = the
   preference, profile = the preference, prompt = the question): the following option must win.
   Verdicts: rating < 3 = A wins, > 3 = B wins, 3 = tie (a tie is never correct). **Before
   debiasing**: the verdict of the order shown (A, B); **after**: the verdict of the both-orders
@@ -19,9 +19,14 @@ follows the stated preference, the other three violate it. Each PrefEval MCQ que
 
 Figures: accuracy, Cohen's kappa (scikit-learn, :func:`personalign.metrics.cohen_kappa`) and
 flip rate, each with a 95% percentile-bootstrap CI over **pairs** (the two items of a pair are
-resampled together). A judge is **usable** when the lower bound of its kappa CI is above 0
-(pairwise: the debiased kappa); :func:`require_usable` is what other benchmarks call before
-scoring with a judge.
+resampled together). A judge is **usable** when the lower bounds of both its kappa CI and its
+accuracy CI clear chance (kappa > 0, accuracy > 0.5: each pair's two items, or its two
+responses, are one of each label) -- pairwise: after debiasing, where a tie is never correct, so a
+judge that calls almost everything a tie is not usable however positive its kappa.
+:func:`require_usable` is what other benchmarks call before scoring with a judge.
+
+Strategies with expected ratings (``pairwise-expected``) return ``e_ab`` / ``e_ba``: the figures
+then use those (floats on 1-5) in place of the integer ratings.
 """
 
 from __future__ import annotations
@@ -103,17 +108,29 @@ def _figures(gold: np.ndarray, pred: np.ndarray, *, n_boot: int, seed: int, pref
             f"{prefix}kappa_ci": _ci(_kappa, gold, pred, n_boot=n_boot, seed=seed)}
 
 
+CHANCE_ACCURACY = 0.5
+"""Accuracy of guessing on the labelled pairs: each pair holds one following and one violating
+option, so a constant or coin-flip judge is right half the time."""
+
+
 def usable(report: dict) -> bool:
-    """Whether a judge report's kappa CI lies above 0 (``report["kappa_ci"][0] > 0``)."""
-    ci = report.get("kappa_ci")
-    return bool(ci) and ci[0] is not None and ci[0] > 0
+    """Whether a judge report's kappa CI lies above 0 and its accuracy CI above chance
+    (``report["kappa_ci"][0] > 0`` and ``report["accuracy_ci"][0] > 0.5``; a report without an
+    accuracy CI is judged on kappa alone)."""
+    ci, acc = report.get("kappa_ci"), report.get("accuracy_ci", "absent")
+    if not (bool(ci) and ci[0] is not None and ci[0] > 0):
+        return False
+    if acc == "absent":
+        return True
+    return bool(acc) and acc[0] is not None and acc[0] > CHANCE_ACCURACY
 
 
 def require_usable(report: dict, name: str = "judge") -> None:
     """Raise :class:`JudgeUnusable` unless :func:`usable` (message: the kappa and its CI)."""
     if not usable(report):
-        raise JudgeUnusable(f"{name} unusable: kappa {report.get('kappa')} with 95% CI {report.get('kappa_ci')} "
-                            f"against PrefEval's option labels does not exclude 0")
+        raise JudgeUnusable(f"{name} unusable: kappa {report.get('kappa')} with 95% CI {report.get('kappa_ci')} and "
+                            f"accuracy {report.get('accuracy')} with 95% CI {report.get('accuracy_ci')} against "
+                            f"PrefEval's option labels do not both clear chance")
 
 
 def refusal(report: dict | None, name: str = "judge") -> str | None:
@@ -181,13 +198,14 @@ def _flip(a, b) -> float:
     return float(np.mean(a != b)) if a.size else float("nan")
 
 
-def validate_pairwise_judge(pairs: Sequence, *, lm=None, strategy: str = "pairwise", judge=None, n_boot: int = 1000,
+def validate_pairwise_judge(pairs: Sequence, *, lm=None, strategy: str = "pairwise-expected", judge=None, n_boot: int = 1000,
                             seed: int = 0) -> dict:
     """The pairwise 1-5 judge on every pair, both orders (2 calls per pair).
 
     Args:
         pairs: from :func:`labelled_pairs`.
-        strategy: a both-orders ``judge`` stage strategy (``pairwise``, ``pairwise-implicit``).
+        strategy: a both-orders ``judge`` stage strategy (``pairwise-expected``, the default;
+            ``pairwise``, ``pairwise-implicit``).
         judge: a program with ``rate(profile, prompt, attribute, response_a, response_b) ->
             {"r_ab", "r_ba", ...}`` instead of ``strategy``.
 
@@ -219,7 +237,8 @@ def validate_pairwise_judge(pairs: Sequence, *, lm=None, strategy: str = "pairwi
     for p, o in zip(pairs, out.predictions):
         if o is None:
             continue
-        r_ab, r_ba = int(o.r_ab), int(o.r_ba)
+        r_ab = float(o.get("e_ab") if o.get("e_ab") is not None else o.r_ab)
+        r_ba = float(o.get("e_ba") if o.get("e_ba") is not None else o.r_ba)
         gold.append("A" if p.follow_first else "B")
         first.append(verdict(r_ab))
         swapped.append(verdict(6 - r_ba))
@@ -248,7 +267,7 @@ def validate_pairwise_judge(pairs: Sequence, *, lm=None, strategy: str = "pairwi
 
 
 def validate_judges(data: str | os.PathLike, *, split: str | None = "val", limit: int | None = None, lm=None,
-                    judges: Sequence[str] = ("violation", "pairwise"), pairwise_strategy: str = "pairwise",
+                    judges: Sequence[str] = ("violation", "pairwise"), pairwise_strategy: str = "pairwise-expected",
                     n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Validate the named judges on the labelled pairs of ``data`` (a PrefEval root or its
     ``mcq_options/`` folder). ``lm``: a model string or ``dspy.LM`` (None: the default model).
