@@ -180,7 +180,7 @@ def refine_section(convs, verifier, lm, rounds, limit):
     from personalign.programs.extraction.baseline import FirstPersonSentences
     from personalign.programs.extraction.extractor import AttributeExtractor
     from personalign.programs.extraction.refine import VerifyAndRefine
-    from personalign.programs.verification.evidence import render_turns
+    from personalign.programs.common.evidence import render_turns
     from personalign.programs.verification.taxonomy import classify_errors
 
     rows, rejected_items = [], []

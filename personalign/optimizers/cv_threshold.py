@@ -19,7 +19,7 @@ from typing import Sequence
 
 from personalign.optimizers.base import CompileResult
 from personalign.optimizers.threshold import ThresholdFit
-from personalign.programs.relevance._cv import group_of, grouped_folds, out_of_fold_scores
+from personalign.programs.common.cv import group_of, grouped_folds, out_of_fold_scores
 
 
 class CorpusThresholdFit(ThresholdFit):

@@ -58,7 +58,7 @@ class LearnedSelectorFit(Optimizer):
 
     def compile(self, program, *, trainset: Sequence, valset: Sequence | None = None):
         from personalign.metrics import fbeta, fit_threshold
-        from personalign.programs.relevance._cv import out_of_fold_scores
+        from personalign.programs.common.cv import out_of_fold_scores
 
         if not trainset:
             raise ValueError("LearnedSelectorFit needs a non-empty trainset")

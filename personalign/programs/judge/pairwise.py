@@ -24,7 +24,7 @@ from typing import Sequence
 
 import dspy
 
-from personalign.programs.respond.text import clip_list, truncate_head
+from personalign.programs.common.text import clip_list, truncate_head
 from personalign.signatures.judge import PairwiseImplicitJudgeSignature, PairwiseJudgeSignature
 
 MAX_PROFILE_CHARS = 1500

@@ -5,7 +5,7 @@
 1. per item, one ``dspy.Predict(ItemDescriptorSignature)`` call: ``useful``, ``justification``,
    ``descriptors`` (at most 5). An item is a post (``str``) or a conversation (turns: only the
    user's messages are shown). Item text is cleaned (invalid UTF-8 -> U+FFFD) and cut to the
-   model's budget (:func:`~personalign.programs.verification.evidence.prompt_budget`; beginning
+   model's budget (:func:`~personalign.programs.common.budget.prompt_budget`; beginning
    kept, ``" [...]"`` marks the cut). Blank items are skipped without a
    call. Descriptors of items judged not useful are discarded.
 2. dedupe: descriptors are clustered with MiniLM average linkage at cosine ``dedupe_threshold``
@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 
 import dspy
 
-from personalign.programs.verification.evidence import cut_to_budget, prompt_budget
+from personalign.programs.common.budget import cut_to_budget, prompt_budget
 from personalign.signatures.profiles import BioSignature, ContradictionSignature, ItemDescriptorSignature
 
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"

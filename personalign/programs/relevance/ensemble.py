@@ -6,7 +6,7 @@ and the embedded model's ``log p(Yes) - log p(No)`` margin
 ``LogisticRegression(class_weight="balanced")`` stacker combines ``logit(p_learned)`` and the
 margin. Stacking without leakage: inside :meth:`LearnedPlusLLM.fit`, the learned member's
 stacker inputs are its out-of-fold scores (grouped by prompt,
-:func:`personalign.programs.relevance._cv.out_of_fold_scores`), then the member is refit on all
+:func:`personalign.programs.common.cv.out_of_fold_scores`), then the member is refit on all
 examples. :class:`personalign.optimizers.LearnedSelectorFit` adds the outer grouped CV that fixes
 the decision threshold, so train labels never set the threshold through in-sample scores.
 
@@ -85,7 +85,7 @@ class LearnedPlusLLM(ThresholdedScorer):
         import numpy as np
         from sklearn.linear_model import LogisticRegression
 
-        from personalign.programs.relevance._cv import out_of_fold_scores
+        from personalign.programs.common.cv import out_of_fold_scores
 
         model = self._model()
 

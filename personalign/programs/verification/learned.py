@@ -53,7 +53,7 @@ from typing import Sequence
 
 import dspy
 
-from personalign.programs.verification.evidence import parse_evidence
+from personalign.programs.common.evidence import parse_evidence
 
 FEATURE_GROUPS = ("attribute", "best_product", "best_absdiff", "mean_product", "sims", "lexical")
 DEFAULT_FEATURES = ("sims", "lexical")
