@@ -13,19 +13,17 @@ Fitting happens in ``compile`` (:class:`personalign.optimizers.LearnedSelectorFi
 scores from leave-one-prompt-out models fix the threshold, then the model is refit on all of train.
 
 Saving (no pickle): :meth:`MiniLMLogReg.dump_state` -> JSON ``{"threshold", "features", "C",
-"fitted"}``; :meth:`MiniLMLogReg.save_weights` writes ``minilm_logreg.npz`` (``coef`` (d,),
-``intercept`` (), ``mean`` (d,), ``scale`` (d,)) and :meth:`MiniLMLogReg.load_weights` reads it
-with ``allow_pickle=False``.
+"fitted"}``; ``save_weights`` writes the :class:`~personalign.programs.common.logistic.LogisticHead`
+as ``minilm_logreg.npz`` (``coef`` (d,), ``intercept`` (), ``mean`` (d,), ``scale`` (d,)) and
+``load_weights`` reads it with ``allow_pickle=False``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
-import dspy
-
-from personalign.programs.relevance._scorer import ThresholdedScorer
+from personalign.programs.common.logistic import HeadWeights, LogisticHead
+from personalign.programs.relevance._scorer import RelevanceScorer
 
 FEATURE_GROUPS = ("attribute", "prompt", "product", "absdiff", "cosine")
 DEFAULT_FEATURES = ("attribute", "product", "absdiff", "cosine")
@@ -74,7 +72,7 @@ def pair_features(attributes: Sequence[str], prompts: Sequence[str], groups: Seq
     return np.concatenate([parts[g] for g in groups], axis=1).astype(np.float32)
 
 
-class MiniLMLogReg(ThresholdedScorer):
+class MiniLMLogReg(HeadWeights, RelevanceScorer):
     """Relevant when ``P(relevant | MiniLM features) >= threshold`` (probability in [0, 1]).
 
     Args:
@@ -101,42 +99,33 @@ class MiniLMLogReg(ThresholdedScorer):
         self.features = list(features)
         self.C = float(C)
         self.threshold = threshold
-        self._w = None  # dict of numpy arrays: coef, intercept, mean, scale
+        self.head = None  # LogisticHead once fitted or loaded
+
+    def feature_dim(self) -> int:
+        return 384 * sum(g != "cosine" for g in self.features) + ("cosine" in self.features)
+
+    def _features(self, examples: Sequence):
+        return pair_features([e.attribute for e in examples], [e.prompt for e in examples], self.features)
 
     # -- fitting (called by the optimizer) ------------------------------------------------------
     def fit(self, examples: Sequence, *, seed: int = 0) -> "MiniLMLogReg":
-        """Fit scaler + logistic regression on ``examples`` (their ``relevant`` labels)."""
-        import numpy as np
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.preprocessing import StandardScaler
+        """Fit scaler + class-balanced logistic regression on ``examples`` (their ``relevant`` labels).
 
-        X = pair_features([e.attribute for e in examples], [e.prompt for e in examples], self.features)
-        y = np.array([bool(e.relevant) for e in examples], dtype=int)
-        if len(set(y.tolist())) < 2:
+        Raises:
+            ValueError: a single class in ``examples``.
+        """
+        y = [bool(e.relevant) for e in examples]
+        if len(set(y)) < 2:
             raise ValueError("MiniLMLogReg.fit needs both relevant and irrelevant examples")
-        scaler = StandardScaler().fit(X)
-        clf = LogisticRegression(C=self.C, class_weight="balanced", max_iter=2000, random_state=seed)
-        clf.fit(scaler.transform(X), y)
-        self._w = {"coef": clf.coef_[0].astype(np.float64), "intercept": np.asarray(clf.intercept_[0], np.float64),
-                   "mean": scaler.mean_.astype(np.float64), "scale": scaler.scale_.astype(np.float64)}
+        head = LogisticHead(C=self.C, class_weight="balanced", max_iter=2000, random_state=seed)
+        self.head = head.fit(self._features(examples), y)
         return self
-
-    @property
-    def fitted(self) -> bool:
-        return self._w is not None
 
     # -- scoring --------------------------------------------------------------------------------
     def score_batch(self, examples: Sequence) -> list[float]:
         """Probability of relevant per example (shape (n,)), from the fitted weights."""
-        import numpy as np
-
-        if self._w is None:
-            raise RuntimeError("MiniLMLogReg is not fitted: compile it with LearnedSelectorFit or load_weights()")
-        if not examples:
-            return []
-        X = pair_features([e.attribute for e in examples], [e.prompt for e in examples], self.features)
-        z = ((X - self._w["mean"]) / self._w["scale"]) @ self._w["coef"] + self._w["intercept"]
-        return [float(v) for v in 1.0 / (1.0 + np.exp(-z))]
+        self.require_head()
+        return self.probabilities(self._features(examples)) if examples else []
 
     # -- state ----------------------------------------------------------------------------------
     def dump_state(self, *args, **kwargs) -> dict:
@@ -146,29 +135,4 @@ class MiniLMLogReg(ThresholdedScorer):
         self.threshold = state.get("threshold")
         self.features = list(state.get("features", self.features))
         self.C = float(state.get("C", self.C))
-        return self
-
-    def save_weights(self, directory: Path) -> Path:
-        """Write ``minilm_logreg.npz`` into ``directory`` (created); returns its path."""
-        import numpy as np
-
-        if self._w is None:
-            raise RuntimeError("MiniLMLogReg is not fitted: nothing to save")
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / WEIGHTS_FILE
-        np.savez(path, **self._w)
-        return path
-
-    def load_weights(self, directory: Path) -> "MiniLMLogReg":
-        """Read ``minilm_logreg.npz`` from ``directory`` (``allow_pickle=False``).
-
-        Raises:
-            DataError: missing or invalid weights file (names the file and the array).
-        """
-        from personalign.programs._weights import read_npz
-
-        d = 384 * sum(g != "cosine" for g in self.features) + ("cosine" in self.features)
-        self._w = read_npz(Path(directory) / WEIGHTS_FILE, {"coef": (d,), "intercept": (), "mean": (d,),
-                                                            "scale": (d,)}, positive=("scale",))
         return self
