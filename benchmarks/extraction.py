@@ -1,7 +1,7 @@
 """Stage 1 on PrefEval: verifier variants, extraction recall, verify-and-refine; prints one JSON object.
 
 Data: ``../shared/data/prefeval`` (persona-driven conversations), split by topic into train / val /
-test (:func:`personalign.programs.verification.data.prefeval_topic_splits`; 8 / 4 / 4 topics).
+test (:func:`personalign.programs.common.stage1.prefeval_topic_splits`; 8 / 4 / 4 topics).
 No human accept/reject labels exist: verification pairs are derived (a conversation with its own
 hidden preference = accepted; with another topic's preference = rejected) and extraction recall is
 the share of conversations whose hidden preference some extracted attribute matches (MiniLM

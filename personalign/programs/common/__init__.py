@@ -10,9 +10,11 @@
 * :mod:`~personalign.programs.common.cv` -- grouped cross-validation (labels and groups passed in);
 * :mod:`~personalign.programs.common.scorer` -- :class:`ThresholdedScorer`, a program that scores
   examples in bulk and decides by ``score >= threshold``;
+* :mod:`~personalign.programs.common.embed` -- MiniLM embeddings with a process-wide cache;
+* :mod:`~personalign.programs.common.cluster` -- clustering texts by cosine similarity;
 * :mod:`~personalign.programs.common.logistic` -- :class:`LogisticHead` (standardize + logistic
-  regression, saved as npz without pickle) and :class:`HeadWeights`, the weights half of every
-  learned selector.
+  regression, saved as npz without pickle), :class:`HeadWeights` (its ``save_weights`` /
+  ``load_weights``) and :class:`LogisticSelector` (fit, score and state of every learned selector).
 
 Light at import: nothing here imports dspy, numpy or scikit-learn at module level except
 ``scorer`` (dspy).

@@ -227,4 +227,54 @@ class HeadWeights:
         return self
 
 
-__all__ = ["ARRAYS", "HeadWeights", "LogisticHead"]
+class LogisticSelector(HeadWeights):
+    """Mixin: a learned selector = features -> one class-balanced :class:`LogisticHead`.
+
+    The selector sets ``features`` (its feature groups), ``C``, ``threshold`` and implements
+    ``feature_matrix(examples) -> (n, d) array``, ``is_positive(example) -> bool`` (the class the
+    score is the probability of) and ``feature_dim()``; ``classes`` names (positive, negative) in
+    the single-class error; ``max_iter`` is the lbfgs budget.
+    """
+
+    classes: tuple[str, str] = ("positive", "negative")
+    max_iter: int = 3000
+
+    def feature_matrix(self, examples):
+        raise NotImplementedError
+
+    def is_positive(self, example) -> bool:
+        raise NotImplementedError
+
+    def fit(self, examples, *, seed: int = 0):
+        """Fit the head (scaler + class-balanced logistic regression) on ``examples``; returns self.
+
+        Raises:
+            ValueError: ``examples`` hold a single class.
+        """
+        y = [bool(self.is_positive(e)) for e in examples]
+        if len(set(y)) < 2:
+            raise ValueError(f"{type(self).__name__}.fit needs both {self.classes[0]} and {self.classes[1]} examples")
+        head = LogisticHead(C=self.C, class_weight="balanced", max_iter=self.max_iter, random_state=seed)
+        self.head = head.fit(self.feature_matrix(examples), y)
+        return self
+
+    def score_batch(self, examples) -> list[float]:
+        """P(positive class) per example, shape (n,).
+
+        Raises:
+            RuntimeError: not fitted nor loaded.
+        """
+        self.require_head()
+        return self.probabilities(self.feature_matrix(examples)) if examples else []
+
+    def dump_state(self, *args, **kwargs) -> dict:
+        return {"threshold": self.threshold, "features": list(self.features), "C": self.C, "fitted": self.fitted}
+
+    def load_state(self, state: dict):
+        self.threshold = state.get("threshold")
+        self.features = list(state.get("features", self.features))
+        self.C = float(state.get("C", self.C))
+        return self
+
+
+__all__ = ["ARRAYS", "HeadWeights", "LogisticHead", "LogisticSelector"]

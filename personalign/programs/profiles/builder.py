@@ -9,7 +9,7 @@
    kept, ``" [...]"`` marks the cut). Blank items are skipped without a
    call. Descriptors of items judged not useful are discarded.
 2. dedupe: descriptors are clustered with MiniLM average linkage at cosine ``dedupe_threshold``
-   (0.85: near-paraphrases only) (:func:`personalign.programs.extraction.merge.cluster_labels`);
+   (0.85: near-paraphrases only) (:func:`personalign.programs.common.cluster.cluster_labels`);
    each cluster keeps its first descriptor and ``support`` = number of items that produced a member.
 3. contradictions: with two or more descriptors, one ``dspy.Predict(ContradictionSignature)``
    call returns the numbers to drop (a contradicted descriptor loses to the better supported one);
@@ -90,7 +90,7 @@ class ProfileBuilder(dspy.Module):
         self.write_bio = dspy.Predict(BioSignature)
 
     def forward(self, items: Sequence[Any]) -> dspy.Prediction:
-        from personalign.programs.extraction.merge import cluster_labels
+        from personalign.programs.common.cluster import cluster_labels
 
         budget = prompt_budget(self.describe, {}, "item", output_tokens=self.output_tokens)
         raw: list[tuple[int, str]] = []  # (item index, descriptor)

@@ -2,7 +2,7 @@
 
 Source of the approach: the seed study's finding that selectors trained on human labels beat
 prompted LLM judges; here the cheapest trained selector -- frozen all-MiniLM-L6-v2 embeddings
-(:func:`personalign.lm.embedder.embed`, L2-normalized, 384-d) and scikit-learn's
+(:func:`personalign.programs.common.embed.embed_cached`, L2-normalized, 384-d) and scikit-learn's
 ``LogisticRegression(class_weight="balanced")`` for the rare positive class (~18%).
 
 Features of a pair (a = attribute embedding, p = prompt embedding), by ``features`` groups:
@@ -22,31 +22,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from personalign.programs.common.logistic import HeadWeights, LogisticHead
+from personalign.programs.common.embed import embed_cached
+from personalign.programs.common.logistic import LogisticSelector
 from personalign.programs.relevance._scorer import RelevanceScorer
 
 FEATURE_GROUPS = ("attribute", "prompt", "product", "absdiff", "cosine")
 DEFAULT_FEATURES = ("attribute", "product", "absdiff", "cosine")
 WEIGHTS_FILE = "minilm_logreg.npz"
-_CACHE_MAX = 20000
-_cache: "dict[str, object]" = {}
-
-
-def _embed_cached(texts: Sequence[str]):
-    """MiniLM embeddings (n, 384) with a process-wide text -> vector cache (CV refits embed once)."""
-    import numpy as np
-
-    from personalign.lm.embedder import embed
-
-    missing = [t for t in texts if t not in _cache]
-    if missing:
-        if len(_cache) + len(missing) > _CACHE_MAX:
-            _cache.clear()
-        for t, v in zip(missing, embed(missing)):
-            _cache[t] = v
-    if not texts:
-        return np.zeros((0, 384), dtype=np.float32)
-    return np.stack([_cache[t] for t in texts])
 
 
 def pair_features(attributes: Sequence[str], prompts: Sequence[str], groups: Sequence[str] = FEATURE_GROUPS):
@@ -64,7 +46,7 @@ def pair_features(attributes: Sequence[str], prompts: Sequence[str], groups: Seq
         raise ValueError(f"{len(attributes)} attributes vs {len(prompts)} prompts")
     uniq = sorted(set(attributes) | set(prompts))
     index = {t: i for i, t in enumerate(uniq)}
-    vecs = _embed_cached(uniq)
+    vecs = embed_cached(uniq)
     a = vecs[[index[t] for t in attributes]] if attributes else np.zeros((0, vecs.shape[1]), np.float32)
     p = vecs[[index[t] for t in prompts]] if prompts else np.zeros((0, vecs.shape[1]), np.float32)
     parts = {"attribute": a, "prompt": p, "product": a * p, "absdiff": np.abs(a - p),
@@ -72,7 +54,7 @@ def pair_features(attributes: Sequence[str], prompts: Sequence[str], groups: Seq
     return np.concatenate([parts[g] for g in groups], axis=1).astype(np.float32)
 
 
-class MiniLMLogReg(HeadWeights, RelevanceScorer):
+class MiniLMLogReg(LogisticSelector, RelevanceScorer):
     """Relevant when ``P(relevant | MiniLM features) >= threshold`` (probability in [0, 1]).
 
     Args:
@@ -92,6 +74,8 @@ class MiniLMLogReg(HeadWeights, RelevanceScorer):
 
     uses_lm = False
     weights_file = WEIGHTS_FILE
+    classes = ("relevant", "irrelevant")
+    max_iter = 2000
 
     def __init__(self, features: Sequence[str] = DEFAULT_FEATURES, C: float = 0.01,
                  threshold: float | None = None) -> None:
@@ -104,35 +88,9 @@ class MiniLMLogReg(HeadWeights, RelevanceScorer):
     def feature_dim(self) -> int:
         return 384 * sum(g != "cosine" for g in self.features) + ("cosine" in self.features)
 
-    def _features(self, examples: Sequence):
+    def feature_matrix(self, examples: Sequence):
+        """(n, d) float32 MiniLM features of the examples' (attribute, prompt) pairs."""
         return pair_features([e.attribute for e in examples], [e.prompt for e in examples], self.features)
 
-    # -- fitting (called by the optimizer) ------------------------------------------------------
-    def fit(self, examples: Sequence, *, seed: int = 0) -> "MiniLMLogReg":
-        """Fit scaler + class-balanced logistic regression on ``examples`` (their ``relevant`` labels).
-
-        Raises:
-            ValueError: a single class in ``examples``.
-        """
-        y = [bool(e.relevant) for e in examples]
-        if len(set(y)) < 2:
-            raise ValueError("MiniLMLogReg.fit needs both relevant and irrelevant examples")
-        head = LogisticHead(C=self.C, class_weight="balanced", max_iter=2000, random_state=seed)
-        self.head = head.fit(self._features(examples), y)
-        return self
-
-    # -- scoring --------------------------------------------------------------------------------
-    def score_batch(self, examples: Sequence) -> list[float]:
-        """Probability of relevant per example (shape (n,)), from the fitted weights."""
-        self.require_head()
-        return self.probabilities(self._features(examples)) if examples else []
-
-    # -- state ----------------------------------------------------------------------------------
-    def dump_state(self, *args, **kwargs) -> dict:
-        return {"threshold": self.threshold, "features": list(self.features), "C": self.C, "fitted": self.fitted}
-
-    def load_state(self, state: dict) -> "MiniLMLogReg":
-        self.threshold = state.get("threshold")
-        self.features = list(state.get("features", self.features))
-        self.C = float(state.get("C", self.C))
-        return self
+    def is_positive(self, example) -> bool:
+        return bool(example.relevant)

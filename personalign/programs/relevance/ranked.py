@@ -48,9 +48,9 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from personalign.programs.common.logistic import HeadWeights, LogisticHead
+from personalign.programs.common.embed import embed_cached
+from personalign.programs.common.logistic import LogisticHead, LogisticSelector
 from personalign.programs.relevance._scorer import RelevanceScorer
-from personalign.programs.relevance.learned import _embed_cached
 
 FEATURE_GROUPS = ("attribute", "cosine", "sentence_cosine", "cosine_z", "style")
 LABEL_MODES = ("hard", "soft")
@@ -133,7 +133,7 @@ def ranked_features(examples: Sequence, features: Sequence[str]):
     texts = sorted(set(attrs) | set(prompts) | {s for ss in sentences.values() for s in ss}
                    | (set(STYLE_PROTOTYPES) if "style" in features else set()))
     index = {t: i for i, t in enumerate(texts)}
-    vecs = np.asarray(_embed_cached(texts), dtype=np.float64)
+    vecs = np.asarray(embed_cached(texts), dtype=np.float64)
     a = vecs[[index[t] for t in attrs]] if n else np.zeros((0, EMBEDDING_DIM))
     p = vecs[[index[t] for t in prompts]] if n else np.zeros((0, EMBEDDING_DIM))
     cos = np.sum(a * p, axis=1)
@@ -164,7 +164,7 @@ def _soft_rate(example) -> float:
     return float(rate) if rate is not None else float(bool(example.relevant))
 
 
-class RankedSelector(HeadWeights, RelevanceScorer):
+class RankedSelector(LogisticSelector, RelevanceScorer):
     """Relevant = among the top ``top_fraction`` of its (prompt, user) group by learned probability.
 
     Args:
@@ -186,6 +186,7 @@ class RankedSelector(HeadWeights, RelevanceScorer):
     fit_with = "LearnedSelectorFit"
     uses_lm = False
     weights_file = WEIGHTS_FILE
+    classes = ("relevant", "irrelevant")
 
     def __init__(self, features: Sequence[str] = ("attribute", "cosine", "sentence_cosine", "cosine_z"),
                  C: float = 0.1, labels: str = "hard", min_group: int = 5, top_fraction: float | None = None,
@@ -207,6 +208,12 @@ class RankedSelector(HeadWeights, RelevanceScorer):
     def feature_dim(self) -> int:
         return feature_dim(self.features)
 
+    def feature_matrix(self, examples: Sequence):
+        return ranked_features(examples, self.features)
+
+    def is_positive(self, example) -> bool:
+        return bool(example.relevant)
+
     # -- fitting --------------------------------------------------------------------------------
     def fit(self, examples: Sequence, *, seed: int = 0) -> "RankedSelector":
         """Fit scaler + logistic regression on ``examples``; ``top_fraction`` = their positive rate.
@@ -217,28 +224,28 @@ class RankedSelector(HeadWeights, RelevanceScorer):
         import numpy as np
 
         y = np.array([bool(e.relevant) for e in examples], dtype=int)
-        if len(set(y.tolist())) < 2:
-            raise ValueError("RankedSelector.fit needs both relevant and irrelevant examples")
-        X = ranked_features(examples, self.features)
         if self.labels == "hard":
-            head = LogisticHead(C=self.C, class_weight="balanced", max_iter=3000, random_state=seed).fit(X, y)
-        else:
-            # each pair twice: positive with weight human_yes_rate, negative with 1 - it; class totals
-            # balanced. The scaler is fitted on the pairs once (as on the hard labels), not doubled.
-            from sklearn.preprocessing import StandardScaler
+            super().fit(examples, seed=seed)
+            self.top_fraction = float(y.mean())
+            return self
+        if len(set(y.tolist())) < 2:
+            raise ValueError(f"{type(self).__name__}.fit needs both relevant and irrelevant examples")
+        # soft labels: each pair twice, positive with weight human_yes_rate and negative with 1 - it,
+        # class totals balanced; the scaler is fitted on the pairs once (as for hard labels)
+        from sklearn.preprocessing import StandardScaler
 
-            scaler = StandardScaler().fit(X)
-            Xs = scaler.transform(X)
-            rate = np.array([_soft_rate(e) for e in examples], dtype=float)
-            y2 = np.r_[np.ones(len(rate), int), np.zeros(len(rate), int)]
-            w = np.r_[rate, 1.0 - rate]
-            pos, neg = w[y2 == 1].sum(), w[y2 == 0].sum()
-            w = np.where(y2 == 1, w / pos, w / neg) * len(rate)  # balanced class totals
-            fitted = LogisticHead(C=self.C, max_iter=3000, standardize=False, random_state=seed).fit(
-                np.vstack([Xs, Xs]), y2, sample_weight=w)
-            head = LogisticHead.from_arrays(fitted.coef_, fitted.intercept_, scaler.mean_, scaler.scale_,
-                                            C=self.C, max_iter=3000, random_state=seed)
-        self.head = head
+        X = ranked_features(examples, self.features)
+        scaler = StandardScaler().fit(X)
+        Xs = scaler.transform(X)
+        rate = np.array([_soft_rate(e) for e in examples], dtype=float)
+        y2 = np.r_[np.ones(len(rate), int), np.zeros(len(rate), int)]
+        w = np.r_[rate, 1.0 - rate]
+        pos, neg = w[y2 == 1].sum(), w[y2 == 0].sum()
+        w = np.where(y2 == 1, w / pos, w / neg) * len(rate)  # balanced class totals
+        fitted = LogisticHead(C=self.C, max_iter=self.max_iter, standardize=False, random_state=seed).fit(
+            np.vstack([Xs, Xs]), y2, sample_weight=w)
+        self.head = LogisticHead.from_arrays(fitted.coef_, fitted.intercept_, scaler.mean_, scaler.scale_,
+                                             C=self.C, max_iter=self.max_iter, random_state=seed)
         self.top_fraction = float(y.mean())
         return self
 
@@ -248,12 +255,7 @@ class RankedSelector(HeadWeights, RelevanceScorer):
             raise RuntimeError(f"{type(self).__name__} has no threshold/top_fraction: "
                                f"compile it with {self.fit_with} first")
 
-    # -- scoring and deciding -------------------------------------------------------------------
-    def score_batch(self, examples: Sequence) -> list[float]:
-        """Probability of relevant per example (shape (n,))."""
-        self.require_head()
-        return self.probabilities(ranked_features(examples, self.features)) if examples else []
-
+    # -- deciding -------------------------------------------------------------------------------
     def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
         """Decisions for ``scores`` (one per example): :func:`top_share_decisions` with this
         selector's ``top_fraction``, ``min_group`` and ``threshold``. Examples sharing

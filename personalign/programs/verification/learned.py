@@ -52,8 +52,9 @@ from typing import Sequence
 
 import dspy
 
+from personalign.programs.common.embed import embed_cached
 from personalign.programs.common.evidence import parse_evidence
-from personalign.programs.common.logistic import HeadWeights, LogisticHead
+from personalign.programs.common.logistic import LogisticSelector
 from personalign.programs.common.scorer import ThresholdedScorer
 
 FEATURE_GROUPS = ("attribute", "best_product", "best_absdiff", "mean_product", "sims", "lexical")
@@ -66,25 +67,6 @@ OPTIMIZER_KWARGS = {"label": "accepted", "positive": False, "beta": 2.0, "group_
 """Settings of :class:`~personalign.optimizers.learned.LearnedSelectorFit` for verifiers."""
 
 _SENT = re.compile(r"(?<=[.!?])\s+")
-_CACHE_MAX = 50_000
-_cache: dict[str, object] = {}
-
-
-def _embed_cached(texts: Sequence[str]):
-    """MiniLM embeddings (n, 384) with a process-wide text -> vector cache (CV refits embed once)."""
-    import numpy as np
-
-    from personalign.lm.embedder import EMBEDDING_DIM, embed
-
-    missing = list(dict.fromkeys(t for t in texts if t not in _cache))
-    if missing:
-        if len(_cache) + len(missing) > _CACHE_MAX:
-            _cache.clear()
-        for t, v in zip(missing, embed(missing)):
-            _cache[t] = v
-    if not texts:
-        return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
-    return np.stack([_cache[t] for t in texts])
 
 
 def user_segments(evidence: str, *, segment_chars: int = SEGMENT_CHARS, max_chars: int = MAX_USER_CHARS) -> list[str]:
@@ -149,7 +131,7 @@ def _segment_stats(evidences: Sequence[str], attributes: Sequence[str]):
     segs = [user_segments(e) for e in evidences]
     uniq = list(dict.fromkeys([*attributes, *(s for ss in segs for s in ss)]))
     index = {t: i for i, t in enumerate(uniq)}
-    vecs = _embed_cached(uniq).astype(np.float64)
+    vecs = embed_cached(uniq).astype(np.float64)
     d = vecs.shape[1]
     n = len(attributes)
     A = vecs[[index[a] for a in attributes]] if n else np.zeros((0, d))
@@ -229,7 +211,7 @@ class RejectScorer(ThresholdedScorer):
             if not segs[i]:
                 why = "no user messages in the evidence"
             else:
-                best = segs[i][int(np.argmax([float(v) for v in (_embed_cached(segs[i]) @ A[i])]))]
+                best = segs[i][int(np.argmax([float(v) for v in (embed_cached(segs[i]) @ A[i])]))]
                 why = (f"closest user message (cosine {S[i, 0]:.2f}): \"{_snippet(best)}\"; "
                        f"rejection score {s:.2f} {'>=' if rejected else '<'} threshold {self.threshold:.2f}")
             out.append({"rationale": why})
@@ -258,7 +240,7 @@ class MaxSimilarityVerifier(RejectScorer):
         return self
 
 
-class MiniLMVerifier(HeadWeights, RejectScorer):
+class MiniLMVerifier(LogisticSelector, RejectScorer):
     """Learned verifier: P(rejected | MiniLM features) from a class-weighted logistic regression.
 
     Args:
@@ -273,6 +255,7 @@ class MiniLMVerifier(HeadWeights, RejectScorer):
     """
 
     weights_file = WEIGHTS_FILE
+    classes = ("rejected", "accepted")
 
     def __init__(self, features: Sequence[str] = DEFAULT_FEATURES, C: float = 1.0,
                  threshold: float | None = None) -> None:
@@ -285,31 +268,12 @@ class MiniLMVerifier(HeadWeights, RejectScorer):
     def feature_dim(self) -> int:
         return sum(_GROUP_DIMS[g] for g in self.features)
 
-    def _features(self, examples: Sequence):
+    def feature_matrix(self, examples: Sequence):
+        """(n, d) float64 features of the examples' (evidence, attribute) pairs (module doc)."""
         return verification_features([e.evidence for e in examples], [e.attribute for e in examples], self.features)
 
-    def fit(self, examples: Sequence, *, seed: int = 0) -> "MiniLMVerifier":
-        """Fit scaler + logistic regression; the target is ``not example.accepted`` (rejected)."""
-        y = [not bool(e.accepted) for e in examples]
-        if len(set(y)) < 2:
-            raise ValueError("MiniLMVerifier.fit needs both accepted and rejected examples")
-        head = LogisticHead(C=self.C, class_weight="balanced", max_iter=3000, random_state=seed)
-        self.head = head.fit(self._features(examples), y)
-        return self
-
-    def score_batch(self, examples: Sequence) -> list[float]:
-        """P(rejected) per example (n,)."""
-        self.require_head()
-        return self.probabilities(self._features(examples)) if examples else []
-
-    def dump_state(self, *args, **kwargs) -> dict:
-        return {"threshold": self.threshold, "features": list(self.features), "C": self.C, "fitted": self.fitted}
-
-    def load_state(self, state: dict) -> "MiniLMVerifier":
-        self.threshold = state.get("threshold")
-        self.features = list(state.get("features", self.features))
-        self.C = float(state.get("C", self.C))
-        return self
+    def is_positive(self, example) -> bool:
+        return not bool(example.accepted)  # the score is P(rejected)
 
 
 __all__ = ["FEATURE_GROUPS", "OPTIMIZER_KWARGS", "MaxSimilarityVerifier", "MiniLMVerifier", "RejectScorer",
