@@ -22,6 +22,13 @@ from typing import Any
 ARRAYS = ("coef", "intercept", "mean", "scale")
 
 
+def check_feature_groups(groups, known) -> None:
+    """Raise ``ValueError`` naming the groups of ``groups`` that are not in ``known``."""
+    bad = [g for g in groups if g not in known]
+    if bad:
+        raise ValueError(f"unknown feature group(s) {bad}; choose from {tuple(known)}")
+
+
 class LogisticHead:
     """Standardized binary logistic regression, persisted as npz arrays.
 
@@ -277,4 +284,4 @@ class LogisticSelector(HeadWeights):
         return self
 
 
-__all__ = ["ARRAYS", "HeadWeights", "LogisticHead", "LogisticSelector"]
+__all__ = ["ARRAYS", "HeadWeights", "LogisticHead", "LogisticSelector", "check_feature_groups"]

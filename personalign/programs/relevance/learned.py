@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from personalign.programs.common.embed import embed_cached
-from personalign.programs.common.logistic import LogisticSelector
+from personalign.programs.common.logistic import LogisticSelector, check_feature_groups
 from personalign.programs.relevance._scorer import RelevanceScorer
 
 FEATURE_GROUPS = ("attribute", "prompt", "product", "absdiff", "cosine")
@@ -39,9 +39,7 @@ def pair_features(attributes: Sequence[str], prompts: Sequence[str], groups: Seq
     """
     import numpy as np
 
-    bad = [g for g in groups if g not in FEATURE_GROUPS]
-    if bad:
-        raise ValueError(f"unknown feature group(s) {bad}; choose from {FEATURE_GROUPS}")
+    check_feature_groups(groups, FEATURE_GROUPS)
     if len(attributes) != len(prompts):
         raise ValueError(f"{len(attributes)} attributes vs {len(prompts)} prompts")
     uniq = sorted(set(attributes) | set(prompts))

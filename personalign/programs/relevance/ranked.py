@@ -49,7 +49,7 @@ import re
 from typing import Sequence
 
 from personalign.programs.common.embed import embed_cached
-from personalign.programs.common.logistic import LogisticHead, LogisticSelector
+from personalign.programs.common.logistic import LogisticHead, LogisticSelector, check_feature_groups
 from personalign.programs.relevance._scorer import RelevanceScorer
 
 FEATURE_GROUPS = ("attribute", "cosine", "sentence_cosine", "cosine_z", "style")
@@ -123,9 +123,7 @@ def ranked_features(examples: Sequence, features: Sequence[str]):
     """
     import numpy as np
 
-    bad = [f for f in features if f not in FEATURE_GROUPS]
-    if bad:
-        raise ValueError(f"unknown feature group(s) {bad}; choose from {FEATURE_GROUPS}")
+    check_feature_groups(features, FEATURE_GROUPS)
     n = len(examples)
     attrs = [e.attribute for e in examples]
     prompts = [e.prompt for e in examples]
@@ -192,9 +190,7 @@ class RankedSelector(LogisticSelector, RelevanceScorer):
                  C: float = 0.1, labels: str = "hard", min_group: int = 5, top_fraction: float | None = None,
                  threshold: float | None = None) -> None:
         super().__init__()
-        bad = [f for f in features if f not in FEATURE_GROUPS]
-        if bad:
-            raise ValueError(f"unknown feature group(s) {bad}; choose from {FEATURE_GROUPS}")
+        check_feature_groups(features, FEATURE_GROUPS)
         if labels not in LABEL_MODES:
             raise ValueError(f"labels must be one of {LABEL_MODES}, got {labels!r}")
         self.features = list(features)

@@ -54,7 +54,7 @@ import dspy
 
 from personalign.programs.common.embed import embed_cached
 from personalign.programs.common.evidence import parse_evidence
-from personalign.programs.common.logistic import LogisticSelector
+from personalign.programs.common.logistic import LogisticSelector, check_feature_groups
 from personalign.programs.common.scorer import ThresholdedScorer
 
 FEATURE_GROUPS = ("attribute", "best_product", "best_absdiff", "mean_product", "sims", "lexical")
@@ -164,9 +164,7 @@ def verification_features(evidences: Sequence[str], attributes: Sequence[str],
     """
     import numpy as np
 
-    bad = [g for g in groups if g not in FEATURE_GROUPS]
-    if bad:
-        raise ValueError(f"unknown feature group(s) {bad}; choose from {FEATURE_GROUPS}")
+    check_feature_groups(groups, FEATURE_GROUPS)
     if len(evidences) != len(attributes):
         raise ValueError(f"{len(evidences)} evidences vs {len(attributes)} attributes")
     A, T, M, S, segs = _segment_stats(evidences, attributes)
