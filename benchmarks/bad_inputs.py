@@ -80,11 +80,13 @@ def _program(d: Path, mutate=None, weights=None, name: str = "prog") -> str:
     import numpy as np
 
     from personalign.programs._saved import PROGRAM_FILE, save_program
+    from personalign.programs.common.logistic import LogisticHead
     from personalign.programs.relevance import STRATEGIES
 
     n = 384 * 3 + 1
     program = STRATEGIES.create("minilm-logreg")
-    program._w = {"coef": np.ones(n) * 0.01, "intercept": np.asarray(0.0), "mean": np.zeros(n), "scale": np.ones(n)}
+    program.head = LogisticHead.from_arrays(coef=np.ones(n) * 0.01, intercept=np.asarray(0.0), mean=np.zeros(n),
+                                            scale=np.ones(n))
     program.threshold = 0.5
     target = save_program(program, d / name, stage="relevance", strategy="minilm-logreg")
     if mutate is not None:

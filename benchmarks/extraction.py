@@ -1,7 +1,7 @@
 """Stage 1 on PrefEval: verifier variants, extraction recall, verify-and-refine; prints one JSON object.
 
 Data: ``../shared/data/prefeval`` (persona-driven conversations), split by topic into train / val /
-test (:func:`personalign.programs.verification.data.prefeval_topic_splits`; 8 / 4 / 4 topics).
+test (:func:`personalign.programs.common.stage1.prefeval_topic_splits`; 8 / 4 / 4 topics).
 No human accept/reject labels exist: verification pairs are derived (a conversation with its own
 hidden preference = accepted; with another topic's preference = rejected) and extraction recall is
 the share of conversations whose hidden preference some extracted attribute matches (MiniLM
@@ -127,7 +127,7 @@ def _rejected_share(examples, texts_per_example, verifier):
         return None
     import dspy
 
-    from personalign.programs.verification.evidence import render_turns
+    from personalign.programs.common.evidence import render_turns
 
     items = []
     for ex, texts in zip(examples, texts_per_example):
@@ -230,7 +230,7 @@ def refine_section(convs, verifier, lm, rounds, limit):
     from personalign.programs.extraction.baseline import FirstPersonSentences
     from personalign.programs.extraction.extractor import AttributeExtractor
     from personalign.programs.extraction.refine import VerifyAndRefine
-    from personalign.programs.verification.evidence import render_turns
+    from personalign.programs.common.evidence import render_turns
     from personalign.programs.verification.taxonomy import classify_errors
 
     rows, rejected_items = [], []

@@ -68,7 +68,7 @@ def _retrieval_attributes(root, examples, k=2) -> dict[str, list[str]]:
 
     from personalign.data import load_prefeval
     from personalign.lm.embedder import embed
-    from personalign.programs.respond.text import split_sentences
+    from personalign.programs.common.text import split_sentences
 
     convs = {r.user_id: r for r in load_prefeval(root, "persona")}
     out = {}
@@ -206,7 +206,7 @@ def section_judge(examples, responses, args, lm, refused: str | None = None) -> 
         return {"judge": refused}
     from personalign.lm import CallCounter, use
     from personalign.programs.judge.mentions import MentionDetector, mention_rating_gap
-    from personalign.programs.respond.text import lexical_mention
+    from personalign.programs.common.text import lexical_mention
     from personalign.stages import get_stage
 
     t0 = time.perf_counter()
@@ -258,7 +258,7 @@ def section_perspectives(root, args, lm, refused: str | None = None) -> dict:
     from personalign.programs.perspectives import STRATEGIES
     from personalign.programs.perspectives.data import answer_win_rate
     from personalign.programs.perspectives.rules import rule_violations
-    from personalign.programs.respond.text import requested_count
+    from personalign.programs.common.text import requested_count
     from personalign.runners._common import mean_ci
 
     t0 = time.perf_counter()

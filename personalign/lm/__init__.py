@@ -8,9 +8,11 @@ Public API::
 
 ``make_lm`` validates the model string (an unknown ``local/NAME`` or a string litellm cannot route
 raises :class:`~personalign.errors.UnknownModelError`), registers the ``local`` litellm provider,
-and for embedded models checks the model file (sha256) before the first call. ``use`` picks DSPy's
-JSONAdapter for embedded models, so every typed output is grammar-constrained (see
-:mod:`personalign.lm._provider`), and ChatAdapter (DSPy's default) for other models.
+and for embedded models checks the model file (sha256) before the first call. ``count_tokens`` /
+``prompt_tokens`` / ``context_window`` measure text and prompts on an embedded model's tokenizer
+(:mod:`personalign.lm.tokens`). ``use`` picks DSPy's JSONAdapter for embedded models, so every
+typed output is grammar-constrained (see :mod:`personalign.lm._provider`), and ChatAdapter (DSPy's
+default) for other models.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, Iterator
 from personalign.errors import CacheDirError, UnknownModelError
 from personalign.lm._models import (DEFAULT_MODEL, FAST_MODEL, MODELS, PROVIDER, TINY_MODEL, default_model, get_spec,
                                     is_local, model_file)
+from personalign.lm.tokens import context_window, count_tokens, prompt_tokens
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -34,6 +37,9 @@ __all__ = [
     "CallCounter",
     "configure_cache",
     "configure_local",
+    "context_window",
+    "count_tokens",
+    "prompt_tokens",
     "make_lm",
     "model_file",
     "use",

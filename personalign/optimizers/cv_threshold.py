@@ -6,7 +6,7 @@ cross-encoder fine-tuned 4 epochs separated train perfectly; its train-fitted th
 each fold's model is fitted without one group of prompts and scores that group
 (scikit-learn ``LeaveOneGroupOut`` when there are at most ``max_folds`` groups, else
 ``GroupKFold(max_folds)``), and :func:`personalign.metrics.fit_threshold` maximizes F1 over the
-pooled out-of-fold scores.
+pooled out-of-fold scores (:mod:`personalign.programs.common.cv`).
 
 Also here: :class:`CorpusThresholdFit`, the threshold fit for *unlearned* scorers that need a
 label-free reference corpus from train (BM25).
@@ -19,7 +19,6 @@ from typing import Sequence
 
 from personalign.optimizers.base import CompileResult
 from personalign.optimizers.threshold import ThresholdFit
-from personalign.programs.relevance._cv import group_of, grouped_folds, out_of_fold_scores
 
 
 class CorpusThresholdFit(ThresholdFit):
@@ -41,4 +40,4 @@ class CorpusThresholdFit(ThresholdFit):
         return compiled, result
 
 
-__all__ = ["CompileResult", "CorpusThresholdFit", "group_of", "grouped_folds", "out_of_fold_scores"]
+__all__ = ["CompileResult", "CorpusThresholdFit"]

@@ -16,7 +16,7 @@ class LearnedSelectorFit(Optimizer):
     :class:`~personalign.programs.relevance.cross_encoder.MiniLMCrossEncoder`,
     :class:`~personalign.programs.relevance.ensemble.LearnedPlusLLM`).
 
-    Steps: (1) for each fold of :func:`~personalign.optimizers.cv_threshold.grouped_folds` (grouped
+    Steps: (1) for each fold of :func:`~personalign.programs.common.cv.grouped_folds` (grouped
     by ``group_key``, leave-one-prompt-out for <= ``max_folds`` prompts) a fresh copy is fitted on the
     other prompts and scores the held-out prompt; (2) the threshold maximizing F1 over the pooled
     out-of-fold scores is chosen (:func:`personalign.metrics.fit_threshold`); (3) a fresh copy is
@@ -27,7 +27,8 @@ class LearnedSelectorFit(Optimizer):
     Cost: ``n_folds + 1`` fits.
 
     Args:
-        group_key: example attribute grouping the CV folds (default ``prompt_id``).
+        group_key: example attribute grouping the CV folds (default ``prompt_id``; an example
+            without it is grouped by its ``prompt``).
         max_folds: leave-one-group-out up to this many groups, else GroupKFold(max_folds).
         label: example field holding the gold label (default ``relevant``).
         positive: the label value that is the positive class (False for verification, where the
@@ -58,7 +59,7 @@ class LearnedSelectorFit(Optimizer):
 
     def compile(self, program, *, trainset: Sequence, valset: Sequence | None = None):
         from personalign.metrics import fbeta, fit_threshold
-        from personalign.programs.relevance._cv import out_of_fold_scores
+        from personalign.programs.common.cv import group_of, out_of_fold_scores
 
         if not trainset:
             raise ValueError("LearnedSelectorFit needs a non-empty trainset")
@@ -72,8 +73,9 @@ class LearnedSelectorFit(Optimizer):
             fold.fit(tr, seed=self.seed)
             return fold.score_batch(te)
 
-        oof, folds = out_of_fold_scores(fit_and_score, trainset, group_key=self.group_key, max_folds=self.max_folds,
-                                        label=self._is_positive)
+        groups = [group_of(ex, self.group_key, fallback="prompt") for ex in trainset]
+        oof, folds = out_of_fold_scores(fit_and_score, trainset, groups=groups, labels=labels,
+                                        max_folds=self.max_folds)
         threshold = float(fit_threshold(oof, labels, beta=self.beta))
         compiled = program.deepcopy()
         compiled.fit(trainset, seed=self.seed)

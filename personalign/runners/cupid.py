@@ -78,7 +78,7 @@ def score_inferred_preferences(instances: Sequence, inferred, *, lm=None, use_lm
 
     from personalign.lm import CallCounter
     from personalign.lm.embedder import cosine_pairs
-    from personalign.programs.respond.text import truncate_head
+    from personalign.programs.common.text import truncate_head
     from personalign.signatures.respond import PreferenceCoverageSignature
 
     t0 = time.perf_counter()
@@ -123,7 +123,7 @@ def score_responses(instances: Sequence, responses, *, lm=None, n_boot: int = 10
     import dspy
 
     from personalign.lm import CallCounter
-    from personalign.programs.respond.text import truncate_head
+    from personalign.programs.common.text import truncate_head
     from personalign.signatures.respond import ChecklistSignature
 
     t0 = time.perf_counter()

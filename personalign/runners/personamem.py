@@ -3,7 +3,7 @@
 Each question sees the conversation prefix of its shared context (often tens of thousands of
 tokens). The embedded models' window is 4096 tokens, so the ``gold-preference`` (context)
 strategy keeps the last ``max_context_chars`` characters of the conversation (default 6000,
-~1500 tokens; :func:`personalign.programs.respond.text.truncate_tail`); the question and the four
+~1500 tokens; :func:`personalign.programs.common.text.truncate_tail`); the question and the four
 options are always kept whole (options cut at 300 characters). Chance is 25%.
 """
 

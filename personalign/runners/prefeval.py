@@ -123,7 +123,7 @@ def run_generation(examples: Sequence, strategies: Sequence[str] = ("generic", "
     """
     from personalign.evaluation import run_program
     from personalign.lm import CallCounter
-    from personalign.programs.respond.text import lexical_mention
+    from personalign.programs.common.text import lexical_mention
     from personalign.programs.respond.violation import ViolationJudge
     from personalign.stages import get_stage
 

@@ -58,7 +58,7 @@ def check_answer(profile: str, question: str, answer: str, *, profile_cosine: fl
     ``"restates_profile"``, ``"echoes_question"``, ``"off_topic"``; see the module docstring), or
     None when it is one. The cosines are MiniLM similarities of the answer to the profile and to
     the question (:func:`check_answers` computes them)."""
-    from personalign.programs.respond.text import content_words
+    from personalign.programs.common.text import content_words
 
     if len(content_words(answer)) < MIN_CONTENT_WORDS:
         return "too_short"

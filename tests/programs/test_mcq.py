@@ -15,7 +15,7 @@ from dspy.utils.exceptions import AdapterParseError
 from personalign.errors import DataError
 from personalign.programs.mcq import STAGE, STRATEGIES
 from personalign.programs.mcq.data import attach_attributes, load_mcq, read_attributes
-from personalign.programs.respond.text import TRUNCATION_MARK
+from personalign.programs.common.text import TRUNCATION_MARK
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -16,7 +16,7 @@ from personalign.programs.perspectives import STAGE, STRATEGIES
 from personalign.programs.perspectives.bank import load_bank, profile_names
 from personalign.programs.perspectives.data import answer_win_rate, load_questions
 from personalign.programs.perspectives.rules import enforce_rules, rule_violations
-from personalign.programs.respond.text import has_meta, mentions_name, parse_items
+from personalign.programs.common.text import has_meta, mentions_name, parse_items
 
 PROFILES = [
     ("u1", "Maria Lopez, a pediatric nurse who hikes on weekends.", ["likes mountains"], None),
@@ -38,7 +38,7 @@ def fake_embed(monkeypatch):
     import numpy as np
 
     import personalign.lm.embedder as emb
-    from personalign.programs.respond.text import content_words
+    from personalign.programs.common.text import content_words
 
     def embed(texts, **kwargs):
         out = np.zeros((len(texts), 64), dtype=np.float32)

@@ -11,7 +11,7 @@ from dspy.utils.dummies import DummyLM
 from personalign.errors import ConfigurationError, DataError
 from personalign.programs.respond import STAGE, STRATEGIES
 from personalign.programs.respond.data import load_respond
-from personalign.programs.respond.text import (
+from personalign.programs.common.text import (
     TRUNCATION_MARK,
     lexical_mention,
     parse_items,
@@ -142,7 +142,7 @@ def test_generators_and_judge_real_model(shared_data):
     """2 real PrefEval questions: generic, personalized and implicit responses are non-empty and
     short (max_tokens), the implicit one mentions no attribute, and the typed judge answers a bool."""
     from personalign.lm import make_lm, use
-    from personalign.programs.respond.text import lexical_mention
+    from personalign.programs.common.text import lexical_mention
 
     exs = STAGE.load(shared_data / "prefeval", split="val")[:2]
     lm = make_lm(cache=False)

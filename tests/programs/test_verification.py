@@ -13,7 +13,8 @@ from dspy.utils.dummies import DummyLM
 from personalign.errors import DataError
 from personalign.programs.verification import STAGE, STRATEGIES
 from personalign.programs.verification.data import load_verification
-from personalign.programs.verification.evidence import Budget, fit_evidence, parse_evidence, prompt_budget
+from personalign.programs.common.budget import Budget, prompt_budget
+from personalign.programs.common.evidence import fit_evidence, parse_evidence
 from personalign.programs.verification.learned import user_segments
 
 CONV = ("User: I have been vegan for ten years and I cook every evening.\n\n"

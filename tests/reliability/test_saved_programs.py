@@ -15,6 +15,7 @@ import pytest
 import personalign
 from personalign.errors import ConfigurationError, DataError
 from personalign.programs._saved import PROGRAM_FILE, read_npz, save_program
+from personalign.programs.common.logistic import LogisticHead
 
 MOCK = Path(__file__).resolve().parents[2] / "benchmarks" / "_mock_lm.py"
 PAIRS = [(f"The user {x}.", f"Help me {y}.") for x in ("is vegan", "plays chess", "has a dog", "is blind")
@@ -28,8 +29,8 @@ def _fake_logreg(threshold: float = 0.4):
 
     program = STRATEGIES.create("minilm-logreg")
     rng = np.random.default_rng(0)
-    program._w = {"coef": rng.normal(size=D), "intercept": np.asarray(0.1), "mean": rng.normal(size=D),
-                  "scale": rng.uniform(0.5, 2.0, size=D)}
+    program.head = LogisticHead.from_arrays(coef=rng.normal(size=D), intercept=np.asarray(0.1),
+                                            mean=rng.normal(size=D), scale=rng.uniform(0.5, 2.0, size=D))
     program.threshold = threshold
     return program
 
@@ -63,7 +64,10 @@ def _load_error(directory: Path) -> DataError:
 def test_roundtrip_and_layout(saved):
     program, meta = personalign.load_program(saved, with_metadata=True)
     assert meta["strategy"] == "minilm-logreg" and meta["format"] == 2
-    assert program.threshold == 0.4 and program._w["coef"].shape == (D,)
+    assert program.threshold == 0.4 and program.head.coef_.shape == (D,)
+    expected = _fake_logreg().head
+    for name in ("coef_", "intercept_", "mean_", "scale_"):
+        np.testing.assert_array_equal(getattr(program.head, name), getattr(expected, name))
     doc = json.loads((saved / PROGRAM_FILE).read_text())
     assert doc["metadata"]["dependency_versions"]["dspy"]  # what dspy's Module.load reads
     assert set(doc["metadata"]["personalign"]["weights"]) == {"minilm_logreg.npz"}

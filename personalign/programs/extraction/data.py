@@ -4,7 +4,7 @@
 
 * a PrefEval folder (root or ``implicit_preference/persona-driven``) or topic ``.json`` file:
   persona-driven conversations split **by topic** exactly like the verification stage
-  (:func:`~personalign.programs.verification.data.prefeval_topic_splits`: train 0.5 / val 0.25 /
+  (:func:`~personalign.programs.common.stage1.prefeval_topic_splits`: train 0.5 / val 0.25 /
   test 0.25 of the topics, seed 0), each with its hidden gold preference
   (:func:`~personalign.data.derive.extraction_targets`);
 * a ``.jsonl`` file: canonical :class:`~personalign.data.schemas.ExtractionExample` lines.
@@ -40,7 +40,7 @@ def load_extraction(path: str | Path) -> list:
     from personalign.data import read_examples
     from personalign.data.derive import extraction_targets
     from personalign.errors import DataError
-    from personalign.programs.verification.data import _to_dspy, prefeval_topic_splits
+    from personalign.programs.common.stage1 import prefeval_topic_splits, to_dspy
 
     p = Path(path)
     if not p.exists():
@@ -48,10 +48,10 @@ def load_extraction(path: str | Path) -> list:
     if p.is_dir() or p.suffix == ".json":
         out = []
         for split, records in prefeval_topic_splits(p).items():
-            out.extend(_to_dspy(extraction_targets(records), split))
+            out.extend(to_dspy(extraction_targets(records), split))
         return out
     if p.suffix == ".jsonl":
-        return _to_dspy(read_examples(p, "extraction"))
+        return to_dspy(read_examples(p, "extraction"))
     raise DataError(p, None, None, "expected a PrefEval folder or topic .json file, or canonical extraction .jsonl")
 
 

@@ -8,7 +8,7 @@
 2. The user turns are chunked on turn boundaries
    (:func:`~personalign.programs.extraction.chunking.chunk_user_turns`) into chunks of at most
    ``max_chunk_chars`` (50,000) characters that fit the model's budget
-   (:func:`~personalign.programs.verification.evidence.prompt_budget`): on hosted models 50,000
+   (:func:`~personalign.programs.common.budget.prompt_budget`): on hosted models 50,000
    characters; on the embedded 4096-token models the tokens left by the exact prompt framing
    (~650 tokens) and the answer (:data:`OUTPUT_TOKENS`), about 1,100 tokens (~4,500 characters of
    English) -- chunks are packed at 4 characters per token, measured with the model's tokenizer,
@@ -39,7 +39,7 @@ from typing import Any
 import dspy
 
 from personalign.programs.extraction.chunking import MAX_CHUNK_CHARS, MAX_TURN_CHARS, Chunking, chunk_user_turns
-from personalign.programs.verification.evidence import Budget, prompt_budget
+from personalign.programs.common.budget import Budget, prompt_budget
 from personalign.signatures.extraction import ExtractedAttribute, ExtractionSignature
 
 MIN_CONFIDENCE = 0.4
@@ -120,7 +120,7 @@ class AttributeExtractor(dspy.Module):
         self.extract = dspy.Predict(ExtractionSignature)
 
     def budget(self) -> Budget:
-        """The chunk :class:`~personalign.programs.verification.evidence.Budget` for the active LM."""
+        """The chunk :class:`~personalign.programs.common.budget.Budget` for the active LM."""
         return prompt_budget(self.extract, {}, "user_turns", output_tokens=OUTPUT_TOKENS)
 
     def chunking(self, turns, budget: Budget | None = None) -> Chunking:
@@ -145,7 +145,7 @@ class AttributeExtractor(dspy.Module):
 
     def _call(self, text: str):
         from personalign.lm import is_local
-        from personalign.programs.verification.evidence import active_model
+        from personalign.programs.common.budget import active_model
 
         model = active_model()
         if model and is_local(model):

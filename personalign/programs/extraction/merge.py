@@ -31,6 +31,7 @@ from typing import Sequence
 
 import pydantic
 
+from personalign.programs.common.cluster import cluster_labels
 from personalign.signatures.extraction import ExtractedAttribute
 
 SIMILARITY_THRESHOLD = 0.7
@@ -68,38 +69,6 @@ def merged_confidence(confidences: Sequence[float | None], evidence: Sequence[Se
         if c > 0:
             log_fail += novelty * math.log1p(-c)
     return float(1.0 - math.exp(log_fail))
-
-
-def cluster_labels(texts: Sequence[str], *, threshold: float = SIMILARITY_THRESHOLD, embeddings=None) -> list[int]:
-    """Cluster label per text (0-based, in order of first appearance).
-
-    Args:
-        texts: attribute texts.
-        threshold: cosine similarity threshold of average linkage (in (0, 1]).
-        embeddings: optional (n, d) precomputed embeddings (else MiniLM).
-
-    Raises:
-        ValueError: ``threshold`` outside (0, 1].
-    """
-    import numpy as np
-
-    if not 0 < threshold <= 1:
-        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
-    n = len(texts)
-    if n == 0:
-        return []
-    if n == 1:
-        return [0]
-    if embeddings is None:
-        from personalign.lm.embedder import embed
-
-        embeddings = embed(list(texts))
-    from sklearn.cluster import AgglomerativeClustering
-
-    raw = AgglomerativeClustering(n_clusters=None, metric="cosine", linkage="average",
-                                  distance_threshold=1.0 - threshold).fit_predict(np.asarray(embeddings))
-    relabel: dict[int, int] = {}
-    return [relabel.setdefault(int(r), len(relabel)) for r in raw]
 
 
 def merge_attributes(attributes: Sequence[ExtractedAttribute], *, threshold: float = SIMILARITY_THRESHOLD,
@@ -140,4 +109,4 @@ def merge_attributes(attributes: Sequence[ExtractedAttribute], *, threshold: flo
     return out
 
 
-__all__ = ["MergedAttribute", "SIMILARITY_THRESHOLD", "cluster_labels", "merge_attributes", "merged_confidence"]
+__all__ = ["MergedAttribute", "SIMILARITY_THRESHOLD", "merge_attributes", "merged_confidence"]

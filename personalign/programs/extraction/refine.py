@@ -26,7 +26,8 @@ from __future__ import annotations
 import dspy
 
 from personalign.programs.extraction.extractor import AttributeExtractor
-from personalign.programs.verification.evidence import fit_evidence, prompt_budget, render_turns
+from personalign.programs.common.budget import prompt_budget
+from personalign.programs.common.evidence import fit_evidence, render_turns
 from personalign.signatures.extraction import ExtractedAttribute, RefineSignature
 
 

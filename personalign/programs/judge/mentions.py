@@ -9,7 +9,7 @@ with a 95% bootstrap CI.
 
 Detectors: :class:`MentionDetector` (typed LLM program, ``mentions: bool``; compilable) and
 :class:`LexicalMentionDetector` (LM-free:
-:func:`~personalign.programs.respond.text.lexical_mention`).
+:func:`~personalign.programs.common.text.lexical_mention`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Sequence
 
 import dspy
 
-from personalign.programs.respond.text import lexical_mention, truncate_head
+from personalign.programs.common.text import lexical_mention, truncate_head
 from personalign.signatures.judge import ExplicitMentionSignature
 
 

@@ -33,7 +33,7 @@ from typing import Sequence
 import dspy
 
 from personalign.lm.logprobs import expected_value, with_logprobs
-from personalign.programs.respond.text import clip_list, truncate_head
+from personalign.programs.common.text import clip_list, truncate_head
 from personalign.signatures.judge import PairwiseImplicitJudgeSignature, PairwiseJudgeSignature
 
 MAX_PROFILE_CHARS = 1500

@@ -11,7 +11,7 @@ another backend raises ``ValueError`` (counted as a failure by ``run_program``).
 * :class:`ContextMCQ` (``gold-preference``) -- plus ``context``: in PrefEval the user's stated
   preference (the explicit setting of PrefEval's classification task); in PersonaMem the
   conversation so far. Contexts longer than ``max_context_chars`` (default 6000, ~1500 tokens)
-  keep their end (:func:`~personalign.programs.respond.text.truncate_tail`).
+  keep their end (:func:`~personalign.programs.common.text.truncate_tail`).
 * :class:`AttributesMCQ` (``extracted-attributes``) -- plus the user's extracted attributes
   (at most 12, each cut to 300 characters).
 * :class:`EmbeddingMCQ` (``minilm-preference``) -- LM-free baseline: the option whose MiniLM
@@ -30,7 +30,7 @@ from typing import Sequence
 
 import dspy
 
-from personalign.programs.respond.text import clip_list, truncate_head, truncate_tail
+from personalign.programs.common.text import clip_list, truncate_head, truncate_tail
 from personalign.signatures.respond import (
     MCQAttributesSignature,
     MCQContextSignature,

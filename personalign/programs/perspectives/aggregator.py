@@ -17,7 +17,7 @@ from several sampled profiles, then aggregate). Steps of :class:`MultiPerspectiv
    dropped; meta, named and fragmentary sentences are removed (:func:`~.rules.clean_candidate`).
 3. **Aggregate**: one call under the rules of
    :data:`~personalign.signatures.perspectives.AGGREGATION_RULES`; when the question asks for
-   ``n`` items ("5 items", "top 3", "exactly five tips"; :func:`~personalign.programs.respond.text.requested_count`)
+   ``n`` items ("5 items", "top 3", "exactly five tips"; :func:`~personalign.programs.common.text.requested_count`)
    the constraint says "exactly n items, one per line" (with ``typed_items`` the answer is typed
    as exactly ``n`` strings instead).
 4. **Post-check** in code (:func:`~.rules.enforce_rules`): no meta phrases, no persona names,
@@ -55,7 +55,7 @@ import dspy
 
 from personalign.programs.perspectives.bank import Profile, ProfileBank, load_bank, profile_names
 from personalign.programs.perspectives.rules import clean_candidate, enforce_rules, rule_violations
-from personalign.programs.respond.text import is_refusal, numbered, parse_items, requested_count, truncate_head
+from personalign.programs.common.text import is_refusal, numbered, parse_items, requested_count, truncate_head
 from personalign.signatures.perspectives import (
     AggregateSignature,
     ListAnswerSignature,

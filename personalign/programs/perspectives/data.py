@@ -126,7 +126,7 @@ def answer_win_rate(example, pred, trace=None):
 
     from personalign.errors import ConfigurationError
     from personalign.programs.perspectives.rules import rule_violations
-    from personalign.programs.respond.text import requested_count, truncate_head
+    from personalign.programs.common.text import requested_count, truncate_head
     from personalign.signatures.judge import AnswerPreferenceSignature
 
     answer = str(getattr(pred, "answer", "") or "")

@@ -4,8 +4,8 @@ after the LM because a 135M model cannot be trusted to follow them.
 :func:`enforce_rules` removes every sentence (or list item) that
 
 * talks about the process (meta phrases: candidates, perspectives, personas, "the merged
-  answer", "as an AI"; :func:`~personalign.programs.respond.text.has_meta`),
-* contains a persona's name (:func:`~personalign.programs.respond.text.mentions_name`),
+  answer", "as an AI"; :func:`~personalign.programs.common.text.has_meta`),
+* contains a persona's name (:func:`~personalign.programs.common.text.mentions_name`),
 * is a refusal,
 * is a fragment (no content word, a one-word sentence, or cut off mid-phrase -- the embedded
   model's bounded strings end wherever the budget does),
@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from personalign.programs.respond.text import (
+from personalign.programs.common.text import (
     content_words,
     has_meta,
     is_refusal,

@@ -5,11 +5,11 @@
 1. per item, one ``dspy.Predict(ItemDescriptorSignature)`` call: ``useful``, ``justification``,
    ``descriptors`` (at most 5). An item is a post (``str``) or a conversation (turns: only the
    user's messages are shown). Item text is cleaned (invalid UTF-8 -> U+FFFD) and cut to the
-   model's budget (:func:`~personalign.programs.verification.evidence.prompt_budget`; beginning
+   model's budget (:func:`~personalign.programs.common.budget.prompt_budget`; beginning
    kept, ``" [...]"`` marks the cut). Blank items are skipped without a
    call. Descriptors of items judged not useful are discarded.
 2. dedupe: descriptors are clustered with MiniLM average linkage at cosine ``dedupe_threshold``
-   (0.85: near-paraphrases only) (:func:`personalign.programs.extraction.merge.cluster_labels`);
+   (0.85: near-paraphrases only) (:func:`personalign.programs.common.cluster.cluster_labels`);
    each cluster keeps its first descriptor and ``support`` = number of items that produced a member.
 3. contradictions: with two or more descriptors, one ``dspy.Predict(ContradictionSignature)``
    call returns the numbers to drop (a contradicted descriptor loses to the better supported one);
@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 
 import dspy
 
-from personalign.programs.verification.evidence import cut_to_budget, prompt_budget
+from personalign.programs.common.budget import cut_to_budget, prompt_budget
 from personalign.signatures.profiles import BioSignature, ContradictionSignature, ItemDescriptorSignature
 
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december|"
@@ -90,7 +90,7 @@ class ProfileBuilder(dspy.Module):
         self.write_bio = dspy.Predict(BioSignature)
 
     def forward(self, items: Sequence[Any]) -> dspy.Prediction:
-        from personalign.programs.extraction.merge import cluster_labels
+        from personalign.programs.common.cluster import cluster_labels
 
         budget = prompt_budget(self.describe, {}, "item", output_tokens=self.output_tokens)
         raw: list[tuple[int, str]] = []  # (item index, descriptor)

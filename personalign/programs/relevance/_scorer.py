@@ -1,4 +1,5 @@
-"""Shared base of the scoring strategies: relevant = score >= a fitted threshold."""
+"""Base of the relevance scoring strategies: relevant = score >= a fitted threshold, or by top share
+within a (prompt, user) group."""
 
 from __future__ import annotations
 
@@ -6,35 +7,15 @@ from typing import Sequence
 
 import dspy
 
+from personalign.programs.common.scorer import ThresholdedScorer
 
-class ThresholdedScorer(dspy.Module):
-    """A strategy that scores (attribute, prompt) pairs in bulk and decides with a threshold.
 
-    Subclasses implement ``score_batch(examples) -> list[float]`` (one score per example) and set
-    ``threshold`` when compiled; ``fit_with`` names the optimizer that fits them (for the error
-    raised when predicting unfitted).
-    """
+class RelevanceScorer(ThresholdedScorer):
+    """A relevance strategy that scores (attribute, prompt) pairs in bulk: ``Prediction(relevant,
+    score)``, relevant when ``score >= threshold`` (:class:`~personalign.programs.common.scorer.ThresholdedScorer`)."""
 
-    fit_with = "ThresholdFit"
-    threshold: float | None = None
-
-    def score_batch(self, examples: Sequence) -> list[float]:
-        raise NotImplementedError
-
-    def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
-        """``score >= threshold`` per example (subclasses may decide by rank within a group)."""
-        return [s >= self.threshold for s in scores]
-
-    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
-        """One ``Prediction(relevant, score)`` per example, decided by :meth:`decide`.
-
-        Raises:
-            RuntimeError: not compiled (no threshold yet).
-        """
-        if self.threshold is None:
-            raise RuntimeError(f"{type(self).__name__} has no threshold: compile it with {self.fit_with} first")
-        scores = self.score_batch(examples)
-        return [dspy.Prediction(relevant=r, score=s) for r, s in zip(self.decide(scores, examples), scores)]
+    output_field = "relevant"
+    positive_output = True
 
     def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
         (pred,) = self.predict_batch([dspy.Example(attribute=attribute, prompt=prompt)])
@@ -42,7 +23,7 @@ class ThresholdedScorer(dspy.Module):
 
 
 class TopShareDecision:
-    """Mixin for a :class:`ThresholdedScorer`: decide by within-group top share instead of a global
+    """Mixin for a :class:`RelevanceScorer`: decide by within-group top share instead of a global
     threshold (:func:`~personalign.programs.relevance.ranked.top_share_decisions`): the top
     ``top_fraction`` of each (prompt, user) group of at least ``min_group`` examples is relevant,
     smaller groups use ``score >= threshold``. ``top_fraction`` is the positive rate of the

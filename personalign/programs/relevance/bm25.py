@@ -17,10 +17,10 @@ from typing import Sequence
 
 import dspy
 
-from personalign.programs.relevance._scorer import ThresholdedScorer
+from personalign.programs.relevance._scorer import RelevanceScorer
 
 
-class BM25Relevance(ThresholdedScorer):
+class BM25Relevance(RelevanceScorer):
     """Predict relevant when the normalized BM25 score >= ``threshold``.
 
     Args:

@@ -27,7 +27,7 @@ from typing import Sequence
 
 import dspy
 
-from personalign.programs.relevance._scorer import ThresholdedScorer
+from personalign.programs.relevance._scorer import RelevanceScorer
 
 WEIGHTS_DIR = "cross_encoder"
 _load_lock = threading.Lock()
@@ -46,7 +46,7 @@ def _load(path: Path, max_length: int, seed: int | None = None):
         return CrossEncoder(str(path), num_labels=1, device="cpu", max_length=max_length, local_files_only=True)
 
 
-class MiniLMCrossEncoder(ThresholdedScorer):
+class MiniLMCrossEncoder(RelevanceScorer):
     """Relevant when ``sigmoid(cross_encoder(attribute, prompt)) >= threshold``.
 
     Args:

@@ -6,7 +6,7 @@ and the embedded model's ``log p(Yes) - log p(No)`` margin
 ``LogisticRegression(class_weight="balanced")`` stacker combines ``logit(p_learned)`` and the
 margin. Stacking without leakage: inside :meth:`LearnedPlusLLM.fit`, the learned member's
 stacker inputs are its out-of-fold scores (grouped by prompt,
-:func:`personalign.programs.relevance._cv.out_of_fold_scores`), then the member is refit on all
+:func:`personalign.programs.common.cv.out_of_fold_scores`), then the member is refit on all
 examples. :class:`personalign.optimizers.LearnedSelectorFit` adds the outer grouped CV that fixes
 the decision threshold, so train labels never set the threshold through in-sample scores.
 
@@ -25,7 +25,8 @@ from typing import Sequence
 
 import dspy
 
-from personalign.programs.relevance._scorer import ThresholdedScorer, TopShareDecision
+from personalign.programs.common.logistic import LogisticHead
+from personalign.programs.relevance._scorer import RelevanceScorer, TopShareDecision
 
 from personalign.programs.relevance.learned import MiniLMLogReg
 from personalign.programs.relevance.yes_prob import margins, resolve_model
@@ -36,7 +37,7 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
-class LearnedPlusLLM(ThresholdedScorer):
+class LearnedPlusLLM(RelevanceScorer):
     """Relevant when ``sigmoid(w1 * logit(p_learned) + w2 * margin + b) >= threshold``.
 
     Args:
@@ -83,9 +84,8 @@ class LearnedPlusLLM(ThresholdedScorer):
     def fit(self, examples: Sequence, *, seed: int = 0) -> "LearnedPlusLLM":
         """Fit the learned member (out-of-fold for the stacker, then on all) and the stacker."""
         import numpy as np
-        from sklearn.linear_model import LogisticRegression
 
-        from personalign.programs.relevance._cv import out_of_fold_scores
+        from personalign.programs.common.cv import group_of, out_of_fold_scores
 
         model = self._model()
 
@@ -94,26 +94,25 @@ class LearnedPlusLLM(ThresholdedScorer):
             member.fit(tr, seed=seed)
             return member.score_batch(te)
 
-        oof, _ = out_of_fold_scores(fit_and_score, examples)
+        oof, _ = out_of_fold_scores(fit_and_score, examples, labels=[bool(e.relevant) for e in examples],
+                                    groups=[group_of(e, "prompt_id", fallback="prompt") for e in examples])
         X = self._features(oof, examples, model)
         y = np.array([bool(e.relevant) for e in examples], dtype=int)
-        clf = LogisticRegression(class_weight="balanced", random_state=seed).fit(X, y)
-        self.stacker = {"coef": [float(v) for v in clf.coef_[0]], "intercept": float(clf.intercept_[0])}
+        head = LogisticHead(class_weight="balanced", standardize=False, random_state=seed).fit(X, y)
+        self.stacker = {"coef": [float(v) for v in head.coef_], "intercept": float(head.intercept_)}
         self.learned.fit(examples, seed=seed)
         self.fitted_model = model
         return self
 
     def score_batch(self, examples: Sequence) -> list[float]:
         """Stacked probability of relevant per example (shape (n,))."""
-        import numpy as np
-
         if self.stacker is None:
             raise RuntimeError("LearnedPlusLLM is not fitted: compile it with LearnedSelectorFit first")
         if not examples:
             return []
         X = self._features(self.learned.score_batch(examples), examples, self._model())
-        z = X @ np.array(self.stacker["coef"]) + self.stacker["intercept"]
-        return [float(v) for v in 1.0 / (1.0 + np.exp(-z))]
+        head = LogisticHead.from_arrays(self.stacker["coef"], self.stacker["intercept"])
+        return [float(v) for v in head.predict_proba(X)[:, 1]]
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {"threshold": self.threshold, "model": self.fitted_model, "stacker": self.stacker,

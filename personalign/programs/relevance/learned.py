@@ -2,7 +2,7 @@
 
 Source of the approach: the seed study's finding that selectors trained on human labels beat
 prompted LLM judges; here the cheapest trained selector -- frozen all-MiniLM-L6-v2 embeddings
-(:func:`personalign.lm.embedder.embed`, L2-normalized, 384-d) and scikit-learn's
+(:func:`personalign.programs.common.embed.embed_cached`, L2-normalized, 384-d) and scikit-learn's
 ``LogisticRegression(class_weight="balanced")`` for the rare positive class (~18%).
 
 Features of a pair (a = attribute embedding, p = prompt embedding), by ``features`` groups:
@@ -13,42 +13,22 @@ Fitting happens in ``compile`` (:class:`personalign.optimizers.LearnedSelectorFi
 scores from leave-one-prompt-out models fix the threshold, then the model is refit on all of train.
 
 Saving (no pickle): :meth:`MiniLMLogReg.dump_state` -> JSON ``{"threshold", "features", "C",
-"fitted"}``; :meth:`MiniLMLogReg.save_weights` writes ``minilm_logreg.npz`` (``coef`` (d,),
-``intercept`` (), ``mean`` (d,), ``scale`` (d,)) and :meth:`MiniLMLogReg.load_weights` reads it
-with ``allow_pickle=False``.
+"fitted"}``; ``save_weights`` writes the :class:`~personalign.programs.common.logistic.LogisticHead`
+as ``minilm_logreg.npz`` (``coef`` (d,), ``intercept`` (), ``mean`` (d,), ``scale`` (d,)) and
+``load_weights`` reads it with ``allow_pickle=False``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
-import dspy
-
-from personalign.programs.relevance._scorer import ThresholdedScorer
+from personalign.programs.common.embed import embed_cached
+from personalign.programs.common.logistic import LogisticSelector, check_feature_groups
+from personalign.programs.relevance._scorer import RelevanceScorer
 
 FEATURE_GROUPS = ("attribute", "prompt", "product", "absdiff", "cosine")
 DEFAULT_FEATURES = ("attribute", "product", "absdiff", "cosine")
 WEIGHTS_FILE = "minilm_logreg.npz"
-_CACHE_MAX = 20000
-_cache: "dict[str, object]" = {}
-
-
-def _embed_cached(texts: Sequence[str]):
-    """MiniLM embeddings (n, 384) with a process-wide text -> vector cache (CV refits embed once)."""
-    import numpy as np
-
-    from personalign.lm.embedder import embed
-
-    missing = [t for t in texts if t not in _cache]
-    if missing:
-        if len(_cache) + len(missing) > _CACHE_MAX:
-            _cache.clear()
-        for t, v in zip(missing, embed(missing)):
-            _cache[t] = v
-    if not texts:
-        return np.zeros((0, 384), dtype=np.float32)
-    return np.stack([_cache[t] for t in texts])
 
 
 def pair_features(attributes: Sequence[str], prompts: Sequence[str], groups: Sequence[str] = FEATURE_GROUPS):
@@ -59,14 +39,12 @@ def pair_features(attributes: Sequence[str], prompts: Sequence[str], groups: Seq
     """
     import numpy as np
 
-    bad = [g for g in groups if g not in FEATURE_GROUPS]
-    if bad:
-        raise ValueError(f"unknown feature group(s) {bad}; choose from {FEATURE_GROUPS}")
+    check_feature_groups(groups, FEATURE_GROUPS)
     if len(attributes) != len(prompts):
         raise ValueError(f"{len(attributes)} attributes vs {len(prompts)} prompts")
     uniq = sorted(set(attributes) | set(prompts))
     index = {t: i for i, t in enumerate(uniq)}
-    vecs = _embed_cached(uniq)
+    vecs = embed_cached(uniq)
     a = vecs[[index[t] for t in attributes]] if attributes else np.zeros((0, vecs.shape[1]), np.float32)
     p = vecs[[index[t] for t in prompts]] if prompts else np.zeros((0, vecs.shape[1]), np.float32)
     parts = {"attribute": a, "prompt": p, "product": a * p, "absdiff": np.abs(a - p),
@@ -74,7 +52,7 @@ def pair_features(attributes: Sequence[str], prompts: Sequence[str], groups: Seq
     return np.concatenate([parts[g] for g in groups], axis=1).astype(np.float32)
 
 
-class MiniLMLogReg(ThresholdedScorer):
+class MiniLMLogReg(LogisticSelector, RelevanceScorer):
     """Relevant when ``P(relevant | MiniLM features) >= threshold`` (probability in [0, 1]).
 
     Args:
@@ -94,6 +72,8 @@ class MiniLMLogReg(ThresholdedScorer):
 
     uses_lm = False
     weights_file = WEIGHTS_FILE
+    classes = ("relevant", "irrelevant")
+    max_iter = 2000
 
     def __init__(self, features: Sequence[str] = DEFAULT_FEATURES, C: float = 0.01,
                  threshold: float | None = None) -> None:
@@ -101,74 +81,14 @@ class MiniLMLogReg(ThresholdedScorer):
         self.features = list(features)
         self.C = float(C)
         self.threshold = threshold
-        self._w = None  # dict of numpy arrays: coef, intercept, mean, scale
+        self.head = None  # LogisticHead once fitted or loaded
 
-    # -- fitting (called by the optimizer) ------------------------------------------------------
-    def fit(self, examples: Sequence, *, seed: int = 0) -> "MiniLMLogReg":
-        """Fit scaler + logistic regression on ``examples`` (their ``relevant`` labels)."""
-        import numpy as np
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.preprocessing import StandardScaler
+    def feature_dim(self) -> int:
+        return 384 * sum(g != "cosine" for g in self.features) + ("cosine" in self.features)
 
-        X = pair_features([e.attribute for e in examples], [e.prompt for e in examples], self.features)
-        y = np.array([bool(e.relevant) for e in examples], dtype=int)
-        if len(set(y.tolist())) < 2:
-            raise ValueError("MiniLMLogReg.fit needs both relevant and irrelevant examples")
-        scaler = StandardScaler().fit(X)
-        clf = LogisticRegression(C=self.C, class_weight="balanced", max_iter=2000, random_state=seed)
-        clf.fit(scaler.transform(X), y)
-        self._w = {"coef": clf.coef_[0].astype(np.float64), "intercept": np.asarray(clf.intercept_[0], np.float64),
-                   "mean": scaler.mean_.astype(np.float64), "scale": scaler.scale_.astype(np.float64)}
-        return self
+    def feature_matrix(self, examples: Sequence):
+        """(n, d) float32 MiniLM features of the examples' (attribute, prompt) pairs."""
+        return pair_features([e.attribute for e in examples], [e.prompt for e in examples], self.features)
 
-    @property
-    def fitted(self) -> bool:
-        return self._w is not None
-
-    # -- scoring --------------------------------------------------------------------------------
-    def score_batch(self, examples: Sequence) -> list[float]:
-        """Probability of relevant per example (shape (n,)), from the fitted weights."""
-        import numpy as np
-
-        if self._w is None:
-            raise RuntimeError("MiniLMLogReg is not fitted: compile it with LearnedSelectorFit or load_weights()")
-        if not examples:
-            return []
-        X = pair_features([e.attribute for e in examples], [e.prompt for e in examples], self.features)
-        z = ((X - self._w["mean"]) / self._w["scale"]) @ self._w["coef"] + self._w["intercept"]
-        return [float(v) for v in 1.0 / (1.0 + np.exp(-z))]
-
-    # -- state ----------------------------------------------------------------------------------
-    def dump_state(self, *args, **kwargs) -> dict:
-        return {"threshold": self.threshold, "features": list(self.features), "C": self.C, "fitted": self.fitted}
-
-    def load_state(self, state: dict) -> "MiniLMLogReg":
-        self.threshold = state.get("threshold")
-        self.features = list(state.get("features", self.features))
-        self.C = float(state.get("C", self.C))
-        return self
-
-    def save_weights(self, directory: Path) -> Path:
-        """Write ``minilm_logreg.npz`` into ``directory`` (created); returns its path."""
-        import numpy as np
-
-        if self._w is None:
-            raise RuntimeError("MiniLMLogReg is not fitted: nothing to save")
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / WEIGHTS_FILE
-        np.savez(path, **self._w)
-        return path
-
-    def load_weights(self, directory: Path) -> "MiniLMLogReg":
-        """Read ``minilm_logreg.npz`` from ``directory`` (``allow_pickle=False``).
-
-        Raises:
-            DataError: missing or invalid weights file (names the file and the array).
-        """
-        from personalign.programs._weights import read_npz
-
-        d = 384 * sum(g != "cosine" for g in self.features) + ("cosine" in self.features)
-        self._w = read_npz(Path(directory) / WEIGHTS_FILE, {"coef": (d,), "intercept": (), "mean": (d,),
-                                                            "scale": (d,)}, positive=("scale",))
-        return self
+    def is_positive(self, example) -> bool:
+        return bool(example.relevant)

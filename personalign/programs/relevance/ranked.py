@@ -37,21 +37,20 @@ cosine, sentence_cosine, cosine_z, hard labels, C = 0.1; ``style-rank`` = style,
 sentence_cosine, cosine_z, soft labels, C = 0.01.
 
 Saving (no pickle): :meth:`RankedSelector.dump_state` -> JSON ``{"threshold", "top_fraction",
-"min_group", "features", "C", "labels", "fitted"}``; :meth:`RankedSelector.save_weights` writes
-``ranked_selector.npz`` (``coef`` (d,), ``intercept`` (), ``mean`` (d,), ``scale`` (d,)) and
-:meth:`RankedSelector.load_weights` reads it with ``allow_pickle=False``.
+"min_group", "features", "C", "labels", "fitted"}``; ``save_weights`` writes the
+:class:`~personalign.programs.common.logistic.LogisticHead` as ``ranked_selector.npz`` (``coef``
+(d,), ``intercept`` (), ``mean`` (d,), ``scale`` (d,)) and ``load_weights`` reads it with
+``allow_pickle=False``.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Sequence
 
-import dspy
-
-from personalign.programs.relevance._scorer import ThresholdedScorer
-from personalign.programs.relevance.learned import _embed_cached
+from personalign.programs.common.embed import embed_cached
+from personalign.programs.common.logistic import LogisticHead, LogisticSelector, check_feature_groups
+from personalign.programs.relevance._scorer import RelevanceScorer
 
 FEATURE_GROUPS = ("attribute", "cosine", "sentence_cosine", "cosine_z", "style")
 LABEL_MODES = ("hard", "soft")
@@ -124,9 +123,7 @@ def ranked_features(examples: Sequence, features: Sequence[str]):
     """
     import numpy as np
 
-    bad = [f for f in features if f not in FEATURE_GROUPS]
-    if bad:
-        raise ValueError(f"unknown feature group(s) {bad}; choose from {FEATURE_GROUPS}")
+    check_feature_groups(features, FEATURE_GROUPS)
     n = len(examples)
     attrs = [e.attribute for e in examples]
     prompts = [e.prompt for e in examples]
@@ -134,7 +131,7 @@ def ranked_features(examples: Sequence, features: Sequence[str]):
     texts = sorted(set(attrs) | set(prompts) | {s for ss in sentences.values() for s in ss}
                    | (set(STYLE_PROTOTYPES) if "style" in features else set()))
     index = {t: i for i, t in enumerate(texts)}
-    vecs = np.asarray(_embed_cached(texts), dtype=np.float64)
+    vecs = np.asarray(embed_cached(texts), dtype=np.float64)
     a = vecs[[index[t] for t in attrs]] if n else np.zeros((0, EMBEDDING_DIM))
     p = vecs[[index[t] for t in prompts]] if n else np.zeros((0, EMBEDDING_DIM))
     cos = np.sum(a * p, axis=1)
@@ -165,7 +162,7 @@ def _soft_rate(example) -> float:
     return float(rate) if rate is not None else float(bool(example.relevant))
 
 
-class RankedSelector(ThresholdedScorer):
+class RankedSelector(LogisticSelector, RelevanceScorer):
     """Relevant = among the top ``top_fraction`` of its (prompt, user) group by learned probability.
 
     Args:
@@ -187,14 +184,13 @@ class RankedSelector(ThresholdedScorer):
     fit_with = "LearnedSelectorFit"
     uses_lm = False
     weights_file = WEIGHTS_FILE
+    classes = ("relevant", "irrelevant")
 
     def __init__(self, features: Sequence[str] = ("attribute", "cosine", "sentence_cosine", "cosine_z"),
                  C: float = 0.1, labels: str = "hard", min_group: int = 5, top_fraction: float | None = None,
                  threshold: float | None = None) -> None:
         super().__init__()
-        bad = [f for f in features if f not in FEATURE_GROUPS]
-        if bad:
-            raise ValueError(f"unknown feature group(s) {bad}; choose from {FEATURE_GROUPS}")
+        check_feature_groups(features, FEATURE_GROUPS)
         if labels not in LABEL_MODES:
             raise ValueError(f"labels must be one of {LABEL_MODES}, got {labels!r}")
         self.features = list(features)
@@ -203,75 +199,70 @@ class RankedSelector(ThresholdedScorer):
         self.min_group = int(min_group)
         self.top_fraction = top_fraction
         self.threshold = threshold
-        self._w = None  # dict of numpy arrays: coef, intercept, mean, scale
+        self.head = None  # LogisticHead once fitted or loaded
+
+    def feature_dim(self) -> int:
+        return feature_dim(self.features)
+
+    def feature_matrix(self, examples: Sequence):
+        return ranked_features(examples, self.features)
+
+    def is_positive(self, example) -> bool:
+        return bool(example.relevant)
 
     # -- fitting --------------------------------------------------------------------------------
     def fit(self, examples: Sequence, *, seed: int = 0) -> "RankedSelector":
-        """Fit scaler + logistic regression on ``examples``; ``top_fraction`` = their positive rate."""
+        """Fit scaler + logistic regression on ``examples``; ``top_fraction`` = their positive rate.
+
+        Raises:
+            ValueError: a single class in ``examples``.
+        """
         import numpy as np
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.preprocessing import StandardScaler
 
         y = np.array([bool(e.relevant) for e in examples], dtype=int)
+        if self.labels == "hard":
+            super().fit(examples, seed=seed)
+            self.top_fraction = float(y.mean())
+            return self
         if len(set(y.tolist())) < 2:
-            raise ValueError("RankedSelector.fit needs both relevant and irrelevant examples")
+            raise ValueError(f"{type(self).__name__}.fit needs both relevant and irrelevant examples")
+        # soft labels: each pair twice, positive with weight human_yes_rate and negative with 1 - it,
+        # class totals balanced; the scaler is fitted on the pairs once (as for hard labels)
+        from sklearn.preprocessing import StandardScaler
+
         X = ranked_features(examples, self.features)
         scaler = StandardScaler().fit(X)
         Xs = scaler.transform(X)
-        if self.labels == "hard":
-            clf = LogisticRegression(C=self.C, class_weight="balanced", max_iter=3000, random_state=seed).fit(Xs, y)
-        else:
-            rate = np.array([_soft_rate(e) for e in examples], dtype=float)
-            X2 = np.vstack([Xs, Xs])
-            y2 = np.r_[np.ones(len(rate), int), np.zeros(len(rate), int)]
-            w = np.r_[rate, 1.0 - rate]
-            pos, neg = w[y2 == 1].sum(), w[y2 == 0].sum()
-            w = np.where(y2 == 1, w / pos, w / neg) * len(rate)  # balanced class totals
-            clf = LogisticRegression(C=self.C, max_iter=3000, random_state=seed).fit(X2, y2, sample_weight=w)
-        self._w = {"coef": clf.coef_[0].astype(np.float64), "intercept": np.asarray(clf.intercept_[0], np.float64),
-                   "mean": scaler.mean_.astype(np.float64), "scale": scaler.scale_.astype(np.float64)}
+        rate = np.array([_soft_rate(e) for e in examples], dtype=float)
+        y2 = np.r_[np.ones(len(rate), int), np.zeros(len(rate), int)]
+        w = np.r_[rate, 1.0 - rate]
+        pos, neg = w[y2 == 1].sum(), w[y2 == 0].sum()
+        w = np.where(y2 == 1, w / pos, w / neg) * len(rate)  # balanced class totals
+        fitted = LogisticHead(C=self.C, max_iter=self.max_iter, standardize=False, random_state=seed).fit(
+            np.vstack([Xs, Xs]), y2, sample_weight=w)
+        self.head = LogisticHead.from_arrays(fitted.coef_, fitted.intercept_, scaler.mean_, scaler.scale_,
+                                             C=self.C, max_iter=self.max_iter, random_state=seed)
         self.top_fraction = float(y.mean())
         return self
 
-    @property
-    def fitted(self) -> bool:
-        return self._w is not None
-
-    def _require_compiled(self) -> None:
+    def require_compiled(self) -> None:
+        """Raise ``RuntimeError`` unless ``threshold`` and ``top_fraction`` are set."""
         if self.threshold is None or self.top_fraction is None:
             raise RuntimeError(f"{type(self).__name__} has no threshold/top_fraction: "
                                f"compile it with {self.fit_with} first")
 
-    # -- scoring and deciding -------------------------------------------------------------------
-    def score_batch(self, examples: Sequence) -> list[float]:
-        """Probability of relevant per example (shape (n,))."""
-        import numpy as np
-
-        if self._w is None:
-            raise RuntimeError(f"{type(self).__name__} is not fitted: compile it with {self.fit_with} "
-                               "or load_weights()")
-        if not examples:
-            return []
-        X = ranked_features(examples, self.features)
-        z = ((X - self._w["mean"]) / self._w["scale"]) @ self._w["coef"] + self._w["intercept"]
-        return [float(v) for v in 1.0 / (1.0 + np.exp(-z))]
-
+    # -- deciding -------------------------------------------------------------------------------
     def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
         """Decisions for ``scores`` (one per example): :func:`top_share_decisions` with this
-        selector's ``top_fraction``, ``min_group`` and ``threshold``.
+        selector's ``top_fraction``, ``min_group`` and ``threshold``. Examples sharing
+        (prompt_id, user_id) are ranked together, so pass a user's attributes for a prompt in one
+        ``predict_batch`` call.
 
         Raises:
             RuntimeError: no ``threshold`` or ``top_fraction`` yet.
         """
-        self._require_compiled()
+        self.require_compiled()
         return top_share_decisions(scores, examples, self.top_fraction, self.min_group, self.threshold)
-
-    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
-        """One ``Prediction(relevant, score)`` per example; examples sharing (prompt_id, user_id)
-        are ranked together, so pass a user's attributes for a prompt in one call."""
-        self._require_compiled()
-        scores = self.score_batch(examples)
-        return [dspy.Prediction(relevant=r, score=s) for r, s in zip(self.decide(scores, examples), scores)]
 
     # -- state ----------------------------------------------------------------------------------
     def dump_state(self, *args, **kwargs) -> dict:
@@ -285,31 +276,6 @@ class RankedSelector(ThresholdedScorer):
         self.features = list(state.get("features", self.features))
         self.C = float(state.get("C", self.C))
         self.labels = state.get("labels", self.labels)
-        return self
-
-    def save_weights(self, directory: Path) -> Path:
-        """Write ``ranked_selector.npz`` into ``directory`` (created); returns its path."""
-        import numpy as np
-
-        if self._w is None:
-            raise RuntimeError(f"{type(self).__name__} is not fitted: nothing to save")
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / WEIGHTS_FILE
-        np.savez(path, **self._w)
-        return path
-
-    def load_weights(self, directory: Path) -> "RankedSelector":
-        """Read ``ranked_selector.npz`` from ``directory`` (``allow_pickle=False``).
-
-        Raises:
-            DataError: missing or invalid weights file (names the file and the array).
-        """
-        from personalign.programs._weights import read_npz
-
-        d = feature_dim(self.features)
-        self._w = read_npz(Path(directory) / WEIGHTS_FILE, {"coef": (d,), "intercept": (), "mean": (d,),
-                                                            "scale": (d,)}, positive=("scale",))
         return self
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dspy
 
-from personalign.programs.relevance._scorer import ThresholdedScorer
+from personalign.programs.relevance._scorer import RelevanceScorer
 
 
-class EmbeddingSimilarity(ThresholdedScorer):
+class EmbeddingSimilarity(RelevanceScorer):
     """Predict relevant when cos(MiniLM(attribute), MiniLM(prompt)) >= ``threshold``.
 
     Attributes:

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import dspy
 
-from personalign.programs.relevance._scorer import ThresholdedScorer, TopShareDecision
+from personalign.programs.relevance._scorer import RelevanceScorer, TopShareDecision
 
 _margins: dict[tuple[str, str, str], float] = {}
 _margins_lock = threading.Lock()
@@ -82,7 +82,7 @@ def resolve_model(model: str | None) -> str:
     return default_model()
 
 
-class YesProbability(ThresholdedScorer):
+class YesProbability(RelevanceScorer):
     """Relevant when ``log p(Yes) - log p(No) >= threshold`` for the pair's yes/no question.
 
     Args:

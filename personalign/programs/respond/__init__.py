@@ -7,7 +7,7 @@ attributes`` and the label ``preference``; strategies return ``response``. Score
 judge, run with the same LM, finds no violation) -- reported as the follow rate with a 95% CI;
 its complement is PrefEval's violation rate.
 
-Also here: text helpers (:mod:`~personalign.programs.respond.text`). Light at import (no dspy).
+Its text helpers are shared: :mod:`~personalign.programs.common.text`. Light at import (no dspy).
 """
 
 from personalign.programs._registry import Registry, StrategyInfo

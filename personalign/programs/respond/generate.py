@@ -15,7 +15,7 @@ Post-checks done in code because a 135M model cannot be trusted to follow the in
 * an empty response is re-sampled once (``rollout_id`` + temperature 0.7), then raises
   ``ValueError`` (``run_program`` counts it as a failure);
 * with ``forbid_explicit``, a response that explicitly mentions an attribute (by
-  :func:`~personalign.programs.respond.text.lexical_mention`) is re-sampled once; if it still
+  :func:`~personalign.programs.common.text.lexical_mention`) is re-sampled once; if it still
   does, the sentences that mention an attribute are removed when something remains.
 """
 
@@ -25,7 +25,7 @@ from typing import Sequence
 
 import dspy
 
-from personalign.programs.respond.text import clip_list, lexical_mention, split_sentences, truncate_head
+from personalign.programs.common.text import clip_list, lexical_mention, split_sentences, truncate_head
 from personalign.signatures.respond import GenericRespondSignature, RespondImplicitSignature, RespondSignature
 
 RESAMPLE_TEMPERATURE = 0.7

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dspy
 
-from personalign.programs.respond.text import truncate_head
+from personalign.programs.common.text import truncate_head
 from personalign.signatures.respond import PreferenceViolationSignature
 
 MAX_RESPONSE_CHARS = 3000

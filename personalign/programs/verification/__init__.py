@@ -11,8 +11,9 @@ F-beta with beta = 2 (recall of rejections weighted over precision).
 Data: :func:`personalign.programs.verification.data.load_verification` -- a PrefEval folder
 (derived pairs, split by topic) or canonical JSONL of human-labelled
 :class:`~personalign.data.schemas.VerificationExample` lines. Also here:
-:mod:`~personalign.programs.verification.taxonomy` (error categories of rejected attributes) and
-:mod:`~personalign.programs.verification.evidence` (fitting evidence to a context window).
+:mod:`~personalign.programs.verification.taxonomy` (error categories of rejected attributes); the
+evidence helpers (fitting evidence to a context window) are shared:
+:mod:`~personalign.programs.common.evidence`.
 """
 
 from personalign.programs._registry import Registry, StrategyInfo

@@ -4,8 +4,9 @@
 
 * a directory (the PrefEval root, or its ``implicit_preference/persona-driven`` folder) or a
   PrefEval topic ``.json`` file: the persona-driven records are split **by topic**
-  (:func:`prefeval_topic_splits`: seeded :func:`~personalign.data.splits.group_split`, shares
-  train 0.5 / val 0.25 / test 0.25 -- with the 16 public topics 8 / 4 / 4) and verification pairs
+  (:func:`~personalign.programs.common.stage1.prefeval_topic_splits`: seeded
+  :func:`~personalign.data.splits.group_split`, shares train 0.5 / val 0.25 / test 0.25 -- with
+  the 16 public topics 8 / 4 / 4) and verification pairs
   are derived *within* each split (:func:`~personalign.data.derive.verification_pairs`, one
   other-topic negative per conversation), so no conversation, preference or topic crosses splits.
   No human accept/reject labels exist for PrefEval: "accepted" means "this is the preference the
@@ -23,51 +24,8 @@ Raises :class:`~personalign.errors.DataError` (file, line, field) on bad input.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
 
-SPLIT_FRACTIONS = {"train": 0.5, "val": 0.25, "test": 0.25}
-SPLIT_SEED = 0
-
-
-def prefeval_topic_splits(path: str | Path, *, kind: str = "persona", seed: int = SPLIT_SEED,
-                          fractions: dict[str, float] | None = None) -> dict[str, list]:
-    """PrefEval records of ``kind`` split by topic: ``{"train": [...], "val": [...], "test": [...]}``.
-
-    Raises:
-        DataError: unreadable PrefEval data, or fewer topics than splits.
-    """
-    from personalign.data import load_prefeval
-    from personalign.data.splits import group_split
-    from personalign.errors import DataError
-
-    records = load_prefeval(path, kind)
-    fractions = dict(fractions or SPLIT_FRACTIONS)
-    topics = sorted({r.topic for r in records})
-    if len(topics) < len(fractions):
-        raise DataError(path, None, "topic", f"{len(topics)} topic(s) cannot fill the {len(fractions)} splits "
-                                             f"{', '.join(fractions)} without sharing a topic")
-    return group_split(records, by="topic", fractions=fractions, seed=seed)
-
-
-def group_of(example) -> str:
-    """The CV group of a verification or extraction example: topic, else user id, else id."""
-    for key in ("topic", "user_id", "id"):
-        v = getattr(example, key, None)
-        if v:
-            return str(v)
-    return "all"
-
-
-def _to_dspy(examples: Sequence, split: str | None = None) -> list:
-    out = []
-    for ex in examples:
-        if split is not None:
-            ex = ex.model_copy(update={"split": split})
-        d = ex.to_dspy()
-        d["group"] = group_of(ex)
-        out.append(d)
-    return out
-
+from personalign.programs.common.stage1 import SPLIT_SEED, prefeval_topic_splits, to_dspy
 
 def load_verification(path: str | Path) -> list:
     """Verification examples of ``path`` (see the module doc), each with ``split`` and ``group``.
@@ -85,11 +43,11 @@ def load_verification(path: str | Path) -> list:
     if p.is_dir() or p.suffix == ".json":
         out = []
         for split, records in prefeval_topic_splits(p).items():
-            out.extend(_to_dspy(verification_pairs(records, negatives_per_positive=1, seed=SPLIT_SEED), split))
+            out.extend(to_dspy(verification_pairs(records, negatives_per_positive=1, seed=SPLIT_SEED), split))
         return out
     if p.suffix == ".jsonl":
-        return _to_dspy(read_examples(p, "verification"))
+        return to_dspy(read_examples(p, "verification"))
     raise DataError(p, None, None, "expected a PrefEval folder or topic .json file, or canonical verification .jsonl")
 
 
-__all__ = ["SPLIT_FRACTIONS", "group_of", "load_verification", "prefeval_topic_splits"]
+__all__ = ["load_verification"]

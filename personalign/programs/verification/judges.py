@@ -13,12 +13,12 @@ they are (registry ``trainable=False``).
 Input handling, shared by all three (before any LM call):
 
 * evidence is cleaned (:func:`personalign.preprocess.clean_text`: invalid UTF-8 becomes U+FFFD)
-  and fitted to the active model's context (:func:`~personalign.programs.verification.evidence.fit_evidence`
-  with :func:`~personalign.programs.verification.evidence.prompt_budget`: on the embedded
+  and fitted to the active model's context (:func:`~personalign.programs.common.evidence.fit_evidence`
+  with :func:`~personalign.programs.common.budget.prompt_budget`: on the embedded
   4096-token models, measured in tokens -- what the exact prompt leaves after 512 answer tokens,
   about 2,900 tokens without demos; 50,000 characters on hosted models). Few-shot demos added by
   a teleprompter share the window: on embedded models each demo's evidence is fitted to an equal
-  share (:func:`~personalign.programs.verification.evidence.fit_demos`), so compiled verifiers
+  share (:func:`~personalign.programs.common.evidence.fit_demos`), so compiled verifiers
   still fit the 4096-token context;
 * evidence without any user text is a defined result, not an LM call: ``accepted=False`` with the
   rationale ``"no user messages in the evidence"`` (nothing the user wrote can support the claim);
@@ -36,7 +36,7 @@ from __future__ import annotations
 import dspy
 
 from personalign.lm.logprobs import bool_field, scored
-from personalign.programs.verification.evidence import fit_demos, fit_evidence, parse_evidence
+from personalign.programs.common.evidence import fit_demos, fit_evidence, parse_evidence
 from personalign.signatures.verification import VerificationCriteriaSignature, VerificationSignature
 
 MAX_FIELD_CHARS = 1000
@@ -57,7 +57,7 @@ class _Verifier(dspy.Module):
 
     def budget(self, attribute: str = "", reason: str = ""):
         """``(demos, budget)`` of a call: the demos to send (None: the predictor's own) and the
-        evidence :class:`~personalign.programs.verification.evidence.Budget`."""
+        evidence :class:`~personalign.programs.common.budget.Budget`."""
         return fit_demos(self.judge, {"attribute": attribute, "reason": reason}, "evidence",
                          output_tokens=self.output_tokens)
 

@@ -40,20 +40,22 @@ standardized features; score = P(rejected). :class:`MaxSimilarityVerifier`: no w
 1 - max_j cos(a, s_j) (an attribute no user sentence resembles is suspect); the threshold is its
 only parameter.
 
-Saving (no pickle): ``dump_state()`` -> JSON; :meth:`MiniLMVerifier.save_weights` writes
-``minilm_verifier.npz`` (``coef`` (d,), ``intercept`` (), ``mean`` (d,), ``scale`` (d,)), read
+Saving (no pickle): ``dump_state()`` -> JSON; ``MiniLMVerifier.save_weights`` writes its
+:class:`~personalign.programs.common.logistic.LogisticHead` as ``minilm_verifier.npz`` (``coef`` (d,), ``intercept`` (), ``mean`` (d,), ``scale`` (d,)), read
 back with ``allow_pickle=False``.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Sequence
 
 import dspy
 
-from personalign.programs.verification.evidence import parse_evidence
+from personalign.programs.common.embed import embed_cached
+from personalign.programs.common.evidence import parse_evidence
+from personalign.programs.common.logistic import LogisticSelector, check_feature_groups
+from personalign.programs.common.scorer import ThresholdedScorer
 
 FEATURE_GROUPS = ("attribute", "best_product", "best_absdiff", "mean_product", "sims", "lexical")
 DEFAULT_FEATURES = ("sims", "lexical")
@@ -65,25 +67,6 @@ OPTIMIZER_KWARGS = {"label": "accepted", "positive": False, "beta": 2.0, "group_
 """Settings of :class:`~personalign.optimizers.learned.LearnedSelectorFit` for verifiers."""
 
 _SENT = re.compile(r"(?<=[.!?])\s+")
-_CACHE_MAX = 50_000
-_cache: dict[str, object] = {}
-
-
-def _embed_cached(texts: Sequence[str]):
-    """MiniLM embeddings (n, 384) with a process-wide text -> vector cache (CV refits embed once)."""
-    import numpy as np
-
-    from personalign.lm.embedder import EMBEDDING_DIM, embed
-
-    missing = list(dict.fromkeys(t for t in texts if t not in _cache))
-    if missing:
-        if len(_cache) + len(missing) > _CACHE_MAX:
-            _cache.clear()
-        for t, v in zip(missing, embed(missing)):
-            _cache[t] = v
-    if not texts:
-        return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
-    return np.stack([_cache[t] for t in texts])
 
 
 def user_segments(evidence: str, *, segment_chars: int = SEGMENT_CHARS, max_chars: int = MAX_USER_CHARS) -> list[str]:
@@ -148,7 +131,7 @@ def _segment_stats(evidences: Sequence[str], attributes: Sequence[str]):
     segs = [user_segments(e) for e in evidences]
     uniq = list(dict.fromkeys([*attributes, *(s for ss in segs for s in ss)]))
     index = {t: i for i, t in enumerate(uniq)}
-    vecs = _embed_cached(uniq).astype(np.float64)
+    vecs = embed_cached(uniq).astype(np.float64)
     d = vecs.shape[1]
     n = len(attributes)
     A = vecs[[index[a] for a in attributes]] if n else np.zeros((0, d))
@@ -181,9 +164,7 @@ def verification_features(evidences: Sequence[str], attributes: Sequence[str],
     """
     import numpy as np
 
-    bad = [g for g in groups if g not in FEATURE_GROUPS]
-    if bad:
-        raise ValueError(f"unknown feature group(s) {bad}; choose from {FEATURE_GROUPS}")
+    check_feature_groups(groups, FEATURE_GROUPS)
     if len(evidences) != len(attributes):
         raise ValueError(f"{len(evidences)} evidences vs {len(attributes)} attributes")
     A, T, M, S, segs = _segment_stats(evidences, attributes)
@@ -199,7 +180,7 @@ def _snippet(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class RejectScorer(dspy.Module):
+class RejectScorer(ThresholdedScorer):
     """Base of the scoring verifiers: ``score_batch(examples) -> list[float]`` (higher = reject),
     rejected when ``score >= threshold``. ``predict_batch`` returns one
     ``Prediction(accepted, score, rationale)`` per example; the rationale names the user segment
@@ -210,32 +191,28 @@ class RejectScorer(dspy.Module):
     """
 
     uses_lm = False
-    threshold: float | None = None
+    output_field = "accepted"
+    positive_output = False  # score >= threshold: rejected
+    fit_with = "LearnedSelectorFit"
     optimizer_kwargs = OPTIMIZER_KWARGS
-
-    def score_batch(self, examples: Sequence) -> list[float]:
-        raise NotImplementedError
 
     def fit(self, examples: Sequence, *, seed: int = 0) -> "RejectScorer":
         return self
 
-    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
+    def explain(self, examples: Sequence, scores: Sequence[float], decisions: Sequence[bool]) -> list[dict]:
+        """``{"rationale": ...}`` per example: the closest user segment and the score vs the threshold."""
         import numpy as np
 
-        if self.threshold is None:
-            raise RuntimeError(f"{type(self).__name__} has no threshold: compile it with LearnedSelectorFit first")
-        scores = self.score_batch(examples)
         A, T, M, S, segs = _segment_stats([e.evidence for e in examples], [e.attribute for e in examples])
         out = []
-        for i, s in enumerate(scores):
-            rejected = s >= self.threshold
+        for i, (s, rejected) in enumerate(zip(scores, decisions)):
             if not segs[i]:
                 why = "no user messages in the evidence"
             else:
-                best = segs[i][int(np.argmax([float(v) for v in (_embed_cached(segs[i]) @ A[i])]))]
+                best = segs[i][int(np.argmax([float(v) for v in (embed_cached(segs[i]) @ A[i])]))]
                 why = (f"closest user message (cosine {S[i, 0]:.2f}): \"{_snippet(best)}\"; "
                        f"rejection score {s:.2f} {'>=' if rejected else '<'} threshold {self.threshold:.2f}")
-            out.append(dspy.Prediction(accepted=not rejected, score=float(s), rationale=why))
+            out.append({"rationale": why})
         return out
 
     def forward(self, evidence: str, attribute: str, reason: str = "") -> dspy.Prediction:
@@ -261,7 +238,7 @@ class MaxSimilarityVerifier(RejectScorer):
         return self
 
 
-class MiniLMVerifier(RejectScorer):
+class MiniLMVerifier(LogisticSelector, RejectScorer):
     """Learned verifier: P(rejected | MiniLM features) from a class-weighted logistic regression.
 
     Args:
@@ -276,6 +253,7 @@ class MiniLMVerifier(RejectScorer):
     """
 
     weights_file = WEIGHTS_FILE
+    classes = ("rejected", "accepted")
 
     def __init__(self, features: Sequence[str] = DEFAULT_FEATURES, C: float = 1.0,
                  threshold: float | None = None) -> None:
@@ -283,74 +261,17 @@ class MiniLMVerifier(RejectScorer):
         self.features = list(features)
         self.C = float(C)
         self.threshold = threshold
-        self._w = None
+        self.head = None  # LogisticHead once fitted or loaded
 
-    def fit(self, examples: Sequence, *, seed: int = 0) -> "MiniLMVerifier":
-        """Fit scaler + logistic regression; the target is ``not example.accepted`` (rejected)."""
-        import numpy as np
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.preprocessing import StandardScaler
+    def feature_dim(self) -> int:
+        return sum(_GROUP_DIMS[g] for g in self.features)
 
-        X = verification_features([e.evidence for e in examples], [e.attribute for e in examples], self.features)
-        y = np.array([not bool(e.accepted) for e in examples], dtype=int)
-        if len(set(y.tolist())) < 2:
-            raise ValueError("MiniLMVerifier.fit needs both accepted and rejected examples")
-        scaler = StandardScaler().fit(X)
-        clf = LogisticRegression(C=self.C, class_weight="balanced", max_iter=3000, random_state=seed)
-        clf.fit(scaler.transform(X), y)
-        self._w = {"coef": clf.coef_[0].astype(np.float64), "intercept": np.asarray(clf.intercept_[0], np.float64),
-                   "mean": scaler.mean_.astype(np.float64), "scale": scaler.scale_.astype(np.float64)}
-        return self
+    def feature_matrix(self, examples: Sequence):
+        """(n, d) float64 features of the examples' (evidence, attribute) pairs (module doc)."""
+        return verification_features([e.evidence for e in examples], [e.attribute for e in examples], self.features)
 
-    @property
-    def fitted(self) -> bool:
-        return self._w is not None
-
-    def score_batch(self, examples: Sequence) -> list[float]:
-        """P(rejected) per example (n,)."""
-        import numpy as np
-
-        if self._w is None:
-            raise RuntimeError("MiniLMVerifier is not fitted: compile it with LearnedSelectorFit or load_weights()")
-        if not examples:
-            return []
-        X = verification_features([e.evidence for e in examples], [e.attribute for e in examples], self.features)
-        z = ((X - self._w["mean"]) / self._w["scale"]) @ self._w["coef"] + self._w["intercept"]
-        return [float(v) for v in 1.0 / (1.0 + np.exp(-z))]
-
-    def dump_state(self, *args, **kwargs) -> dict:
-        return {"threshold": self.threshold, "features": list(self.features), "C": self.C, "fitted": self.fitted}
-
-    def load_state(self, state: dict) -> "MiniLMVerifier":
-        self.threshold = state.get("threshold")
-        self.features = list(state.get("features", self.features))
-        self.C = float(state.get("C", self.C))
-        return self
-
-    def save_weights(self, directory: Path) -> Path:
-        """Write ``minilm_verifier.npz`` into ``directory`` (created); returns its path."""
-        import numpy as np
-
-        if self._w is None:
-            raise RuntimeError("MiniLMVerifier is not fitted: nothing to save")
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / WEIGHTS_FILE
-        np.savez(path, **self._w)
-        return path
-
-    def load_weights(self, directory: Path) -> "MiniLMVerifier":
-        """Read ``minilm_verifier.npz`` (``allow_pickle=False``).
-
-        Raises:
-            DataError: missing or invalid weights file (names the file and the array).
-        """
-        from personalign.programs._weights import read_npz
-
-        d = sum(_GROUP_DIMS[g] for g in self.features)
-        self._w = read_npz(Path(directory) / WEIGHTS_FILE, {"coef": (d,), "intercept": (), "mean": (d,),
-                                                            "scale": (d,)}, positive=("scale",))
-        return self
+    def is_positive(self, example) -> bool:
+        return not bool(example.accepted)  # the score is P(rejected)
 
 
 __all__ = ["FEATURE_GROUPS", "OPTIMIZER_KWARGS", "MaxSimilarityVerifier", "MiniLMVerifier", "RejectScorer",

@@ -19,7 +19,8 @@ from typing import Any, Sequence
 
 import dspy
 
-from personalign.programs.verification.evidence import fit_evidence, parse_evidence, prompt_budget
+from personalign.programs.common.budget import prompt_budget
+from personalign.programs.common.evidence import fit_evidence, parse_evidence
 from personalign.programs.verification.judges import _short
 from personalign.signatures.verification import ERROR_CATEGORIES, ErrorTaxonomySignature
 

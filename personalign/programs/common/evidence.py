@@ -1,56 +1,24 @@
-"""Evidence text for Stage 1 prompts: parsing, user-turn rendering, and fitting a context window.
+"""Evidence texts of Stage 1 (extraction, verification): parsing, rendering, fitting to a budget.
 
-The embedded models have a 4096-token context (``PERSONALIGN_N_CTX``), while a PrefEval
-conversation is up to ~15,000 characters and a real chat history far more. Every LLM program of
-Stage 1 therefore fits its long input (evidence, chunk, item) to a :class:`Budget` computed by
-:func:`prompt_budget` for the predictor about to be called:
-
-* embedded models (``local/...``): a budget in **tokens**, measured with the model's own
-  tokenizer -- ``n_ctx - output_tokens - overhead - 16``, where ``overhead`` is the token count of
-  the exact prompt the adapter would send with the long field left empty (instructions, field
-  framing, JSON schema, the other inputs and any few-shot demos a teleprompter added) and 16 a
-  margin for tokenization at the seams;
-* any other model: ``hosted_chars`` **characters** (50,000, the study's chunk size).
-
-:func:`fit_evidence` shortens an evidence text to a budget in this order, stopping as soon as it
-fits: (1) the text as is; (2) only the user's turns (a claim about the user must rest on what
-the user wrote; the assistant's text is never evidence about the user); (3) each user turn cut to
-``per_turn_chars`` (its beginning, then " [...]"); (4) the user turns ranked by MiniLM cosine
-similarity to the attribute, kept greedily in that order while they fit, then printed in
-conversation order (if not even the best turn fits, its beginning is kept). The result says what
-was done (``FittedEvidence.steps``). Texts longer than 10 characters per token of budget are not
-tokenized (no text of natural language is that sparse): they are treated as not fitting.
+Evidence is ``Role: content`` paragraphs (PrefEval's rendering of a conversation). Budgets come
+from :mod:`personalign.programs.common.budget`. :func:`fit_evidence` shortens an evidence text to
+a budget in this order, stopping as soon as it fits: (1) the text as is; (2) only the user's turns
+(a claim about the user must rest on what the user wrote; the assistant's text is never evidence
+about the user); (3) each user turn cut to ``per_turn_chars`` (its beginning, then " [...]"); (4)
+the user turns ranked by MiniLM cosine similarity to the attribute, kept greedily in that order
+while they fit, then printed in conversation order (if not even the best turn fits, its beginning
+is kept). The result says what was done (``FittedEvidence.steps``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-HOSTED_CHARS = 50_000
-MAX_CHARS_PER_TOKEN = 10
-SEAM_TOKENS = 16
+from personalign.programs.common.budget import Budget, active_model, cut_text, cut_to_budget, prompt_budget, token_budget
+
 _ROLE_RE = re.compile(r"(?:^|\n\n)(User|Assistant|System):[ \t]?", re.IGNORECASE)
-
-
-@dataclass
-class Budget:
-    """How much long input a prompt may carry: ``limit`` in ``unit`` ("tokens" or "chars"),
-    measured by ``measure(text)``."""
-
-    limit: int
-    unit: str = "chars"
-    measure: Callable[[str], int] = len
-
-    def fits(self, text: str) -> bool:
-        if self.unit == "chars":
-            return len(text) <= self.limit
-        return len(text) <= self.limit * MAX_CHARS_PER_TOKEN and self.measure(text) <= self.limit
-
-    def approx_chars(self) -> int:
-        """A character count that usually fits (4 characters per token for token budgets)."""
-        return self.limit if self.unit == "chars" else self.limit * 4
 
 
 def parse_evidence(text: str) -> list:
@@ -85,29 +53,6 @@ def render_user_turns(turns: Sequence, ids: Sequence[int] | None = None) -> str:
     the conversation (``ids`` gives the positions when ``turns`` is already a subset)."""
     ids = list(range(len(turns))) if ids is None else list(ids)
     return "\n\n".join(f"[turn {i}] {t.content}" for i, t in zip(ids, turns) if t.role == "user")
-
-
-def cut_text(text: str, limit: int) -> str:
-    """The beginning of ``text`` in at most ``limit`` characters, ``" [...]"`` marking a cut."""
-    if len(text) <= limit:
-        return text
-    return text[: max(0, limit - 6)].rstrip() + " [...]"
-
-
-def cut_to_budget(text: str, budget: Budget) -> str:
-    """The longest beginning of ``text`` (``" [...]"`` marking the cut) that fits ``budget``
-    (halving/extending by characters; at most ~12 measurements)."""
-    if budget.fits(text):
-        return text
-    lo, hi = 0, min(len(text), budget.limit * (1 if budget.unit == "chars" else MAX_CHARS_PER_TOKEN))
-    while hi - lo > max(16, hi // 64):
-        mid = (lo + hi) // 2
-        if budget.fits(cut_text(text, mid)):
-            lo = mid
-        else:
-            hi = mid
-    return cut_text(text, lo) if lo > 6 else ""
-
 
 @dataclass
 class FittedEvidence:
@@ -175,67 +120,6 @@ def fit_evidence(evidence: str, attribute: str, budget: Budget | int, *, per_tur
         kept = [best] if text else []
     return FittedEvidence(text, steps, len(users), len(kept))
 
-
-def active_model() -> str | None:
-    """Model string of the LM in the current DSPy context (None when none is set)."""
-    import dspy
-
-    lm = dspy.settings.lm
-    return getattr(lm, "model", None) if lm is not None else None
-
-
-def prompt_budget(predictor: Any, inputs: dict[str, Any], long_field: str, *, output_tokens: int,
-                  hosted_chars: int = HOSTED_CHARS, model: str | None = None, demos: Sequence | None = None) -> Budget:
-    """The budget of ``long_field`` for a call of ``predictor`` with the other ``inputs``.
-
-    Args:
-        predictor: a ``dspy.Predict`` (a ``dspy.ChainOfThought``'s inner ``predict`` is used);
-            its signature and current demos are rendered.
-        inputs: the other input fields of the call.
-        long_field: the field to fit (rendered empty to measure the overhead).
-        output_tokens: tokens reserved for the answer.
-        model: default: the LM of the current DSPy context.
-        demos: the demos the call will carry (default: the predictor's own).
-
-    Raises:
-        ContextWindowError: on an embedded model, the prompt without the long field leaves fewer
-            than 50 tokens (e.g. too many few-shot demos for a 4096-token window).
-    """
-    from personalign.lm import adapter_for, is_local
-
-    model = model if model is not None else active_model()
-    if not model or not is_local(model):
-        return Budget(hosted_chars, "chars", len)
-    from personalign.errors import ContextWindowError
-    from personalign.lm._engine import current_settings, get_engine
-
-    predict = getattr(predictor, "predict", predictor)
-    engine = get_engine(model)
-    demos = list(predict.demos or []) if demos is None else list(demos)
-    messages = adapter_for(model).format(predict.signature, demos=demos, inputs={**inputs, long_field: ""})
-    prompt, _ = engine.render(messages)
-    overhead = engine.count_tokens(prompt)
-    limit = current_settings().n_ctx - output_tokens - overhead - SEAM_TOKENS
-    if limit < 50:
-        raise ContextWindowError(
-            f"the prompt of {type(predict).__name__} without '{long_field}' takes {overhead} tokens; with "
-            f"{output_tokens} reserved for the answer it leaves {max(limit, 0)} of {current_settings().n_ctx}: "
-            "use fewer demos or raise n_ctx (PERSONALIGN_N_CTX)")
-
-    def measure(text: str) -> int:
-        return engine.count_tokens(text)
-
-    return Budget(limit, "tokens", measure)
-
-
-def token_budget(model: str, limit: int) -> Budget:
-    """A token :class:`Budget` of ``limit`` measured by ``model``'s tokenizer (embedded models)."""
-    from personalign.lm._engine import get_engine
-
-    engine = get_engine(model)
-    return Budget(limit, "tokens", engine.count_tokens)
-
-
 def fit_demos(predictor: Any, inputs: dict[str, Any], long_field: str, *, output_tokens: int,
               attribute_field: str = "attribute") -> tuple[list | None, Budget]:
     """Demos whose ``long_field`` shares the context window with the call's own long input.
@@ -277,7 +161,4 @@ def _fit_demo_text(model: str, text: str, attribute: str, share: int) -> str:
         _demo_cache[key] = fit_evidence(text, attribute, token_budget(model, share)).text
     return _demo_cache[key]
 
-
-__all__ = ["Budget", "fit_demos", "token_budget", "FittedEvidence", "HOSTED_CHARS", "active_model", "cut_text",
-           "cut_to_budget", "fit_evidence",
-           "parse_evidence", "prompt_budget", "render_turns", "render_user_turns"]
+__all__ = ["FittedEvidence", "fit_demos", "fit_evidence", "parse_evidence", "render_turns", "render_user_turns"]

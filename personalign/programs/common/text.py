@@ -1,6 +1,6 @@
-"""Text helpers of Stage 3: prompt-budget truncation, sentences and list items, explicit
-mentions, requested item counts, meta phrases. Pure Python (``re``; scikit-learn's English stop
-words, imported lazily); no LM.
+"""Text helpers shared by the stages (respond, judge, mcq, perspectives): prompt-budget
+truncation, sentences and list items, explicit mentions, requested item counts, meta phrases.
+Pure Python (``re``; scikit-learn's English stop words, imported lazily); no LM.
 
 Prompt budget. The embedded models have a 4096-token window (``PERSONALIGN_N_CTX``) shared by the
 adapter's instructions (~250-400 tokens), the inputs and the output. English text tokenizes at

@@ -1,0 +1,60 @@
+"""PrefEval splits and example conversion shared by the Stage 1 loaders (extraction, verification).
+
+PrefEval records are split **by topic** (seeded :func:`~personalign.data.splits.group_split`,
+shares train 0.5 / val 0.25 / test 0.25 -- with the 16 public topics 8 / 4 / 4), so no
+conversation, preference or topic crosses splits; the group of an example (grouped CV, the
+teleprompters' dev split) is its topic, else its user, else its id.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+SPLIT_FRACTIONS = {"train": 0.5, "val": 0.25, "test": 0.25}
+SPLIT_SEED = 0
+
+
+def prefeval_topic_splits(path: str | Path, *, kind: str = "persona", seed: int = SPLIT_SEED,
+                          fractions: dict[str, float] | None = None) -> dict[str, list]:
+    """PrefEval records of ``kind`` split by topic: ``{"train": [...], "val": [...], "test": [...]}``.
+
+    Raises:
+        DataError: unreadable PrefEval data, or fewer topics than splits.
+    """
+    from personalign.data import load_prefeval
+    from personalign.data.splits import group_split
+    from personalign.errors import DataError
+
+    records = load_prefeval(path, kind)
+    fractions = dict(fractions or SPLIT_FRACTIONS)
+    topics = sorted({r.topic for r in records})
+    if len(topics) < len(fractions):
+        raise DataError(path, None, "topic", f"{len(topics)} topic(s) cannot fill the {len(fractions)} splits "
+                                             f"{', '.join(fractions)} without sharing a topic")
+    return group_split(records, by="topic", fractions=fractions, seed=seed)
+
+
+def group_of(example) -> str:
+    """The CV group of a verification or extraction example: topic, else user id, else id."""
+    for key in ("topic", "user_id", "id"):
+        v = getattr(example, key, None)
+        if v:
+            return str(v)
+    return "all"
+
+
+def to_dspy(examples: Sequence, split: str | None = None) -> list:
+    """``dspy.Example`` per canonical example, with ``group`` (:func:`group_of`) and, when given,
+    ``split`` set."""
+    out = []
+    for ex in examples:
+        if split is not None:
+            ex = ex.model_copy(update={"split": split})
+        d = ex.to_dspy()
+        d["group"] = group_of(ex)
+        out.append(d)
+    return out
+
+
+__all__ = ["SPLIT_FRACTIONS", "SPLIT_SEED", "group_of", "prefeval_topic_splits", "to_dspy"]
