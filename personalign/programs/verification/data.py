@@ -58,12 +58,15 @@ def group_of(example) -> str:
     return "all"
 
 
-def _to_dspy(examples: Sequence, split: str | None = None) -> list:
+def to_examples(records: Sequence, stage, split: str | None = None) -> list:
+    """Pydantic task examples as ``dspy.Example``s with ``stage``'s inputs marked
+    (:meth:`personalign.stages.Stage.mark_inputs`), a ``group`` (:func:`group_of`) and, when
+    given, ``split``."""
     out = []
-    for ex in examples:
+    for ex in records:
         if split is not None:
             ex = ex.model_copy(update={"split": split})
-        d = ex.to_dspy()
+        d = stage.mark_inputs(ex.to_dspy())
         d["group"] = group_of(ex)
         out.append(d)
     return out
@@ -78,6 +81,7 @@ def load_verification(path: str | Path) -> list:
     from personalign.data import read_examples
     from personalign.data.derive import verification_pairs
     from personalign.errors import DataError
+    from personalign.programs.verification import STAGE
 
     p = Path(path)
     if not p.exists():
@@ -85,11 +89,11 @@ def load_verification(path: str | Path) -> list:
     if p.is_dir() or p.suffix == ".json":
         out = []
         for split, records in prefeval_topic_splits(p).items():
-            out.extend(_to_dspy(verification_pairs(records, negatives_per_positive=1, seed=SPLIT_SEED), split))
+            out.extend(to_examples(verification_pairs(records, negatives_per_positive=1, seed=SPLIT_SEED), STAGE, split))
         return out
     if p.suffix == ".jsonl":
-        return _to_dspy(read_examples(p, "verification"))
+        return to_examples(read_examples(p, "verification"), STAGE)
     raise DataError(p, None, None, "expected a PrefEval folder or topic .json file, or canonical verification .jsonl")
 
 
-__all__ = ["SPLIT_FRACTIONS", "group_of", "load_verification", "prefeval_topic_splits"]
+__all__ = ["SPLIT_FRACTIONS", "group_of", "to_examples", "load_verification", "prefeval_topic_splits"]
