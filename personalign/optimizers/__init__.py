@@ -63,9 +63,9 @@ def __getattr__(name: str):
         "relevance_feedback": "personalign.programs.relevance.metrics",
     }
     if name in lazy:
-        import importlib
+        from personalign.registry import resolve
 
-        return getattr(importlib.import_module(lazy[name]), name)
+        return resolve(f"{lazy[name]}:{name}")
     raise AttributeError(name)
 
 
