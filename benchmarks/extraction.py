@@ -143,7 +143,8 @@ def _recall_row(name, examples, preds, *, n_boot, seed, lm_calls, seconds, failu
     import numpy as np
 
     from personalign.metrics import bootstrap_ci
-    from personalign.programs.extraction.data import attribute_texts, recovery_scores
+    from personalign.programs.extraction.data import attribute_texts
+    from personalign.programs.extraction.metrics import recovery_scores
 
     best = []
     n_attrs = []
@@ -335,7 +336,8 @@ def main(argv=None) -> int:
     quiet_logs()
     warnings.filterwarnings("ignore")
     from personalign.lm import configure_cache, make_lm
-    from personalign.programs.extraction.data import RECOVERY_THRESHOLD, load_extraction
+    from personalign.programs.extraction.data import load_extraction
+    from personalign.programs.extraction.metrics import RECOVERY_THRESHOLD
     from personalign.programs.verification.data import load_verification
 
     configure_cache(enabled=False)

@@ -256,7 +256,7 @@ def section_perspectives(root, args, lm, refused: str | None = None) -> dict:
     from personalign.evaluation import run_program
     from personalign.lm import CallCounter, use
     from personalign.programs.perspectives import STRATEGIES
-    from personalign.programs.perspectives.data import answer_win_rate
+    from personalign.programs.perspectives.metrics import answer_win_rate
     from personalign.programs.perspectives.rules import rule_violations
     from personalign.programs.common.text import requested_count
     from personalign.runners._common import mean_ci

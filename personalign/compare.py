@@ -10,7 +10,6 @@ calls and seconds -- logging an MLflow run with one child run per strategy.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import sys
 import warnings
@@ -20,22 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from personalign.data.digest import file_sha256  # noqa: F401  (public here since the first release)
 from personalign.errors import DataError
-
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a data file; for a directory (e.g. PrefEval's topic folder), of its sorted relative
-    file paths and their contents."""
-    path = Path(path)
-    digest = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for f in files:
-        if path.is_dir():
-            digest.update(str(f.relative_to(path)).encode() + b"\0")
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
 
 
 def parse_strategy_specs(spec: str | None, default: str, registry) -> list[tuple[str, str | None]]:

@@ -195,9 +195,7 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
     if optimizer is None:
         if not info.trainable:
             return program, None
-        cls = registry.load(strategy)
-        kwargs = {**(getattr(cls, "optimizer_kwargs", {}) or {}), **(fit_settings or {})}
-        opt = registry.default_optimizer(strategy, seed=seed, **kwargs)
+        opt = stage.default_optimizer(strategy, seed=seed, **(fit_settings or {}))
         with ctx:
             program, result = opt.compile(program, trainset=trainset)
         return program, result.to_dict()

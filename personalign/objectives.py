@@ -24,15 +24,10 @@ them can win by predicting one class.
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from typing import Any, Callable, Sequence
 
-
-def objective_spec(stage) -> str:
-    """The stage's objective spec (default: ``"f1"`` for binary stages, ``"mean"`` otherwise)."""
-    spec = getattr(stage, "objective", None)
-    return spec or ("f1" if stage.kind == "binary" else "mean")
+from personalign.stages import objective_spec, validate_spec  # noqa: F401  (defined with the Stage)
 
 
 def objective_name(stage) -> str:
@@ -46,21 +41,6 @@ def objective_name(stage) -> str:
     if spec == "mean":
         return stage.metric_name
     return spec.rpartition(":")[2]
-
-
-def validate_spec(spec: str, kind: str) -> None:
-    """Raise ValueError when ``spec`` is not a valid objective for a stage of ``kind``."""
-    if spec in ("f1",) or spec.startswith("fbeta:"):
-        if kind != "binary":
-            raise ValueError(f"objective '{spec}' needs a binary stage")
-        if spec.startswith("fbeta:"):
-            beta = float(spec.split(":", 1)[1])
-            if not beta > 0:
-                raise ValueError(f"objective '{spec}': beta must be > 0")
-        return
-    if spec == "mean" or (":" in spec and all(spec.partition(":")[::2])):
-        return
-    raise ValueError(f"unknown objective '{spec}' (f1, fbeta:B, mean or module:function)")
 
 
 def binary_labels(stage, examples: Sequence, predictions: Sequence) -> tuple[list[bool], list[bool]]:
@@ -90,8 +70,9 @@ def objective_score(stage, examples: Sequence, predictions: Sequence, *, lm=None
         from personalign.evaluation import stage_report
 
         return float(stage_report(stage, examples, predictions, n_boot=1, lm=lm)[stage.metric_name])
-    module, _, attr = spec.partition(":")
-    fn = getattr(importlib.import_module(module), attr)
+    from personalign.registry import resolve
+
+    fn = resolve(spec)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return float(fn(examples, predictions))

@@ -1,11 +1,12 @@
 """Stages: a name, a typed signature, a metric, a loader and a registry of strategies.
 
 A stage lives in a package ``personalign/programs/<stage>/`` whose ``__init__`` defines
-``STRATEGIES`` (a :class:`personalign.programs._registry.Registry`) and ``STAGE`` (a
-:class:`Stage`). :func:`get_stage` and :func:`all_stages` discover them, so ``compare``,
-``compile``, ``eval`` and ``sweep`` work for every stage without stage-specific CLI code.
+``STRATEGIES`` (a :class:`personalign.registry.Registry` of :class:`~personalign.registry.StrategyInfo`)
+and ``STAGE`` (a :class:`Stage`). :func:`get_stage` and :func:`all_stages` discover them, so
+``compare``, ``compile``, ``eval`` and ``sweep`` work for every stage without stage-specific CLI code.
 
-Importing this module is light (dataclasses only): stage packages import it at import time.
+Importing this module is light (dataclasses only): stage packages import it at import time, and
+name their signature, loader and metric as ``"module:attr"`` strings resolved on first use.
 """
 
 from __future__ import annotations
@@ -16,27 +17,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from personalign.registry import resolve
+
 KINDS = ("binary", "scored")
 
 
-def _resolve(target: str) -> Any:
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Stage:
     """One personalization stage.
 
     Attributes:
         name: CLI name (``personalign compare NAME``).
         summary: one line for --help and tracking.
-        strategies: ``"module:ATTR"`` of the stage's strategy :class:`~personalign.programs._registry.Registry`.
+        signature: the stage's ``dspy.Signature`` class, or its ``"module:Class"`` (imported on
+            first use, so that stage packages stay light at import). Its input fields are
+            :attr:`inputs` (every strategy is called as ``program(**inputs)``), its first output
+            field is :attr:`output`: the one declaration of the stage's field names.
+        strategies: the stage's strategy :class:`~personalign.registry.Registry` (or its
+            ``"module:ATTR"``); each entry declares ``uses_lm``, ``trainable`` and its fit optimizer.
         default_strategies: comma-separated strategies ``compare`` runs by default.
         loader: ``"module:function"``: ``(path: Path) -> list[dspy.Example]``; every example has a
-            ``split`` field and its inputs marked; raises :class:`~personalign.errors.DataError`.
-        inputs: fields passed to the program as ``program(**inputs)``.
-        output: field of the program's ``dspy.Prediction`` compared with the gold.
+            ``split`` field and :attr:`inputs` marked (:meth:`mark_inputs`); raises
+            :class:`~personalign.errors.DataError`.
         label: field of the example holding the gold.
         kind: ``"binary"`` (booleans: F1, precision, recall, positive rate with 95% CIs, McNemar)
             or ``"scored"`` (per-example ``metric`` in [0, 1]: mean with a 95% CI).
@@ -66,11 +68,10 @@ class Stage:
 
     name: str
     summary: str
-    strategies: str
+    signature: Any
+    strategies: Any
     default_strategies: str
     loader: str
-    inputs: tuple[str, ...]
-    output: str
     label: str
     kind: str = "binary"
     positive: bool = True
@@ -84,8 +85,6 @@ class Stage:
     strata_key: str | None = None
 
     def __post_init__(self) -> None:
-        from personalign.objectives import objective_spec, validate_spec
-
         validate_spec(objective_spec(self), self.kind)
         if self.kind not in KINDS:
             raise ValueError(f"stage {self.name}: kind must be one of {KINDS}, got {self.kind!r}")
@@ -116,14 +115,36 @@ class Stage:
 
     # --- resolved parts (imported on first use) ---
     @property
+    def signature_class(self) -> type:
+        """The stage's ``dspy.Signature`` class (imports it)."""
+        return resolve(self.signature)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The signature's input fields, in signature order: a program is called as
+        ``program(**{k: example[k] for k in inputs})``."""
+        return tuple(self.signature_class.input_fields)
+
+    @property
+    def output(self) -> str:
+        """The signature's first output field: the field of a program's ``dspy.Prediction``
+        compared with the gold :attr:`label`."""
+        return next(iter(self.signature_class.output_fields))
+
+    def mark_inputs(self, example):
+        """``example`` (a ``dspy.Example``) with :attr:`inputs` marked as its inputs."""
+        return example.with_inputs(*self.inputs)
+
+    @property
     def registry(self):
-        return _resolve(self.strategies)
+        """The stage's strategy :class:`~personalign.registry.Registry`."""
+        return resolve(self.strategies)
 
     def metric_fn(self) -> Callable | None:
-        return None if self.metric is None else _resolve(self.metric)
+        return None if self.metric is None else resolve(self.metric)
 
     def feedback_fn(self) -> Callable | None:
-        return None if self.feedback_metric is None else _resolve(self.feedback_metric)
+        return None if self.feedback_metric is None else resolve(self.feedback_metric)
 
     def load(self, path: str | Path, split: str | None = None) -> list:
         """Examples of ``path`` (all, or those of ``split``).
@@ -136,7 +157,7 @@ class Stage:
         from personalign.errors import DataError
 
         path = check_input(path, allow_dir=True)  # never opens a pipe or device
-        examples = list(_resolve(self.loader)(path))
+        examples = list(resolve(self.loader)(path))
         if split is None:
             return examples
         chosen = [ex for ex in examples if _split_of(ex) == split]
@@ -174,11 +195,15 @@ class Stage:
         b = to_bool(value)
         return None if b is None else (b == self.positive)
 
-    def default_optimizer(self, strategy: str, *, seed: int = 0):
-        """The strategy's own fit (None for LLM strategies), configured for this stage."""
+    def default_optimizer(self, strategy: str, *, seed: int = 0, **settings: Any):
+        """The strategy's own fit (None when its registry entry names none), configured with the
+        strategy class's ``optimizer_kwargs`` overridden by ``settings``.
+
+        Raises:
+            ConfigurationError: unknown strategy.
+        """
         registry = self.registry
-        cls = registry.load(strategy)
-        kwargs = dict(getattr(cls, "optimizer_kwargs", {}) or {})
+        kwargs = {**(getattr(registry.load(strategy), "optimizer_kwargs", {}) or {}), **settings}
         return registry.default_optimizer(strategy, seed=seed, **kwargs)
 
     def teleprompter_kwargs(self) -> dict[str, Any]:
@@ -188,6 +213,27 @@ class Stage:
             out["metric"] = self.metric_fn()
         out["label_field"] = self.label if self.kind == "binary" else None
         return out
+
+
+def objective_spec(stage) -> str:
+    """The stage's objective spec (default: ``"f1"`` for binary stages, ``"mean"`` otherwise)."""
+    spec = getattr(stage, "objective", None)
+    return spec or ("f1" if stage.kind == "binary" else "mean")
+
+
+def validate_spec(spec: str, kind: str) -> None:
+    """Raise ValueError when ``spec`` is not a valid objective for a stage of ``kind``."""
+    if spec in ("f1",) or spec.startswith("fbeta:"):
+        if kind != "binary":
+            raise ValueError(f"objective '{spec}' needs a binary stage")
+        if spec.startswith("fbeta:"):
+            beta = float(spec.split(":", 1)[1])
+            if not beta > 0:
+                raise ValueError(f"objective '{spec}': beta must be > 0")
+        return
+    if spec == "mean" or (":" in spec and all(spec.partition(":")[::2])):
+        return
+    raise ValueError(f"unknown objective '{spec}' (f1, fbeta:B, mean or module:function)")
 
 
 def _split_of(example) -> str | None:
@@ -235,4 +281,4 @@ def get_stage(name: str) -> Stage:
         raise ConfigurationError(f"unknown stage '{name}'; available: {', '.join(stages)}") from None
 
 
-__all__ = ["Stage", "all_stages", "get_stage", "KINDS"]
+__all__ = ["Stage", "all_stages", "get_stage", "KINDS", "objective_spec", "validate_spec"]

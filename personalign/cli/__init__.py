@@ -35,7 +35,7 @@ app.add_typer(_data_app, name="data", help="Validate and describe data files.")
 app.add_typer(_predict_app, name="predict", help="Predict with one strategy of a stage: which attributes are relevant to a prompt.")
 from personalign.cli.sweep import sweep as _sweep_cmd  # noqa: E402  (light: typer only)
 app.command("sweep")(_sweep_cmd)
-from personalign.runners.__main__ import app as _runners_app  # noqa: E402  (light: typer only)
+from personalign.cli.run import app as _runners_app  # noqa: E402  (light: typer only)
 
 app.add_typer(_runners_app, name="run", help="Benchmark runners: PrefEval MCQ/generation, the end-to-end pipeline, PersonaMem, CUPID, judge agreement, SFT export.")
 

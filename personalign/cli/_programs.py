@@ -21,7 +21,7 @@ def _metric_keys(stage) -> tuple[str, ...]:
 def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data: Path, train_split: str,
                 lm: str | None, seed: int, out: Path | None, cache_dir, no_cache: bool, tracking_uri: str | None,
                 no_track: bool, json_out: bool) -> None:
-    from personalign.compare import file_sha256
+    from personalign.data.digest import file_sha256
     from personalign.compile_service import compile_program
     from personalign.lm import default_model, configure_cache, make_lm
     from personalign.optimizers import OPTIMIZERS
@@ -111,7 +111,7 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
 def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | None, seed: int, n_boot: int,
              cache_dir, no_cache: bool, tracking_uri: str | None, no_track: bool, json_out: bool,
              limit: int | None = None) -> None:
-    from personalign.compare import file_sha256
+    from personalign.data.digest import file_sha256
     from personalign.evaluation import evaluate_stage
     from personalign.lm import default_model, configure_cache, make_lm
     from personalign.programs._fitted import fitted_rows_warning

@@ -11,13 +11,13 @@ metric comes from the stage: wrappers have no stage defaults; normally
     compiled, result = opt.compile(judge, trainset=train, valset=val)
 """
 
-from personalign.optimizers._registry import OptimizerInfo, OptimizerRegistry
 from personalign.optimizers.base import CompileResult, Optimizer
 from personalign.optimizers.threshold import ThresholdFit
+from personalign.registry import OptimizerInfo, Registry
 
 _P = "personalign.optimizers"
 
-OPTIMIZERS = OptimizerRegistry([
+OPTIMIZERS: Registry[OptimizerInfo] = Registry("optimizer", [
     OptimizerInfo("labeled", f"{_P}.labeled:LabeledFewShot",
                   "DSPy LabeledFewShot: k labeled train examples as demos", "teleprompter"),
     OptimizerInfo("bootstrap", f"{_P}.bootstrap:BootstrapFewShot",
@@ -60,16 +60,16 @@ def __getattr__(name: str):
         "SIMBA": f"{_P}.simba",
         "GEPA": f"{_P}.gepa",
         "KNNFewShot": f"{_P}.knn",
-        "relevance_feedback": f"{_P}.feedback",
+        "relevance_feedback": "personalign.programs.relevance.metrics",
     }
     if name in lazy:
-        import importlib
+        from personalign.registry import resolve
 
-        return getattr(importlib.import_module(lazy[name]), name)
+        return resolve(f"{lazy[name]}:{name}")
     raise AttributeError(name)
 
 
-__all__ = ["CompileResult", "Optimizer", "OPTIMIZERS", "OptimizerInfo", "OptimizerRegistry", "ThresholdFit",
+__all__ = ["CompileResult", "Optimizer", "OPTIMIZERS", "OptimizerInfo", "ThresholdFit",
            "LearnedSelectorFit", "CorpusThresholdFit", "TeleprompterOptimizer", "LabeledFewShot",
            "BootstrapFewShot", "BootstrapRS", "MIPROv2", "COPRO", "SIMBA", "GEPA", "KNNFewShot",
            "relevance_feedback"]

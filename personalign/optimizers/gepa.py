@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from personalign.optimizers._teleprompter import TeleprompterOptimizer
-from personalign.optimizers.feedback import relevance_feedback
+from personalign.programs.relevance.metrics import relevance_feedback
 
 
 class GEPA(TeleprompterOptimizer):
@@ -32,7 +32,7 @@ class GEPA(TeleprompterOptimizer):
     Args:
         feedback_metric: ``(example, pred, trace, pred_name, pred_trace) -> Prediction(score,
             feedback)`` (a stage's ``feedback_metric``, e.g.
-            :func:`~personalign.optimizers.feedback.relevance_feedback`; None: the plain ``metric``
+            :func:`~personalign.programs.relevance.metrics.relevance_feedback`; None: the plain ``metric``
             without textual feedback). ``metric`` (plain) is used for the before/after scores.
         reflection_lm: LM rewriting instructions (None: the wrapper's LM).
     """

@@ -5,6 +5,6 @@ A strategy is a ``dspy.Module`` registered by name in its stage's registry
 edge (CLI, sweeps), so adding a strategy is one file plus one registry line.
 """
 
-from personalign.programs._registry import Registry, StrategyInfo
+from personalign.registry import Registry, StrategyInfo
 
 __all__ = ["Registry", "StrategyInfo"]

@@ -26,7 +26,7 @@ def fitted_rows_warning(meta: dict[str, Any], data: str | os.PathLike, split: st
     """A one-line warning when ``split`` of ``data`` (None: every row) holds rows the saved program
     (metadata ``meta`` from ``program.json``) was fitted on: same file content (sha256) and a
     split it was fitted on. None otherwise."""
-    from personalign.compare import file_sha256
+    from personalign.data.digest import file_sha256
 
     splits = fitted_splits(meta)
     sha = meta.get("data_sha256")

@@ -171,7 +171,7 @@ def save_program(program, directory: str | Path, *, stage: str, strategy: str, l
             meta["decision_rule"] = rule
         data = (compile_info or {}).get("data")
         if data and Path(data).is_file():
-            from personalign.compare import file_sha256
+            from personalign.data.digest import file_sha256
 
             meta["data"], meta["data_sha256"] = str(data), file_sha256(data)
         doc = _dspy_document(program, meta)

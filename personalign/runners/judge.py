@@ -16,7 +16,7 @@ def run_judge_agreement(ratings: str | os.PathLike, *, strategies: Sequence[str]
                         seed: int = 0, progress: bool = False) -> dict:
     """Run each ``judge`` strategy on the rated pairs of ``split`` (``limit`` of them: a seeded
     sample stratified by prompt, :meth:`personalign.stages.Stage.limit`) and compare its
-    ratings with the humans' (:func:`personalign.programs.judge.agreement.judge_agreement`).
+    ratings with the humans' (:func:`personalign.programs.judge.metrics.judge_agreement`).
 
     Returns:
         ``{"data", "split", "n", "strategies": [{"name", "spearman", "spearman_ci", "qwk",
@@ -27,7 +27,7 @@ def run_judge_agreement(ratings: str | os.PathLike, *, strategies: Sequence[str]
         DataError: unreadable ratings file or empty split.
     """
     from personalign.evaluation import run_program
-    from personalign.programs.judge.agreement import judge_agreement
+    from personalign.programs.judge.metrics import judge_agreement
     from personalign.stages import get_stage
 
     stage = get_stage("judge")

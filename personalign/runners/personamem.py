@@ -24,12 +24,11 @@ def personamem_examples(questions_csv: str | os.PathLike, contexts_jsonl: str | 
             malformed.
     """
     from personalign.data import load_personamem
-    from personalign.programs.mcq.data import INPUTS
-
     from personalign.stages import get_stage
 
-    items = get_stage("mcq").limit(load_personamem(questions_csv, contexts_jsonl), limit, seed)
-    return [ex.to_dspy().copy(attributes=[]).with_inputs(*INPUTS) for ex in items]
+    stage = get_stage("mcq")
+    items = stage.limit(load_personamem(questions_csv, contexts_jsonl), limit, seed)
+    return [stage.mark_inputs(ex.to_dspy().copy(attributes=[])) for ex in items]
 
 
 def run_personamem(questions_csv: str | os.PathLike, contexts_jsonl: str | os.PathLike | None = None, *,

@@ -19,6 +19,8 @@ from __future__ import annotations
 import dspy
 import pydantic
 
+from personalign.data.schemas import Turn
+
 MAX_ATTRIBUTE_CHARS = 160
 MAX_REASON_CHARS = 120
 MAX_EVIDENCE_IDS = 4
@@ -85,5 +87,14 @@ class RefineSignature(dspy.Signature):
     revised_attribute: str = dspy.OutputField(desc="the rewritten attribute, one sentence starting 'The user' (ignored when removing)")
 
 
-__all__ = ["ExtractedAttribute", "AttributeList", "ExtractionSignature", "RefineSignature", "MAX_ATTRIBUTE_CHARS",
+class ConversationAttributesSignature(dspy.Signature):
+    """Lasting attributes of the user, read from a whole conversation (the ``extraction`` stage's
+    input and output; its LLM strategies chunk the user's turns and call
+    :class:`ExtractionSignature` per chunk)."""
+
+    conversation: list[Turn] = dspy.InputField(desc="the conversation, one turn (role, content) each")
+    attributes: list[ExtractedAttribute] = dspy.OutputField(desc="attributes of the user; [] when none")
+
+
+__all__ = ["ConversationAttributesSignature", "ExtractedAttribute", "AttributeList", "ExtractionSignature", "RefineSignature", "MAX_ATTRIBUTE_CHARS",
            "MAX_REASON_CHARS", "MAX_EVIDENCE_IDS", "MAX_ATTRIBUTES_PER_CALL", "CONFIDENCE_STEPS"]

@@ -69,5 +69,19 @@ class AnswerPreferenceSignature(dspy.Signature):
     preferred: Literal["A", "B", "tie"] = dspy.OutputField(desc="A, B or tie")
 
 
-__all__ = ["PairwiseJudgeSignature", "PairwiseImplicitJudgeSignature", "ExplicitMentionSignature",
+class PairwiseRatingsSignature(dspy.Signature):
+    """For each attribute of a user, rate which of two responses to the user's request serves the
+    user better (the ``judge`` stage's inputs and output; its strategies call
+    :class:`PairwiseJudgeSignature` once per attribute and order)."""
+
+    profile: str = dspy.InputField(desc="the user's profile")
+    prompt: str = dspy.InputField(desc="the user's request")
+    response_a: str = dspy.InputField(desc="response A")
+    response_b: str = dspy.InputField(desc="response B")
+    attributes: list[str] = dspy.InputField(desc="the attributes of the user to judge on")
+    ratings: dict[str, Literal[1, 2, 3, 4, 5]] = dspy.OutputField(
+        desc="attribute -> 1 = A much better ... 3 = equal ... 5 = B much better")
+
+
+__all__ = ["PairwiseRatingsSignature", "PairwiseJudgeSignature", "PairwiseImplicitJudgeSignature", "ExplicitMentionSignature",
            "AnswerPreferenceSignature"]

@@ -113,6 +113,15 @@ def items_signature(n: int, base: type[dspy.Signature] | None = None) -> type[ds
     return (base or AggregateItemsSignature).with_updated_fields("answer", type_=items_model(n))
 
 
-__all__ = ["AGGREGATION_RULES", "PlausibilitySignature", "PerspectiveAnswerSignature", "PerspectiveItemsSignature",
+class PerspectivesSignature(dspy.Signature):
+    """Answer an open question for the people who could plausibly ask it (the ``perspectives``
+    stage's inputs and output; its strategies call the signatures above)."""
+
+    question: str = dspy.InputField(desc="an open question")
+    profile_bank: str = dspy.InputField(desc="path of a profile bank (JSONL of profiles); empty: the strategy's default")
+    answer: str = dspy.OutputField(desc="one answer, never empty")
+
+
+__all__ = ["PerspectivesSignature", "AGGREGATION_RULES", "PlausibilitySignature", "PerspectiveAnswerSignature", "PerspectiveItemsSignature",
            "ListAnswerSignature", "AggregateSignature",
            "AggregateItemsSignature", "SyntheticProfileSignature", "items_model", "items_signature"]

@@ -22,8 +22,8 @@ class RelevanceSignature(dspy.Signature):
     relevant: bool = dspy.OutputField(desc="true only if the answer should differ because of this attribute")
 
 
-INPUTS = ("attribute", "prompt")
-LABEL = "relevant"
+INPUTS = tuple(RelevanceSignature.input_fields)  # ("prompt", "attribute"): derived, never restated
+LABEL = next(iter(RelevanceSignature.output_fields))  # "relevant"
 
 
 class RelevanceCriteriaSignature(dspy.Signature):

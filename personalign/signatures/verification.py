@@ -16,8 +16,6 @@ from typing import Literal
 
 import dspy
 
-INPUTS = ("evidence", "attribute", "reason")
-LABEL = "accepted"
 
 ERROR_CATEGORIES = ("overgeneralization", "missing_evidence", "task_context_confusion", "not_standalone", "other")
 """Why a rejected attribute is wrong (the study's error analysis, plus ``not_standalone`` for
@@ -34,6 +32,10 @@ class VerificationSignature(dspy.Signature):
     reason: str = dspy.InputField(desc="why the extractor proposed it (may be empty)")
     accepted: bool = dspy.OutputField(desc="true if the excerpt supports the attribute")
     rationale: str = dspy.OutputField(desc="one short sentence explaining the verdict")
+
+
+INPUTS = tuple(VerificationSignature.input_fields)  # ("evidence", "attribute", "reason"): derived
+LABEL = next(iter(VerificationSignature.output_fields))  # "accepted"
 
 
 class VerificationCriteriaSignature(dspy.Signature):

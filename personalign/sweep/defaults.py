@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from personalign.sweep.space import _default_optimizer_class, _init_params
+from personalign.sweep.space import _init_params
 
 COMMON_SPACE: dict[str, Any] = {
     "evaluation": {"minibatch_size": 8},
@@ -48,7 +48,7 @@ def default_space(stage) -> dict[str, Any]:
     space: dict[str, Any] = {**copy.deepcopy(COMMON_SPACE), "strategies": strategies}
     accepted: set[str] = set()
     for name in strategies:
-        opt_cls = _default_optimizer_class(stage.registry, name)
+        opt_cls = stage.registry.load(name, "optimizer")
         if opt_cls is not None:
             accepted |= _init_params(opt_cls)
     if "beta" in accepted:

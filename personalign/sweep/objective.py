@@ -49,7 +49,7 @@ def load_splits(stage, data: Path, split: str, train_split: str, limit: int | No
     Raises:
         DataError: an empty evaluation or train split; a trainable strategy that cannot fit.
     """
-    from personalign.compare import file_sha256
+    from personalign.data.digest import file_sha256
     from personalign.stages import _split_of
 
     examples = stage.load(data)

@@ -11,7 +11,6 @@ of each stage is data in :mod:`personalign.sweep.defaults`.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
 import json
 from dataclasses import dataclass, field
@@ -243,14 +242,14 @@ class SearchSpace:
             for name in choices:
                 if name != "none" and (name not in OPTIMIZERS or OPTIMIZERS.info(name).kind != "teleprompter"):
                     raise ConfigurationError(f"{source}: [lm] optimizer '{name}' is not a teleprompter; choose from "
-                                             f"none, {', '.join(OPTIMIZERS.names('teleprompter'))}")
+                                             f"none, {', '.join(OPTIMIZERS.names(kind='teleprompter'))}")
             optimizers = _dimension(source, "optimizer", list(choices))
 
         opt_settings: dict[str, list[Dimension]] = {}
         for opt_name, settings in section("optimizer").items():
             if opt_name not in OPTIMIZERS or OPTIMIZERS.info(opt_name).kind != "teleprompter":
                 raise ConfigurationError(f"{source}: [optimizer.{opt_name}]: not a teleprompter; known: "
-                                         f"{', '.join(OPTIMIZERS.names('teleprompter'))}")
+                                         f"{', '.join(OPTIMIZERS.names(kind='teleprompter'))}")
             if not isinstance(settings, dict):
                 raise ConfigurationError(f"{source}: [optimizer.{opt_name}] must be a table")
             accepted = (_init_params(OPTIMIZERS.load(opt_name)) - _TELEPROMPTER_COMMON) | {"decision_rule"}
@@ -265,7 +264,7 @@ class SearchSpace:
         if fit:
             accepted_any: set[str] = set()
             for name in registry.names():  # every strategy of the stage: a space may list only some
-                opt_cls = _default_optimizer_class(registry, name)
+                opt_cls = registry.load(name, "optimizer")
                 if opt_cls is not None:
                     accepted_any |= _init_params(opt_cls) - {"seed"}
             bad = sorted(set(fit) - accepted_any)
@@ -313,7 +312,7 @@ class SearchSpace:
             for dim in self.optimizer_settings.get(optimizer or "", []):
                 optimizer_settings[dim.name.split(".", 1)[1]] = pick(dim)
         if info.trainable and self.fit_settings:
-            opt_cls = _default_optimizer_class(registry, strategy)
+            opt_cls = registry.load(strategy, "optimizer")
             accepted = _init_params(opt_cls) if opt_cls is not None else set()
             for dim in self.fit_settings:
                 key = dim.name.split(".", 1)[1]
@@ -342,13 +341,3 @@ class TrialConfig:
         return {"strategy": self.strategy, "optimizer": self.optimizer, "optimizer_settings": self.optimizer_settings,
                 "fit_settings": self.fit_settings, "strategy_kwargs": self.strategy_kwargs,
                 "temperature": self.temperature}
-
-
-def _default_optimizer_class(registry, strategy: str):
-    target = registry.info(strategy).optimizer
-    if not target:
-        return None
-    module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)
-
-

@@ -16,7 +16,7 @@ heavy until a name is used.
 
 from __future__ import annotations
 
-import importlib
+from personalign.registry import resolve
 
 _LAZY = {
     "SchemaDummyLM": "personalign.testing.dummies",
@@ -29,7 +29,7 @@ _LAZY = {
 
 def __getattr__(name: str):
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        return resolve(f"{_LAZY[name]}:{name}")
     raise AttributeError(name)
 
 

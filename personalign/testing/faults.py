@@ -160,7 +160,15 @@ def provider(name: str, handler: CustomLLM) -> Iterator[CustomLLM]:
 def fast_lm_retries() -> Iterator[None]:
     """``dspy.LM``'s retries of failed calls without their back-off sleeps (1 s, 2 s, ... in
     ``dspy.clients.execution``), so a test with many injected faults stays short; the retries
-    themselves still happen (``stats["retries"]`` counts them)."""
+    themselves still happen (``stats["retries"]`` counts them).
+
+    This patches DSPy's private ``execution._delay`` because DSPy 3.4.1 has no public back-off
+    setting: ``dspy.LM(num_retries=...)`` sets only the count, and the one public input of the delay,
+    a ``retry_after`` hint on the error, survives only on litellm-typed errors (``litellm.Timeout``
+    with ``retry_after=0`` was retried without sleeping); litellm re-wraps the ``exception`` fault
+    (an arbitrary provider exception) as ``APIConnectionError`` without the hint, and raising
+    ``APIConnectionError`` itself would read as an unreachable server
+    (:func:`personalign.lm.retry.provider_exception`)."""
     from dspy.clients import execution
 
     real = execution._delay

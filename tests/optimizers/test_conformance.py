@@ -26,8 +26,8 @@ from tests.optimizers.conftest import REL
 
 pytestmark = pytest.mark.filterwarnings("ignore:The custom-engine complete_legacy:DeprecationWarning")
 
-TELEPROMPTERS = OPTIMIZERS.names("teleprompter")
-FITS = OPTIMIZERS.names("fit")
+TELEPROMPTERS = OPTIMIZERS.names(kind="teleprompter")
+FITS = OPTIMIZERS.names(kind="fit")
 
 
 def small_settings(name: str) -> dict:

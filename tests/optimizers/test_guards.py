@@ -147,7 +147,7 @@ def test_invalid_settings_raise():
 
 
 def test_relevance_feedback():
-    from personalign.optimizers.feedback import relevance_feedback
+    from personalign.programs.relevance.metrics import relevance_feedback
 
     ex = dspy.Example(attribute="The user is vegetarian.", prompt="Plan dinners.", relevant=False,
                       human_yes_rate=0.2).with_inputs("attribute", "prompt")

@@ -39,7 +39,7 @@ STAGES = {
     "f2-negative": dataclasses.replace(RELEVANCE, name="relevance-f2neg", objective="fbeta:2", positive=False,
                                        positive_name="irrelevant"),
 }
-TELEPROMPTERS = OPTIMIZERS.names("teleprompter")
+TELEPROMPTERS = OPTIMIZERS.names(kind="teleprompter")
 
 
 @pytest.mark.parametrize("objective", [o for o in STAGES if o != "f1"])  # f1: test_conformance.py

@@ -224,7 +224,7 @@ def test_merge_with_minilm_clusters_paraphrases():
 # ------------------------------------------------------------------ metric and loader
 @pytest.mark.slow
 def test_gold_recovered_metric():
-    from personalign.programs.extraction.data import gold_recovered
+    from personalign.programs.extraction.metrics import gold_recovered
 
     ex = dspy.Example(gold_attributes=["I have a strong aversion to online learning and prefer in-person classes."])
     hit = dspy.Prediction(attributes=[ExtractedAttribute(**_attr("The user prefers in-person learning over online courses."))])

@@ -11,7 +11,8 @@ from dspy.utils.dummies import DummyLM
 
 from personalign.errors import DataError
 from personalign.programs.judge import STAGE, STRATEGIES
-from personalign.programs.judge.agreement import judge_agreement, load_ratings
+from personalign.programs.judge.data import load_ratings
+from personalign.programs.judge.metrics import judge_agreement
 from personalign.programs.judge.mentions import LexicalMentionDetector, MentionDetector, mention_rating_gap
 from personalign.programs.judge.pairwise import debias
 

@@ -118,7 +118,7 @@ def test_read_and_attach_attributes(tmp_path):
 def test_typed_index_is_an_enum_of_the_option_count():
     from dspy.adapters.json_adapter import _get_structured_outputs_response_format
 
-    from personalign.signatures.respond import MCQContextSignature, with_option_count
+    from personalign.signatures.mcq import MCQContextSignature, with_option_count
 
     schema = _get_structured_outputs_response_format(with_option_count(MCQContextSignature, 3)).model_json_schema()
     assert schema["properties"]["answer_index"]["enum"] == [0, 1, 2]

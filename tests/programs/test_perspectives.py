@@ -14,7 +14,8 @@ from dspy.utils.dummies import DummyLM
 from personalign.errors import ConfigurationError, DataError
 from personalign.programs.perspectives import STAGE, STRATEGIES
 from personalign.programs.perspectives.bank import load_bank, profile_names
-from personalign.programs.perspectives.data import answer_win_rate, load_questions
+from personalign.programs.perspectives.data import load_questions
+from personalign.programs.perspectives.metrics import answer_win_rate
 from personalign.programs.perspectives.rules import enforce_rules, rule_violations
 from personalign.programs.common.text import has_meta, mentions_name, parse_items
 

@@ -69,7 +69,7 @@ def test_runner_lm_calls_are_traced(shared_data, runs_dir):
 def test_every_runner_has_the_cache_and_tracking_flags():
     from typer.testing import CliRunner
 
-    from personalign.runners.__main__ import app
+    from personalign.cli.run import app
 
     for command in ("prefeval-mcq", "prefeval-generation", "pipeline", "personamem", "cupid", "judge-agreement",
                     "sft-export"):

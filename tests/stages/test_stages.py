@@ -47,17 +47,55 @@ def test_stage_conformance(name):
     if st.metric is not None:
         assert callable(st.metric_fn())
     assert st.inputs and st.output and st.label
+    assert st.inputs == tuple(st.signature_class.input_fields) and st.output in st.signature_class.output_fields
+
+
+@pytest.mark.parametrize("name", sorted(STAGES))
+def test_stage_signature_is_what_every_strategy_takes(name):
+    """The stage's signature is the one declaration of its fields: every strategy's ``forward``
+    accepts every input by keyword, and a strategy class that says whether it uses an LM agrees
+    with its registry entry (the one place ``uses_lm`` / ``trainable`` / the fit are declared)."""
+    import inspect
+
+    st = STAGES[name]
+    for strategy in st.registry.names():
+        cls = st.registry.load(strategy)
+        params = inspect.signature(cls.forward).parameters
+        takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        missing = [k for k in st.inputs if k not in params and not takes_kwargs]
+        assert not missing, f"{name}/{strategy}.forward does not take {missing}"
+        info = st.registry.info(strategy)
+        if "uses_lm" in vars(cls) or any("uses_lm" in vars(b) for b in cls.__mro__[1:-1]):
+            assert bool(cls.uses_lm) == info.uses_lm, f"{name}/{strategy}: class uses_lm disagrees with the registry"
+
+
+# the canonical file kind each stage's loader reads (data.schemas), where it has one
+SCHEMA_KIND = {"relevance": "relevance", "verification": "verification", "extraction": "extraction",
+               "judge": "rating", "mcq": "mcq"}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMA_KIND))
+def test_file_schema_inputs_are_stage_inputs(name):
+    """``data/`` cannot import the signatures (a lower layer), so a file schema's ``INPUTS`` are
+    the input fields its *file* carries: a subset of the stage signature's inputs (judge adds
+    ``attributes`` from the ratings' keys, mcq the extracted ``attributes``)."""
+    from personalign.data.schemas import EXAMPLE_TYPES
+
+    assert set(EXAMPLE_TYPES[SCHEMA_KIND[name]].INPUTS) <= set(STAGES[name].inputs)
 
 
 def test_stage_rejects_unknown_kind_and_scored_without_metric():
     with pytest.raises(ValueError, match="kind"):
-        Stage("x", "", "m:R", "a", "m:f", ("a",), "o", "l", kind="ranked")
+        Stage(name="x", summary="", signature="m:S", strategies="m:R", default_strategies="a", loader="m:f",
+              label="l", kind="ranked")
     with pytest.raises(ValueError, match="metric"):
-        Stage("x", "", "m:R", "a", "m:f", ("a",), "o", "l", kind="scored")
+        Stage(name="x", summary="", signature="m:S", strategies="m:R", default_strategies="a", loader="m:f",
+              label="l", kind="scored")
 
 
-MCQ = Stage("mcq-test", "test", "personalign.programs.relevance:STRATEGIES", "bm25", "m:f",
-            ("question",), "answer_index", "gold_index", kind="scored",
+MCQ = Stage(name="mcq-test", summary="test", signature="personalign.signatures.mcq:MCQSignature",
+            strategies="personalign.programs.relevance:STRATEGIES", default_strategies="bm25", loader="m:f",
+            label="gold_index", kind="scored",
             metric="personalign.metrics:mcq_correct", metric_name="accuracy", group_key=None)
 
 
@@ -74,8 +112,9 @@ def test_scored_report_counts_failures_as_zero():
 
 def test_binary_report_uses_the_positive_class():
     """Verification-like stage: the positive class is a rejected attribute (accepted == False)."""
-    st = Stage("verif-test", "test", "personalign.programs.relevance:STRATEGIES", "bm25", "m:f",
-               ("attribute",), "accepted", "accepted", kind="binary", positive=False)
+    st = Stage(name="verif-test", summary="test", signature="personalign.signatures.verification:VerificationSignature",
+               strategies="personalign.programs.relevance:STRATEGIES", default_strategies="bm25", loader="m:f",
+               label="accepted", kind="binary", positive=False)
     examples = [dspy.Example(attribute="a", accepted=v) for v in (True, False, False, True)]
     report = stage_report(st, examples, [True, False, True, None], n_boot=100)
     # gold rejected = [F, T, T, F]; predicted rejected = [F, T, F, (failure -> wrong: T)]

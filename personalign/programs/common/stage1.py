@@ -44,17 +44,18 @@ def group_of(example) -> str:
     return "all"
 
 
-def to_dspy(examples: Sequence, split: str | None = None) -> list:
-    """``dspy.Example`` per canonical example, with ``group`` (:func:`group_of`) and, when given,
-    ``split`` set."""
+def to_examples(records: Sequence, stage, split: str | None = None) -> list:
+    """Canonical (pydantic) task examples as ``dspy.Example``s with ``stage``'s inputs marked
+    (:meth:`personalign.stages.Stage.mark_inputs`), a ``group`` (:func:`group_of`) and, when
+    given, ``split``."""
     out = []
-    for ex in examples:
+    for ex in records:
         if split is not None:
             ex = ex.model_copy(update={"split": split})
-        d = ex.to_dspy()
+        d = stage.mark_inputs(ex.to_dspy())
         d["group"] = group_of(ex)
         out.append(d)
     return out
 
 
-__all__ = ["SPLIT_FRACTIONS", "SPLIT_SEED", "group_of", "prefeval_topic_splits", "to_dspy"]
+__all__ = ["SPLIT_FRACTIONS", "SPLIT_SEED", "group_of", "prefeval_topic_splits", "to_examples"]

@@ -3,7 +3,7 @@
 Every strategy is a ``dspy.Module`` whose ``forward(conversation)`` returns a ``dspy.Prediction``
 with ``attributes: list[ExtractedAttribute]`` (attribute, reason, confidence in [0, 1], evidence
 turn ids; :mod:`personalign.signatures.extraction`). The stage is *scored*: per conversation, the
-share of its gold attributes recovered (:func:`personalign.programs.extraction.data.gold_recovered`,
+share of its gold attributes recovered (:func:`personalign.programs.extraction.metrics.gold_recovered`,
 MiniLM cosine >= 0.6); the mean over conversations is the extraction recall.
 
 Modules: :mod:`~personalign.programs.extraction.chunking` (turn-boundary chunks),
@@ -11,16 +11,17 @@ Modules: :mod:`~personalign.programs.extraction.chunking` (turn-boundary chunks)
 :mod:`~personalign.programs.extraction.merge` (clustering + independence-aware confidence),
 :mod:`~personalign.programs.extraction.refine` (verify-and-refine loop),
 :mod:`~personalign.programs.extraction.baseline` (LM-free first-person sentences),
-:mod:`~personalign.programs.extraction.data` (PrefEval / canonical loaders, metric).
+:mod:`~personalign.programs.extraction.data` (PrefEval / canonical loaders),
+:mod:`~personalign.programs.extraction.metrics` (the recall metric).
 """
 
-from personalign.programs._registry import Registry, StrategyInfo
+from personalign.registry import Registry, StrategyInfo
 from personalign.stages import Stage
 
 _PKG = "personalign.programs.extraction"
 
 STRATEGIES = Registry(
-    "extraction",
+    "extraction strategy",
     [
         StrategyInfo(
             "extract",
@@ -58,14 +59,13 @@ DEFAULT_STRATEGIES = "extract,first-person"
 STAGE = Stage(
     name="extraction",
     summary="Stage 1: extract lasting user attributes from a chat history (recall of the hidden gold preference)",
-    strategies=f"{_PKG}:STRATEGIES",
+    signature="personalign.signatures.extraction:ConversationAttributesSignature",
+    strategies=STRATEGIES,
     default_strategies=DEFAULT_STRATEGIES,
     loader=f"{_PKG}.data:load_extraction",
-    inputs=("conversation",),
-    output="attributes",
     label="gold_attributes",
     kind="scored",
-    metric=f"{_PKG}.data:gold_recovered",
+    metric=f"{_PKG}.metrics:gold_recovered",
     metric_name="recall",
     group_key="group",
     objective="mean",

@@ -1,13 +1,13 @@
 """Stage ``judge``: rate, per attribute of a user, which of two responses serves the user better
 (1 = A much better, 3 = equal, 5 = B much better), against human ratings.
 
-Examples (:func:`personalign.programs.judge.agreement.load_ratings`, canonical
+Examples (:func:`personalign.programs.judge.data.load_ratings`, canonical
 preference-rating JSONL) have inputs ``profile, prompt, response_a, response_b, attributes`` and
 the gold ``ratings`` (attribute -> 1-5). Scored stage: per example
 :func:`personalign.metrics.rating_agreement` (mean over attributes of ``1 - ((judge - human)/4)^2``,
 the per-item analogue of the quadratic weights of kappa_w), so any teleprompter compiles a judge
 toward human agreement; corpus Spearman rho and weighted kappa come from
-:func:`personalign.programs.judge.agreement.judge_agreement`.
+:func:`personalign.programs.judge.metrics.judge_agreement`.
 
 Also here (not strategies of the stage): explicit-mention detectors and the rating gap
 (:mod:`personalign.programs.judge.mentions`); validation of the violation and pairwise judges
@@ -16,13 +16,13 @@ against PrefEval's option labels before they score anything
 Light at import (no dspy).
 """
 
-from personalign.programs._registry import Registry, StrategyInfo
+from personalign.registry import Registry, StrategyInfo
 from personalign.stages import Stage
 
 _P = "personalign.programs.judge.pairwise"
 
 STRATEGIES = Registry(
-    "judge",
+    "judge strategy",
     [
         StrategyInfo("pairwise", f"{_P}:PairwiseJudge",
                      "typed 1-5 LLM judge per attribute, both orders, position-debiased (2 calls/attribute)",
@@ -48,17 +48,16 @@ DEFAULT_STRATEGIES = "pairwise,single-order,tie"
 STAGE = Stage(
     name="judge",
     summary="pairwise 1-5 preference per attribute between two responses, against human ratings",
-    strategies="personalign.programs.judge:STRATEGIES",
+    signature="personalign.signatures.judge:PairwiseRatingsSignature",
+    strategies=STRATEGIES,
     default_strategies=DEFAULT_STRATEGIES,
-    loader="personalign.programs.judge.agreement:load_ratings",
-    inputs=("profile", "prompt", "response_a", "response_b", "attributes"),
-    output="ratings",
+    loader="personalign.programs.judge.data:load_ratings",
     label="ratings",
     kind="scored",
     metric="personalign.metrics:rating_agreement",
     metric_name="rating_agreement",
     group_key="prompt_id",
-    objective="personalign.programs.judge.agreement:weighted_kappa",
+    objective="personalign.programs.judge.metrics:weighted_kappa",
 )
 
 __all__ = ["STRATEGIES", "DEFAULT_STRATEGIES", "STAGE"]

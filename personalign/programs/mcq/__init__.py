@@ -9,13 +9,13 @@ per-example :func:`personalign.metrics.mcq_correct`, reported as accuracy with a
 Light at import (no dspy): strategies are resolved by name.
 """
 
-from personalign.programs._registry import Registry, StrategyInfo
+from personalign.registry import Registry, StrategyInfo
 from personalign.stages import Stage
 
 _S = "personalign.programs.mcq.strategies"
 
 STRATEGIES = Registry(
-    "mcq",
+    "mcq strategy",
     [
         StrategyInfo("no-profile", f"{_S}:NoProfileMCQ",
                      "LLM picks an option from the question alone (typed Literal index)", uses_lm=True, trainable=False),
@@ -37,11 +37,10 @@ DEFAULT_STRATEGIES = "no-profile,gold-preference,extracted-attributes"
 STAGE = Stage(
     name="mcq",
     summary="choose the option that follows the user's preference (PrefEval MCQ, PersonaMem)",
-    strategies="personalign.programs.mcq:STRATEGIES",
+    signature="personalign.signatures.mcq:MCQTaskSignature",
+    strategies=STRATEGIES,
     default_strategies=DEFAULT_STRATEGIES,
     loader="personalign.programs.mcq.data:load_mcq",
-    inputs=("context", "question", "options", "attributes"),
-    output="answer_index",
     label="gold_index",
     kind="scored",
     metric="personalign.metrics:mcq_correct",

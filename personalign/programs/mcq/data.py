@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from personalign.errors import DataError
+from personalign.programs.mcq import STAGE
 
-INPUTS = ("context", "question", "options", "attributes")
 SPLIT_FRACTIONS = {"train": 0.5, "val": 0.25, "test": 0.25}
 
 
@@ -50,7 +50,7 @@ def split_by_topic(items: Sequence, *, seed: int = 0, fractions: Mapping[str, fl
 def _to_example(ex, attributes: list[str] | None = None):
     d = ex.to_dspy()
     d = d.copy(attributes=list(attributes or []))
-    return d.with_inputs(*INPUTS)
+    return d.with_inputs(*STAGE.inputs)
 
 
 def _prefeval(p: Path, seed: int) -> list:
@@ -160,8 +160,8 @@ def attach_attributes(examples: Iterable, attributes: Mapping[str, Sequence[str]
     out = []
     for ex in examples:
         uid = getattr(ex, "user_id", None)
-        out.append(ex.copy(attributes=list(attributes.get(uid, []) if uid else [])).with_inputs(*INPUTS))
+        out.append(ex.copy(attributes=list(attributes.get(uid, []) if uid else [])).with_inputs(*STAGE.inputs))
     return out
 
 
-__all__ = ["INPUTS", "SPLIT_FRACTIONS", "load_mcq", "read_attributes", "attach_attributes", "split_by_topic"]
+__all__ = ["SPLIT_FRACTIONS", "load_mcq", "read_attributes", "attach_attributes", "split_by_topic"]

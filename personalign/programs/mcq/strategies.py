@@ -3,7 +3,7 @@
 Every strategy is a ``dspy.Module`` with ``forward(context, question, options, attributes)``
 returning ``dspy.Prediction(answer_index: int, score=None)`` (0-based; the stage's output,
 compared with ``gold_index`` by :func:`personalign.metrics.mcq_correct`). LLM strategies narrow the
-typed answer to ``Literal[0..n-1]`` per question (:func:`~personalign.signatures.respond.with_option_count`),
+typed answer to ``Literal[0..n-1]`` per question (:func:`~personalign.signatures.mcq.with_option_count`),
 so on the embedded backend the grammar can only emit a valid index; an out-of-range answer from
 another backend raises ``ValueError`` (counted as a failure by ``run_program``).
 
@@ -31,7 +31,7 @@ from typing import Sequence
 import dspy
 
 from personalign.programs.common.text import clip_list, truncate_head, truncate_tail
-from personalign.signatures.respond import (
+from personalign.signatures.mcq import (
     MCQAttributesSignature,
     MCQContextSignature,
     MCQSignature,

@@ -4,17 +4,17 @@ single answer and its baselines.
 
 Examples (:func:`personalign.programs.perspectives.data.load_questions`) have inputs
 ``question, profile_bank`` (a bank path; see :mod:`~personalign.programs.perspectives.bank`).
-Scored stage: :func:`~personalign.programs.perspectives.data.answer_win_rate` (LLM-judged win
+Scored stage: :func:`~personalign.programs.perspectives.metrics.answer_win_rate` (LLM-judged win
 rate against the reference / single answer, both orders). Light at import (no dspy).
 """
 
-from personalign.programs._registry import Registry, StrategyInfo
+from personalign.registry import Registry, StrategyInfo
 from personalign.stages import Stage
 
 _A = "personalign.programs.perspectives.aggregator"
 
 STRATEGIES = Registry(
-    "perspectives",
+    "perspectives strategy",
     [
         StrategyInfo("aggregator", f"{_A}:MultiPerspective",
                      "k=5 profiles by MiniLM similarity + typed plausibility check, one answer each, rule-bound merge",
@@ -35,14 +35,13 @@ DEFAULT_STRATEGIES = "no-profile,aggregator"
 STAGE = Stage(
     name="perspectives",
     summary="multi-perspective answer (k sampled profiles, rule-bound aggregation) vs single answer and baselines",
-    strategies="personalign.programs.perspectives:STRATEGIES",
+    signature="personalign.signatures.perspectives:PerspectivesSignature",
+    strategies=STRATEGIES,
     default_strategies=DEFAULT_STRATEGIES,
     loader="personalign.programs.perspectives.data:load_questions",
-    inputs=("question", "profile_bank"),
-    output="answer",
     label="reference",
     kind="scored",
-    metric="personalign.programs.perspectives.data:answer_win_rate",
+    metric="personalign.programs.perspectives.metrics:answer_win_rate",
     metric_name="win_rate",
     group_key="prompt_id",
     objective="mean",

@@ -1,4 +1,4 @@
-"""Loader and metric of the ``perspectives`` stage.
+"""Loader of the ``perspectives`` stage.
 
 Questions (``load_questions(path)``):
 
@@ -11,9 +11,7 @@ Questions (``load_questions(path)``):
   explicit-preference questions, split by topic; the bank is the root's
   ``implicit_preference/persona-driven/`` personas when present.
 
-Metric (:func:`answer_win_rate`): the answer against the reference, judged by the typed
-:class:`~personalign.signatures.judge.AnswerPreferenceSignature` in both orders (win 1, tie 0.5,
-loss 0, averaged); an answer that breaks a rule (empty, meta text, wrong item count) scores 0.
+The metric is :func:`personalign.programs.perspectives.metrics.answer_win_rate`.
 """
 
 from __future__ import annotations
@@ -22,8 +20,8 @@ import os
 from pathlib import Path
 
 from personalign.errors import DataError
+from personalign.programs.perspectives import STAGE
 
-INPUTS = ("question", "profile_bank")
 SPLITS = {"train": 0.5, "val": 0.25, "test": 0.25}
 
 
@@ -52,7 +50,7 @@ def _prefeval(p: Path, seed: int) -> list:
     for split, items in parts.items():
         for r in items:
             out.append(dspy.Example(id=f"{r.prompt_id}", question=r.question, profile_bank=bank, reference="",
-                                    split=split, topic=r.topic, prompt_id=r.prompt_id).with_inputs(*INPUTS))
+                                    split=split, topic=r.topic, prompt_id=r.prompt_id).with_inputs(*STAGE.inputs))
     return sorted(out, key=lambda e: (e.topic, e.id))
 
 
@@ -92,7 +90,7 @@ def _jsonl(p: Path, seed: int) -> list:
         for split, items in parts.items():
             for r in items:
                 r["split"] = split
-    return [dspy.Example(**r).with_inputs(*INPUTS) for r in rows]
+    return [dspy.Example(**r).with_inputs(*STAGE.inputs) for r in rows]
 
 
 def load_questions(path: str | os.PathLike, *, seed: int = 0) -> list:
@@ -110,43 +108,4 @@ def load_questions(path: str | os.PathLike, *, seed: int = 0) -> list:
     return _jsonl(p, seed)
 
 
-_PREF_SCORE = {"A": 1.0, "B": 0.0, "tie": 0.5}
-
-
-def answer_win_rate(example, pred, trace=None):
-    """DSPy metric of the perspectives stage: ``pred.answer`` against ``example.reference`` (or,
-    when empty, the single no-profile answer of the current LM at temperature 0), judged in both
-    orders by the typed answer-preference judge: mean of (win 1, tie 0.5, loss 0). A rule-breaking
-    answer (empty, meta text, persona name, wrong item count) scores 0. Two or three LM calls.
-
-    Raises:
-        ConfigurationError: no LM in the current ``dspy`` context.
-    """
-    import dspy
-
-    from personalign.errors import ConfigurationError
-    from personalign.programs.perspectives.rules import rule_violations
-    from personalign.programs.common.text import requested_count, truncate_head
-    from personalign.signatures.judge import AnswerPreferenceSignature
-
-    answer = str(getattr(pred, "answer", "") or "")
-    question = str(example.question)
-    if rule_violations(answer, n_items=requested_count(question)):
-        score = 0.0
-    else:
-        if dspy.settings.lm is None:
-            raise ConfigurationError("answer_win_rate needs an LM: run it inside personalign.lm.use(lm)")
-        reference = str(getattr(example, "reference", "") or "")
-        if not reference:
-            from personalign.programs.perspectives.aggregator import SingleAnswer
-
-            reference = SingleAnswer()(question=question).answer
-        judge = dspy.Predict(AnswerPreferenceSignature)
-        a, r = truncate_head(answer, 2000), truncate_head(reference, 2000)
-        first = judge(question=question, answer_a=a, answer_b=r).preferred
-        second = judge(question=question, answer_a=r, answer_b=a).preferred
-        score = (_PREF_SCORE.get(str(first), 0.5) + (1.0 - _PREF_SCORE.get(str(second), 0.5))) / 2.0
-    return score > 0.5 if trace is not None else score
-
-
-__all__ = ["INPUTS", "load_questions", "answer_win_rate"]
+__all__ = ["load_questions"]

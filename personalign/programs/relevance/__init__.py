@@ -11,13 +11,13 @@ The Python call for predictions is :func:`personalign.programs.relevance.api.pre
 (re-exported here, imported lazily).
 """
 
-from personalign.programs._registry import Registry, StrategyInfo
+from personalign.registry import Registry, StrategyInfo
 from personalign.stages import Stage
 
 _OPT = "personalign.optimizers"
 
 STRATEGIES = Registry(
-    "relevance",
+    "relevance strategy",
     [
         StrategyInfo(
             "all-yes",
@@ -143,11 +143,10 @@ DEFAULT_PREDICT_STRATEGY = "minilm-logreg"
 STAGE = Stage(
     name="relevance",
     summary="Stage 2: which user attributes should change the answer to a new prompt (F1 vs the human majority)",
-    strategies="personalign.programs.relevance:STRATEGIES",
+    signature="personalign.signatures.relevance:RelevanceSignature",
+    strategies=STRATEGIES,
     default_strategies=DEFAULT_STRATEGIES,
-    loader="personalign.programs.relevance.api:load_examples",
-    inputs=("attribute", "prompt"),
-    output="relevant",
+    loader="personalign.programs.relevance.data:load_examples",
     label="relevant",
     kind="binary",
     positive=True,
@@ -155,7 +154,7 @@ STAGE = Stage(
     metric="personalign.metrics:relevance_accuracy",
     metric_name="f1",
     group_key="prompt_id",
-    feedback_metric="personalign.optimizers.feedback:relevance_feedback",
+    feedback_metric="personalign.programs.relevance.metrics:relevance_feedback",
     objective="f1",
     decision_keys=("prompt_id", "user_id"),
 )

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from personalign.errors import ConfigurationError, DataError
 
 from personalign.programs._saved import PROGRAM_FILE  # noqa: E402,F401
+from personalign.programs.relevance.data import load_examples  # noqa: F401  (the loader lives in data.py)
 
 
 def default_training_data() -> Path:
@@ -48,7 +49,6 @@ def compile_strategy(strategy: str, *, data: str | Path | None = None, split: st
         ConfigurationError: unknown strategy. DataError: unreadable data or no examples.
     """
     from personalign.compile_service import compile_program
-    from personalign.data import load_relevance
     from personalign.programs.relevance import STAGE, STRATEGIES
 
     info = STRATEGIES.info(strategy)
@@ -58,27 +58,14 @@ def compile_strategy(strategy: str, *, data: str | Path | None = None, split: st
     path = Path(data) if data else default_training_data()
     if not path.exists():
         raise DataError(path, None, None, f"training data for '{strategy}' not found (pass --data PATH)")
-    rows = load_relevance(path, split=split)
-    if not rows:
+    trainset = load_examples(path, split=split)
+    if not trainset:
         raise DataError(path, None, "split", f"no rows in split '{split}' to fit '{strategy}' on")
-    trainset = [r.to_dspy() for r in rows]
     STAGE.check_fittable(trainset, path, split or "all rows")
     compiled, info_dict = compile_program(STAGE, strategy, None, trainset, lm=lm, seed=seed, program=program)
     info_dict["data"] = str(path)
-    info_dict["fit_splits"] = sorted({str(r.split) for r in rows})  # what `eval` must not score as held out
+    info_dict["fit_splits"] = sorted({str(ex.split) for ex in trainset})  # what `eval` must not score as held out
     return compiled, info_dict
-
-
-def load_examples(path: str | Path) -> list:
-    """The relevance stage's loader: every row of a relevance JSONL (recenter format or canonical)
-    as a ``dspy.Example`` with inputs ``attribute, prompt`` and fields ``relevant, split, prompt_id, ...``.
-
-    Raises:
-        DataError: unreadable or malformed file (path, line, field).
-    """
-    from personalign.data import load_relevance
-
-    return [r.to_dspy() for r in load_relevance(path)]
 
 
 def save_program(program, directory: str | Path, *, strategy: str, lm: str | None = None,

@@ -10,13 +10,13 @@ its complement is PrefEval's violation rate.
 Its text helpers are shared: :mod:`~personalign.programs.common.text`. Light at import (no dspy).
 """
 
-from personalign.programs._registry import Registry, StrategyInfo
+from personalign.registry import Registry, StrategyInfo
 from personalign.stages import Stage
 
 _G = "personalign.programs.respond.generate"
 
 STRATEGIES = Registry(
-    "respond",
+    "respond strategy",
     [
         StrategyInfo("generic", f"{_G}:GenericResponder", "response to the prompt alone (no attributes)",
                      uses_lm=True, trainable=False),
@@ -33,11 +33,10 @@ DEFAULT_STRATEGIES = "generic,personalized"
 STAGE = Stage(
     name="respond",
     summary="personalized response that follows the user's preference (PrefEval generation, judged by a typed judge)",
-    strategies="personalign.programs.respond:STRATEGIES",
+    signature="personalign.signatures.respond:RespondSignature",
+    strategies=STRATEGIES,
     default_strategies=DEFAULT_STRATEGIES,
     loader="personalign.programs.respond.data:load_respond",
-    inputs=("prompt", "attributes"),
-    output="response",
     label="preference",
     kind="scored",
     metric="personalign.programs.respond.violation:preference_followed",

@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 
 from personalign.errors import DataError
+from personalign.programs.respond import STAGE
 
-INPUTS = ("prompt", "attributes")
 SPLITS = {"train": 0.5, "val": 0.25, "test": 0.25}
 
 
@@ -45,7 +45,7 @@ def load_respond(path: str | os.PathLike, *, seed: int = 0) -> list:
             for r in items:
                 out.append(dspy.Example(id=r.id, prompt=r.question, question=r.question, attributes=[r.preference],
                                         preference=r.preference, split=split, topic=r.topic, user_id=r.user_id,
-                                        prompt_id=r.prompt_id).with_inputs(*INPUTS))
+                                        prompt_id=r.prompt_id).with_inputs(*STAGE.inputs))
         return sorted(out, key=lambda e: e.id)
     from personalign.data._io import iter_jsonl
 
@@ -69,7 +69,7 @@ def load_respond(path: str | os.PathLike, *, seed: int = 0) -> list:
         for split, items in group_split(rows, by=lambda r: r["prompt_id"], fractions=SPLITS, seed=seed).items():
             for r in items:
                 r["split"] = split
-    return [dspy.Example(**r).with_inputs(*INPUTS) for r in rows]
+    return [dspy.Example(**r).with_inputs(*STAGE.inputs) for r in rows]
 
 
-__all__ = ["INPUTS", "load_respond"]
+__all__ = ["load_respond"]

@@ -16,14 +16,14 @@ evidence helpers (fitting evidence to a context window) are shared:
 :mod:`~personalign.programs.common.evidence`.
 """
 
-from personalign.programs._registry import Registry, StrategyInfo
+from personalign.registry import Registry, StrategyInfo
 from personalign.stages import Stage
 
 _OPT = "personalign.optimizers"
 _PKG = "personalign.programs.verification"
 
 STRATEGIES = Registry(
-    "verification",
+    "verification strategy",
     [
         StrategyInfo(
             "zero-shot",
@@ -70,11 +70,10 @@ DEFAULT_STRATEGIES = "zero-shot,criteria,minilm-maxsim,minilm-logreg"
 STAGE = Stage(
     name="verification",
     summary="Stage 1: accept or reject an extracted user attribute against the user's own messages",
-    strategies=f"{_PKG}:STRATEGIES",
+    signature="personalign.signatures.verification:VerificationSignature",
+    strategies=STRATEGIES,
     default_strategies=DEFAULT_STRATEGIES,
     loader=f"{_PKG}.data:load_verification",
-    inputs=("evidence", "attribute", "reason"),
-    output="accepted",
     label="accepted",
     kind="binary",
     positive=False,

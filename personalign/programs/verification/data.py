@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from personalign.programs.common.stage1 import SPLIT_SEED, prefeval_topic_splits, to_dspy
+from personalign.programs.common.stage1 import SPLIT_SEED, prefeval_topic_splits, to_examples
+
 
 def load_verification(path: str | Path) -> list:
     """Verification examples of ``path`` (see the module doc), each with ``split`` and ``group``.
@@ -36,6 +37,7 @@ def load_verification(path: str | Path) -> list:
     from personalign.data import read_examples
     from personalign.data.derive import verification_pairs
     from personalign.errors import DataError
+    from personalign.programs.verification import STAGE
 
     p = Path(path)
     if not p.exists():
@@ -43,10 +45,10 @@ def load_verification(path: str | Path) -> list:
     if p.is_dir() or p.suffix == ".json":
         out = []
         for split, records in prefeval_topic_splits(p).items():
-            out.extend(to_dspy(verification_pairs(records, negatives_per_positive=1, seed=SPLIT_SEED), split))
+            out.extend(to_examples(verification_pairs(records, negatives_per_positive=1, seed=SPLIT_SEED), STAGE, split))
         return out
     if p.suffix == ".jsonl":
-        return to_dspy(read_examples(p, "verification"))
+        return to_examples(read_examples(p, "verification"), STAGE)
     raise DataError(p, None, None, "expected a PrefEval folder or topic .json file, or canonical verification .jsonl")
 
 

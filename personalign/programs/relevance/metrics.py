@@ -1,13 +1,12 @@
-"""Feedback metrics for GEPA: ``metric(example, pred, trace=None, pred_name=None, pred_trace=None)``
-returning ``dspy.Prediction(score=float, feedback=str)``.
+"""Metrics of the relevance stage. Its DSPy metric is the generic
+:func:`personalign.metrics.relevance_accuracy`; here its GEPA feedback metric,
+``metric(example, pred, trace=None, pred_name=None, pred_trace=None)`` returning
+``dspy.Prediction(score=float, feedback=str)``.
 
 GEPA's reflection LM reads ``feedback`` to rewrite instructions, so the text says what the human
 label was and what the annotation criterion is (seed study: an attribute is relevant when a
 thoughtful assistant would answer differently because of it, explicitly or implicitly; humans say
 yes ~20% of the time while LLM judges say yes 40-60%).
-
-(Kept in ``optimizers/`` for now; it belongs with the metrics in ``personalign/metrics/`` once that
-area takes it.)
 """
 
 from __future__ import annotations

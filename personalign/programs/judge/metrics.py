@@ -1,4 +1,4 @@
-"""Agreement of a judge with human 1-5 ratings, and the judge stage's data loader.
+"""Metrics of the judge stage: agreement of a judge with human 1-5 ratings.
 
 :func:`judge_agreement` pools every (example, attribute) pair rated by both the humans and the
 judge and reports Spearman's rho and the quadratic-weighted kappa (Cohen 1968) -- both from
@@ -6,18 +6,17 @@ judge and reports Spearman's rho and the quadratic-weighted kappa (Cohen 1968) -
 agreement, mean absolute error and the judges' inflation (mean distance from 3, judge minus
 human: the seed study finds LLM judges give more extreme ratings than people).
 
-:func:`load_ratings` reads the canonical preference-rating JSONL
-(:class:`~personalign.data.PreferenceRatingExample`) for the ``judge`` stage.
+The per-example DSPy metric the stage compiles toward is the generic
+:func:`personalign.metrics.rating_agreement`; :func:`weighted_kappa` is the stage's set objective.
+The loader is :func:`personalign.programs.judge.data.load_ratings`.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from typing import Any, Mapping, Sequence
 
-INPUTS = ("profile", "prompt", "response_a", "response_b", "attributes")
 
 
 def _get(obj: Any, name: str):
@@ -112,34 +111,4 @@ def weighted_kappa(examples: Sequence, predictions: Sequence) -> float:
     return 0.0 if math.isnan(value) else float(value)
 
 
-def load_ratings(path: str | os.PathLike, *, seed: int = 0) -> list:
-    """Canonical preference-rating JSONL -> ``dspy.Example``s for the ``judge`` stage.
-
-    Each example has the inputs ``profile, prompt, response_a, response_b, attributes`` (the
-    rated attributes, i.e. the keys of ``ratings`` in file order) and the gold ``ratings``.
-    Lines without ``split``: split by prompt (``prompt_id``, else the prompt text) into
-    train/val/test = 0.5/0.25/0.25 (:func:`personalign.data.group_split`, seeded).
-
-    Raises:
-        DataError: missing file, malformed line, rating outside 1-5, duplicate id (names file,
-            line and field).
-    """
-    from personalign.data.canonical import read_examples
-    from personalign.data.splits import assign_split, group_split
-    from personalign.errors import DataError
-
-    items = read_examples(path, "rating")
-    if all(x.split is None for x in items):
-        keyed = [x if x.prompt_id else x.model_copy(update={"prompt_id": "prompt:" + x.prompt}) for x in items]
-        if len({x.prompt_id for x in keyed}) < 3:
-            raise DataError(path, None, "split", "no 'split' field and fewer than 3 distinct prompts to split by")
-        items = assign_split(group_split(keyed, by="prompt", fractions={"train": 0.5, "val": 0.25, "test": 0.25},
-                                         seed=seed))
-    out = []
-    for x in items:
-        ex = x.to_dspy()
-        out.append(ex.copy(attributes=list(x.ratings)).with_inputs(*INPUTS))
-    return out
-
-
-__all__ = ["INPUTS", "judge_agreement", "rating_pairs", "load_ratings", "weighted_kappa"]
+__all__ = ["judge_agreement", "rating_pairs", "weighted_kappa"]
