@@ -158,8 +158,9 @@ def section_generation(root, args, lm, refused: str | None = None) -> tuple[dict
 
 def _reports_from_files(args) -> dict:
     """The ``violation`` / ``pairwise`` reports of ``--judge-report`` files (``benchmarks/judges.py``
-    output). A report is taken only when it was made with the same model and, for the pairwise
-    judge, the same ``--pairwise-strategy``; otherwise the run stops with one ``error:`` line."""
+    output). A file made with another model stops the run with one ``error:`` line; a pairwise
+    report of another strategy than ``--pairwise-strategy`` is ignored (that judge is then
+    validated here)."""
     import json
 
     out = {}
@@ -176,8 +177,7 @@ def _reports_from_files(args) -> dict:
             if rep is None:
                 continue
             if name == "pairwise" and rep.get("judge") != f"pairwise:{args.pairwise_strategy}":
-                sys.exit(f"error: --judge-report {path}: its pairwise judge is {rep.get('judge')!r}, not "
-                         f"pairwise:{args.pairwise_strategy}")
+                continue  # another pairwise strategy's report: it does not validate this one
             out[name] = {**rep, "source": str(path), "n_questions": data.get("n_pairs")}
     return out
 
