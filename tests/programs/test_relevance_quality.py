@@ -21,8 +21,16 @@ LABELS = shared_data_dir() / "recenter_relevance" / "relevance_labels.jsonl"
 
 
 @pytest.mark.skipif(not LABELS.exists(), reason="../shared/data is absent (real human relevance labels)")
-def test_default_model_yes_prob_ranks_relevant_pairs_above_irrelevant_ones():
+def test_default_model_yes_prob_ranks_relevant_pairs_above_irrelevant_ones(monkeypatch):
+    import dspy
     from sklearn.metrics import roc_auc_score
+
+    from personalign.programs.relevance import yes_prob
+
+    # every margin must reach the engine: no margin from an earlier run's DSPy disk cache or this
+    # process's memo (else the KV-reuse check below counts nothing)
+    monkeypatch.setattr(dspy, "cache", None)
+    monkeypatch.setattr(yes_prob, "_margins", {})
 
     from personalign.lm import DEFAULT_MODEL
     from personalign.lm._engine import get_engine
