@@ -79,7 +79,7 @@ def _program(d: Path, mutate=None, weights=None, name: str = "prog") -> str:
     ``weights(dir)``."""
     import numpy as np
 
-    from personalign.programs._saved import PROGRAM_FILE, save_program
+    from personalign.programs.saved import PROGRAM_FILE, save_program
     from personalign.programs.common.logistic import LogisticHead
     from personalign.programs.relevance import STRATEGIES
 

@@ -168,7 +168,7 @@ def main(argv=None) -> None:
     from personalign.lm import DEFAULT_MODEL, configure_cache, make_lm
     from personalign.objectives import objective_name, objective_score
     from personalign.optimizers import OPTIMIZERS
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     t_all = time.perf_counter()
     st = get_stage(args.stage)

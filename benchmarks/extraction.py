@@ -16,7 +16,7 @@ Sections of the output:
   alternately from accepted and rejected pairs so the subset is balanced; within each class a
   seeded sample stratified by topic, ``Stage.limit``).
 * ``extraction`` -- on ``--limit-conversations`` val conversations (a seeded random sample
-  stratified by topic, :meth:`personalign.stages.Stage.limit`): the LLM extractor (default
+  stratified by topic, :meth:`personalign.programs.stages.Stage.limit`): the LLM extractor (default
   settings: confidence >= 0.4), the same LLM outputs merged (no extra calls), the LLM extractor
   without the confidence and evidence filters (diagnostic: what the model proposes; leave it out
   with ``--extractors extract``), and the LM-free first-person baseline (on the same sample and on
@@ -75,7 +75,7 @@ def _auc(gold, scores):
 def _balanced(examples, k, seed=0):
     """``k`` pairs, alternately accepted and rejected, each class a seeded sample stratified by
     topic (the verification stage's ``--limit`` sample; file order within a class)."""
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     st = get_stage("verification")
     half = (k + 1) // 2
@@ -367,7 +367,7 @@ def main(argv=None) -> int:
             STRATEGIES.create("minilm-logreg"), trainset=train)
 
     convs_all = [e for e in load_extraction(data) if e.split == "val"]
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     convs = get_stage("extraction").limit(convs_all, args.limit_conversations, args.seed) if args.limit_conversations else []
     out["extraction_data"] = {"n_val_conversations": len(convs_all), "n_lm_subset": len(convs),

@@ -3,7 +3,7 @@
 Labels: PrefEval's MCQ options (its authors wrote them: the first option follows the stated
 preference, the other three violate it). One labelled pair per val question -- the following
 option and one seeded violating option, in a seeded A/B order
-(:func:`personalign.programs.judge.validation.labelled_pairs`).
+(:func:`personalign.judge_validation.labelled_pairs`).
 
 * ``violation`` -- the typed violation judge (follows / violates) on both options of each pair:
   accuracy, Cohen's kappa (scikit-learn), violates-rate.
@@ -15,7 +15,7 @@ option and one seeded violating option, in a seeded A/B order
 
 Every figure has a 95% percentile-bootstrap CI over pairs; ``usable`` = the lower bounds of the
 kappa CI and the accuracy CI clear chance (> 0 and > 0.5; pairwise: after debiasing). Other benchmarks refuse to score with a judge that is not
-usable (:func:`personalign.programs.judge.validation.require_usable`).
+usable (:func:`personalign.judge_validation.require_usable`).
 
 Usage: ``python benchmarks/judges.py [--lm local/qwen2.5-coder-1.5b-instruct] [--split val]
 [--limit N] [--judges violation,pairwise] [--pairwise-strategy pairwise-expected] [--n-boot 1000]
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_logs()
     warnings.filterwarnings("ignore")
     from personalign.lm import configure_cache, make_lm
-    from personalign.programs.judge.validation import validate_judges
+    from personalign.judge_validation import validate_judges
 
     def work(root):
         t0 = time.perf_counter()

@@ -45,7 +45,7 @@ def main() -> None:
     if not path.exists():
         emit({"benchmark": "local_models", "skipped": f"data not found: {path}"})
         return
-    from personalign.cli._doctor import bench_model
+    from personalign.lm.speed import bench_model
     from personalign.data import load_relevance
     import random
 

@@ -90,7 +90,7 @@ def _stage1_attributes(root, examples, lm) -> dict[str, list[str]]:
     on the user's persona-driven conversation. Raises when the stage is absent or fails."""
     from personalign.data import extraction_targets, load_prefeval
     from personalign.lm import use
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     st = get_stage("extraction")
     program = st.registry.create(st.default_strategies.split(",")[0].strip())
@@ -183,10 +183,10 @@ def _reports_from_files(args) -> dict:
 
 
 def judge_gates(root, args, lm, sections) -> tuple[dict, dict]:
-    """Validate the judges the sections use (:mod:`personalign.programs.judge.validation`) on
+    """Validate the judges the sections use (:mod:`personalign.judge_validation`) on
     ``--judge-validation-limit`` val questions; returns (report, {judge: refusal line or None}).
     The perspectives answer judge sees no preference, so PrefEval's labels cannot validate it."""
-    from personalign.programs.judge.validation import refusal, validate_judges
+    from personalign.judge_validation import refusal, validate_judges
 
     needed = [j for j, s in (("violation", "generation"), ("pairwise", "judge")) if s in sections]
     report = _reports_from_files(args) if args.judge_report else {}
@@ -207,7 +207,7 @@ def section_judge(examples, responses, args, lm, refused: str | None = None) -> 
     from personalign.lm import CallCounter, use
     from personalign.programs.judge.mentions import MentionDetector, mention_rating_gap
     from personalign.programs.common.text import lexical_mention
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     t0 = time.perf_counter()
     judge, detector = get_stage("judge").registry.create(args.pairwise_strategy), MentionDetector()

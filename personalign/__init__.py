@@ -33,7 +33,7 @@ def load_program(path, *, stage: str | None = None, with_metadata: bool = False)
     ``dspy.Predict(Signature).load(path)`` (relevance ``zero-shot``, ``criteria``) or
     ``dspy.ChainOfThought(Signature).load(path)`` (``cot``).
     """
-    from personalign.programs._saved import load_program as _load
+    from personalign.programs.saved import load_program as _load
 
     program, meta = _load(path, stage=stage)
     return (program, meta) if with_metadata else program

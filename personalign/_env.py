@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-_OFFLINE_DEFAULTS = {
+OFFLINE_DEFAULTS = {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "LITELLM_TELEMETRY": "False",
     "HF_HUB_OFFLINE": "1",
@@ -26,5 +26,5 @@ _OFFLINE_DEFAULTS = {
 
 def apply_offline_defaults() -> None:
     """Set the offline environment defaults (idempotent, never overrides the user's values)."""
-    for key, value in _OFFLINE_DEFAULTS.items():
+    for key, value in OFFLINE_DEFAULTS.items():
         os.environ.setdefault(key, value)

@@ -9,9 +9,7 @@ calls and seconds -- logging an MLflow run with one child run per strategy.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sys
 import warnings
 import time
 import uuid
@@ -93,7 +91,7 @@ def compare_stage(
     same examples (:func:`personalign.evaluation.paired_comparison`).
 
     Args:
-        stage: a stage name (:func:`personalign.stages.get_stage`), e.g. ``relevance``.
+        stage: a stage name (:func:`personalign.programs.stages.get_stage`), e.g. ``relevance``.
         data: the stage's labelled data file (train and evaluation splits).
         split: the evaluation split; ``train_split`` is where trainable strategies are compiled.
         strategies: comma-separated registry names, ``NAME@OPTIMIZER`` to compile an LLM strategy
@@ -128,7 +126,7 @@ def compare_stage(
     from personalign.errors import ConfigurationError
     from personalign.evaluation import evaluate_stage, paired_comparison
     from personalign.lm import default_model, make_lm
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
     from personalign.tracking_native import (link_traces, lm_traces, log_dataset, log_predictions, log_summary,
                                              register_prompt, run_name)
 

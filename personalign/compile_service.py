@@ -1,7 +1,7 @@
 """The one compile path: every program of every stage is compiled here.
 
 ``compare``, ``compile``, ``sweep``, the relevance Python API, the benchmarks and the tests call
-:func:`compile_program` with the :class:`~personalign.stages.Stage` (label, positive class,
+:func:`compile_program` with the :class:`~personalign.programs.stages.Stage` (label, positive class,
 group key, metric, objective); nothing here assumes a stage.
 
 Compiling an LLM strategy with a teleprompter:
@@ -13,7 +13,7 @@ Compiling an LLM strategy with a teleprompter:
    teleprompter can win by predicting one class;
 3. the candidates -- the **uncompiled program**, the compiled one and, for teleprompters that rank
    candidate programs (bootstrap-rs, MIPROv2), up to ``max_alternatives`` runners-up -- are run on dev
-   (:func:`personalign.evaluation.run_program`, the one runner) and scored by the stage's **set**
+   (:func:`personalign.programs.run.run_program`, the one runner) and scored by the stage's **set**
    objective (F1, F2, kappa, ... :func:`personalign.objectives.objective_score`). A candidate that
    predicts a single class on dev gets a warning and never wins over a non-constant one; among the
    rest the highest objective wins and ties go to the uncompiled program. So a compile never
@@ -168,7 +168,7 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
     """Build ``strategy`` of ``stage`` (or take ``program``) and compile it on ``trainset``.
 
     Args:
-        stage: a :class:`~personalign.stages.Stage`.
+        stage: a :class:`~personalign.programs.stages.Stage`.
         optimizer: a teleprompter name (LLM strategies), or None (trainable strategies: their own
             fit; LLM strategies: returned as they are).
         optimizer_settings: teleprompter settings (e.g. ``{"k": 4}``); ``decision_rule``: ``"auto"``

@@ -27,7 +27,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable, Sequence
 
-from personalign.stages import objective_spec, validate_spec  # noqa: F401  (defined with the Stage)
+from personalign.programs.stages import objective_spec, validate_spec  # noqa: F401  (defined with the Stage)
 
 
 def objective_name(stage) -> str:

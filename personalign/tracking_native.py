@@ -9,7 +9,7 @@
   predictions, correctness, errors) and the same rows as an MLflow table
   (``mlflow.log_table``, artifact ``predictions_table.json``: the UI's "Evaluations"/table view).
 * **Prompt registry** (:func:`register_prompt`): a compiled program's prompt (instructions,
-  fields, demos: :func:`personalign.programs._export.prompt_text`) registered as a new version of
+  fields, demos: :func:`personalign.programs.export.prompt_text`) registered as a new version of
   the prompt ``<stage>-<strategy>`` (``mlflow.genai.register_prompt``); the optimizer, model and
   run are version tags. Programs without an LM prompt are not registered.
 * **Traces** (:func:`lm_traces`): see its docstring for what is traced and the cap.
@@ -155,7 +155,7 @@ def register_prompt(tracker, program, *, stage: str, strategy: str, optimizer: s
         return None
     import mlflow
 
-    from personalign.programs._export import prompt_text
+    from personalign.programs.export import prompt_text
 
     tracker.check()
     name = prompt_name(stage, strategy)

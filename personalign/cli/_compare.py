@@ -49,7 +49,7 @@ def render_table(result: dict):
 
 
 def run_stages(*, json_out: bool) -> None:
-    from personalign.stages import all_stages
+    from personalign.programs.stages import all_stages
 
     rows = []
     for name, st in all_stages().items():
@@ -75,10 +75,10 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
     from rich.console import Console
 
     from personalign.compare import compare_stage
-    from personalign.data._io import check_input
+    from personalign.data.files import check_input
     from personalign.lm import configure_cache
     from personalign.settings import runs_dir
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
     from personalign.tracking import Tracker
 
     get_stage(stage)  # an unknown stage fails before anything else

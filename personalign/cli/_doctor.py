@@ -6,7 +6,6 @@ import json
 import os
 import platform
 import sys
-import time
 from importlib import metadata
 from pathlib import Path
 
@@ -21,34 +20,9 @@ def _version(name: str) -> str | None:
         return None
 
 
-def bench_model(model: str, *, prompt_tokens: int = 256, gen_tokens: int = 64) -> dict:
-    """Prompt-processing and generation speed of an embedded model, in tokens/s (one run each)."""
-    from personalign.lm._engine import get_engine
-
-    eng = get_engine(model)
-    text = " ".join(["The user enjoys hiking in the mountains and reading history books."] * 40)
-    toks = eng.llm.tokenize(text.encode(), add_bos=False)[:prompt_tokens]
-    with eng.lock:
-        eng.llm.reset()
-        t0 = time.perf_counter()
-        eng.llm.eval(toks)
-        t_prompt = time.perf_counter() - t0
-        eng.llm.reset()
-        t0 = time.perf_counter()
-        story, _ = eng.render([{"role": "user", "content": "Write a long story about a dragon."}])
-        out = eng.llm.create_completion(prompt=story, max_tokens=gen_tokens, temperature=0.0, stop=[],
-                                        repeat_penalty=1.0, logit_bias={eng.llm.token_eos(): -1e9})
-        t_gen = time.perf_counter() - t0
-    n_gen = out["usage"]["completion_tokens"]
-    return {"model": model, "prompt_tokens": len(toks), "prompt_tokens_per_s": round(len(toks) / t_prompt, 1),
-            "gen_tokens": n_gen, "gen_tokens_per_s": round(n_gen / t_gen, 1)}
-
-
 def collect(*, bench: bool, lm: str, cache_dir: Path | None) -> dict:
-    from personalign.lm import configure_cache
-    from personalign.lm._engine import current_settings
-    from personalign.lm._models import DEFAULT_MODEL, MODELS, model_file
-    from personalign.lm._provider import grammar_constrained
+    from personalign.lm import DEFAULT_MODEL, MODELS, configure_cache, current_settings, grammar_constrained, model_file
+    from personalign.lm.speed import bench_model
     from personalign.settings import default_tracking_uri
 
     cache = configure_cache(cache_dir)

@@ -25,10 +25,10 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
     from personalign.compile_service import compile_program
     from personalign.lm import default_model, configure_cache, make_lm
     from personalign.optimizers import OPTIMIZERS
-    from personalign.programs._export import prompt_text
-    from personalign.programs._saved import save_program
+    from personalign.programs.export import prompt_text
+    from personalign.programs.saved import save_program
     from personalign.settings import runs_dir
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
     from personalign.tracking import Tracker
     from personalign.tracking_native import log_dataset, register_prompt, run_name
 
@@ -114,9 +114,9 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
     from personalign.data.digest import file_sha256
     from personalign.evaluation import evaluate_stage
     from personalign.lm import default_model, configure_cache, make_lm
-    from personalign.programs._fitted import fitted_rows_warning
-    from personalign.programs._saved import load_program
-    from personalign.stages import get_stage
+    from personalign.programs.fitted import fitted_rows_warning
+    from personalign.programs.saved import load_program
+    from personalign.programs.stages import get_stage
     from personalign.tracking import Tracker
     from personalign.tracking_native import lm_traces, log_dataset, log_predictions, run_name
 

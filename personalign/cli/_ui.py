@@ -19,7 +19,7 @@ def ui_command(tracking_uri: str | None = None, port: int = 5000) -> tuple[list[
     """``(argv, env)`` of the MLflow UI server for ``tracking_uri`` (default: personalign's store,
     ``sqlite:///<runs>/mlflow.db``) on ``http://127.0.0.1:<port>``; ``env`` is this process's
     environment plus the offline defaults (the user's explicit values win)."""
-    from personalign._env import _OFFLINE_DEFAULTS
+    from personalign._env import OFFLINE_DEFAULTS
     from personalign.settings import default_tracking_uri, runs_dir
 
     uri = tracking_uri or default_tracking_uri()
@@ -27,7 +27,7 @@ def ui_command(tracking_uri: str | None = None, port: int = 5000) -> tuple[list[
             "--port", str(port), "--workers", "1"]
     if uri.startswith("sqlite:"):  # artifacts uploaded through the UI go beside the others, not ./mlartifacts
         argv += ["--artifacts-destination", (runs_dir() / "mlartifacts").resolve().as_uri()]
-    env = {**_OFFLINE_DEFAULTS, **os.environ}
+    env = {**OFFLINE_DEFAULTS, **os.environ}
     return argv, env
 
 

@@ -38,11 +38,11 @@ def relevance(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Which of a user's attributes should change the answer to a prompt."""
-    from personalign.errors import ConfigurationError, DataError
+    from personalign.errors import ConfigurationError
 
     attrs = list(attribute or [])
     if attributes_file is not None:
-        from personalign.data._io import read_text
+        from personalign.data.files import read_text
 
         text = read_text(attributes_file, what="attributes file", max_bytes=64 * 1024**2)
         attrs += [line.strip() for line in text.splitlines() if line.strip()]
@@ -51,11 +51,11 @@ def relevance(
     if program is not None and strategy is not None:
         raise ConfigurationError("give --strategy or --program, not both")
     if save is not None:
-        from personalign.programs._saved import check_save_target
+        from personalign.programs.saved import check_save_target
 
         check_save_target(save)
 
-    from personalign.programs.relevance.api import compile_strategy, predict_relevance, save_program
+    from personalign.predict import compile_strategy, predict_relevance, save_program
 
     compiled = None
     warnings: list[str] = []

@@ -3,7 +3,7 @@ runners and the SFT export, as a typer app mounted by :mod:`personalign.cli`.
 
 Each command prints one JSON object on stdout, progress on stderr (a start and an end line, and
 a progress bar per strategy), uses the LM cache (``--cache-dir``, ``--no-cache``) and logs an
-MLflow run (``--tracking-uri``, ``--no-track``; see :mod:`personalign.runners._tracked`). An input
+MLflow run (``--tracking-uri``, ``--no-track``; see :mod:`personalign.runners.tracked`). An input
 or configuration error (:class:`personalign.errors.PersonalignError`) prints one line on stderr
 and exits with code 2.
 """
@@ -43,7 +43,7 @@ def _emit(command: str, fn, *, params: dict, data=None, lm=None, uses_lm=True, c
 
     try:
         from personalign.lm import configure_cache
-        from personalign.runners._tracked import check_inputs, run_tracked
+        from personalign.runners.tracked import check_inputs, run_tracked
         from personalign.tracking import Tracker
 
         check_inputs((data, *inputs))  # before the cache or the MLflow store is written
@@ -69,7 +69,7 @@ def _split(strategies: str) -> list[str]:
 
 def _uses_lm(stage: str, strategies: str) -> bool:
     """Whether any of ``strategies`` of ``stage`` calls an LM (an unknown name fails here, before any work)."""
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     registry = get_stage(stage).registry
     return any(registry.info(name).uses_lm for name in _split(strategies))
@@ -135,7 +135,7 @@ def pipeline(data: Path = typer.Argument(..., help="The PrefEval root (mcq_optio
     def validate():  # the data and every name, before the cache or the store is touched
         from personalign.runners.pipeline import CONDITIONS, pipeline_examples
         from personalign.errors import ConfigurationError
-        from personalign.stages import get_stage
+        from personalign.programs.stages import get_stage
 
         for stage_name, name in (("extraction", extractor), ("verification", verifier), ("relevance", selector)):
             get_stage(stage_name).registry.info(name)
@@ -227,7 +227,7 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
         if prefeval is not None:
             pairs.extend(prefeval_pairs(prefeval, split=split, limit=limit, seed=seed))
         elif bank is not None and questions is not None:
-            from personalign.data._io import read_text
+            from personalign.data.files import read_text
 
             qs = [q.strip() for q in read_text(questions, what="questions file").splitlines() if q.strip()]
             from personalign.data.sample import stratified_limit

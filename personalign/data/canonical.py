@@ -12,7 +12,7 @@ from typing import Iterable, Iterator
 
 from pydantic import ValidationError
 
-from personalign.data._io import iter_jsonl, validation_to_data_error, write_jsonl
+from personalign.data.files import iter_jsonl, validation_to_data_error, write_jsonl
 from personalign.data.schemas import EXAMPLE_TYPES, TaskExample
 from personalign.errors import DataError
 

@@ -25,7 +25,7 @@ from typing import Any, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from personalign.data._io import array_element_lines, check_file, iter_jsonl, read_json, require
+from personalign.data.files import array_element_lines, check_file, iter_jsonl, read_json, require
 from personalign.data.schemas import ExtractionExample, Session, Turn, UserHistory
 from personalign.errors import DataError
 

@@ -147,7 +147,7 @@ def _kind(name: str) -> Kind:
 def iter_kind(path: str | os.PathLike, kind: str) -> Iterator[Any]:
     """Stream the records of ``path`` read as ``kind`` (raises DataError on bad input; a pipe or
     device is refused before it is opened)."""
-    from personalign.data._io import check_input
+    from personalign.data.files import check_input
 
     k = _kind(kind)
     yield from k.load(check_input(path, allow_dir=True))

@@ -27,7 +27,7 @@ import os
 import re
 from pathlib import Path
 
-from personalign.data._io import check_file, iter_jsonl, read_text
+from personalign.data.files import check_file, iter_jsonl, read_text
 from personalign.data.prefeval import render_turns
 from personalign.data.schemas import MCQExample, Turn
 from personalign.errors import DataError

@@ -28,7 +28,7 @@ from typing import Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from personalign.data._io import array_element_lines, read_json, require
+from personalign.data.files import array_element_lines, read_json, require
 from personalign.data.schemas import MCQExample, Turn
 from personalign.errors import DataError
 

@@ -26,7 +26,7 @@ from typing import Iterable, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from personalign.data._io import iter_jsonl, require, validation_to_data_error
+from personalign.data.files import iter_jsonl, require, validation_to_data_error
 from personalign.data.schemas import RelevanceExample
 from personalign.errors import DataError
 

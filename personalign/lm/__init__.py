@@ -37,10 +37,13 @@ __all__ = [
     "CallCounter",
     "configure_cache",
     "configure_local",
+    "current_settings",
+    "grammar_constrained",
     "context_window",
     "count_tokens",
     "prompt_tokens",
     "make_lm",
+    "resolve_lm",
     "model_file",
     "use",
     "is_local",
@@ -55,6 +58,17 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
+def resolve_lm(lm: Any = None, uses_lm: bool = True):
+    """The ``dspy.LM`` a program runs on: None -> the default model (:func:`default_model`), a model
+    string -> :func:`make_lm`, an LM object unchanged; None when the program uses no LM
+    (``uses_lm`` False). Raises :class:`~personalign.errors.UnknownModelError` like ``make_lm``."""
+    if not uses_lm:
+        return None
+    if lm is None or isinstance(lm, str):
+        return make_lm(lm or default_model())
+    return lm
+
+
 def configure_local(**settings: Any) -> None:
     """Change the embedded backend's settings (n_ctx, n_threads, seed, temperature, max_tokens,
     max_string_chars, max_list_items); see :class:`LocalSettings`."""
@@ -63,6 +77,22 @@ def configure_local(**settings: Any) -> None:
     from personalign.lm._engine import configure_settings, current_settings
 
     configure_settings(replace(current_settings(), **settings))
+
+
+def current_settings():
+    """The embedded backend's active :class:`LocalSettings` (from ``PERSONALIGN_*`` environment
+    variables until :func:`configure_local` changes them)."""
+    from personalign.lm._engine import current_settings as _current
+
+    return _current()
+
+
+def grammar_constrained(model: str) -> bool:
+    """True when ``model``'s typed outputs are grammar-constrained: litellm reports schema support
+    and the ``response_format`` parameter, so DSPy's JSONAdapter sends the signature's schema."""
+    from personalign.lm._provider import grammar_constrained as _constrained
+
+    return _constrained(model)
 
 
 def configure_cache(cache_dir: str | os.PathLike | None = None, *, enabled: bool = True) -> Path | None:

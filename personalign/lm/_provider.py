@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 from personalign.lm._models import MODELS, PROVIDER
 

@@ -1,6 +1,6 @@
 """The one retry policy for failed LM calls: what is retried, how often, and how a retry resamples.
 
-Used by :func:`personalign.evaluation.run_program` (a failed example is run again) and by the
+Used by :func:`personalign.programs.run.run_program` (a failed example is run again) and by the
 teleprompter wrappers (:class:`personalign.optimizers._failures.RetryingAdapter`: a failed
 predictor call inside a DSPy teleprompter is made again). Every failure is one of:
 

@@ -24,7 +24,7 @@ def error_budget(trainset: Sequence, valset: Sequence | None) -> int:
 
 class RetryingAdapter:
     """The active DSPy adapter, with :class:`personalign.lm.retry.RetryPolicy` (the policy of
-    :func:`personalign.evaluation.run_program`) for every predictor call a teleprompter makes
+    :func:`personalign.programs.run.run_program`) for every predictor call a teleprompter makes
     (task runs and instruction proposals alike).
 
     A failed call the policy retries -- an LM error or timeout that outlived the LM's own retries,

@@ -14,7 +14,7 @@ A wrapper implements two things:
    ``on_event`` callback: ``on_event("projected", {...})``);
 2. inside :func:`personalign.lm.use` (``dspy.context`` with the LM and its adapter -- never
    ``dspy.configure``, so worker threads are safe) and a :class:`personalign.lm.CallCounter`:
-   score the input program on ``valset`` (:func:`personalign.evaluation.evaluate_metric`: metric
+   score the input program on ``valset`` (:func:`personalign.programs.run.evaluate_metric`: metric
    mean and its 95% bootstrap CI), run the
    teleprompter on a deep copy, score the compiled program; inside the teleprompter a failed
    predictor call is retried (:class:`RetryingAdapter`, :mod:`personalign.lm.retry`), then
@@ -26,7 +26,7 @@ A wrapper implements two things:
    ``details["over_budget_reason"]`` says which phase overran and why.
 
 Projection conventions (calls per program run, prompt-model calls, scoring passes) are in
-:mod:`personalign.optimizers._budget`; each wrapper documents its own formula in those terms.
+:mod:`personalign.optimizers.budget`; each wrapper documents its own formula in those terms.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from personalign.lm.retry import DEFAULT_POLICY, RetryPolicy
-from personalign.optimizers._budget import Projection, adapter_factor, calls_per_run, lm_adapter_factor
+from personalign.optimizers.budget import Projection, adapter_factor, calls_per_run, lm_adapter_factor
 from personalign.optimizers._failures import RetryingAdapter, error_budget, failure_counter
 from personalign.optimizers.base import CompileResult, Optimizer
 
@@ -76,7 +76,7 @@ class TeleprompterOptimizer(Optimizer):
             the embedded models run one call at a time).
         calls_per_run: predictor calls of one forward pass, for the projection (None: the
             program's ``lm_calls_per_run``, else ``len(program.predictors())``; each costs up to the
-            adapter factor in LM calls, :mod:`personalign.optimizers._budget`).
+            adapter factor in LM calls, :mod:`personalign.optimizers.budget`).
         score: score the input and the compiled program on ``valset`` (before/after, with CIs).
         label_field: example field for the corpus report in ``details`` (None: no report).
         n_boot: bootstrap resamples of the CIs.
@@ -123,7 +123,7 @@ class TeleprompterOptimizer(Optimizer):
         return lm_adapter_factor(self.lm)
 
     def _calls_per_run(self, program) -> int:
-        """``c``: LM calls of one forward pass (:func:`personalign.optimizers._budget.calls_per_run`;
+        """``c``: LM calls of one forward pass (:func:`personalign.optimizers.budget.calls_per_run`;
         a per-example declaration is maximized over the examples of the last projection)."""
         return calls_per_run(program, self._adapter_factor(), self.calls_per_run, self._budget_examples)
 
@@ -148,7 +148,7 @@ class TeleprompterOptimizer(Optimizer):
 
     def projection(self, program, trainset: Sequence, valset: Sequence | None = None) -> dict[str, Any]:
         """The projected LM calls by phase: ``{"score_before", "teleprompter", "score_after",
-        "teleprompter_parts", "total"}`` (:class:`personalign.optimizers._budget.Projection`)."""
+        "teleprompter_parts", "total"}`` (:class:`personalign.optimizers.budget.Projection`)."""
         return self._projection(program, trainset, valset).as_dict()
 
     def _projection(self, program, trainset: Sequence, valset: Sequence | None) -> Projection:
@@ -198,7 +198,7 @@ class TeleprompterOptimizer(Optimizer):
         """
         import dspy
 
-        from personalign.evaluation import evaluate_metric
+        from personalign.programs.run import evaluate_metric
         from personalign.lm import CallCounter, use
 
         if self.metric is None:

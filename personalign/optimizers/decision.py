@@ -15,7 +15,7 @@ rule is kept only when it beats them out of fold; the final value is refitted on
 
 :class:`DecidedProgram` (threshold) and :class:`TopShareProgram` (top share; decides in
 ``predict_batch``) wrap the program; the rule is saved in the program JSON
-(``decision_rule``) and reapplied on load (:mod:`personalign.programs._saved`).
+(``decision_rule``) and reapplied on load (:mod:`personalign.programs.saved`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from personalign.programs._decision import (DecidedProgram, DecisionRule, TopShareProgram, apply_rule,
+from personalign.programs.decision import (DecidedProgram, DecisionRule, TopShareProgram, apply_rule,
                                             with_rule)
 
 KINDS = ("threshold", "top_share")

@@ -29,7 +29,7 @@ def read_npz(path: str | os.PathLike, shapes: dict[str, tuple[int, ...]], *,
 
     import numpy as np
 
-    from personalign.data._io import check_input
+    from personalign.data.files import check_input
 
     p = check_input(path, what="weights file")
     try:

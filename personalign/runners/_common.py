@@ -22,25 +22,14 @@ def mean_ci(values: Sequence[float], *, n_boot: int = 1000, seed: int = 0) -> di
             "n": int(v.size)}
 
 
-def resolve_lm(lm: Any, uses_lm: bool):
-    """A ``dspy.LM`` for ``lm`` (None -> the default embedded model; a string -> make_lm; an LM
-    object unchanged), or None when the strategy uses no LM."""
-    if not uses_lm:
-        return None
-    from personalign.lm import default_model, make_lm
-
-    if lm is None or isinstance(lm, str):
-        return make_lm(lm or default_model())
-    return lm
-
-
 def run_strategy(stage_name: str, strategy: str, examples: Sequence, *, lm=None, progress: bool = False,
                  **kwargs) -> tuple[Any, Any]:
     """Build ``strategy`` of stage ``stage_name`` (``kwargs`` to its constructor) and run it with
-    :func:`personalign.evaluation.run_program` (retries, failures counted). Returns
+    :func:`personalign.programs.run.run_program` (retries, failures counted). Returns
     ``(outcome, lm)``; ``outcome.predictions`` holds the stage's output field per example."""
     from personalign.evaluation import run_program
-    from personalign.stages import get_stage
+    from personalign.lm import resolve_lm
+    from personalign.programs.stages import get_stage
 
     stage = get_stage(stage_name)
     info = stage.registry.info(strategy)
@@ -63,4 +52,4 @@ def maybe_use(lm):
         yield lm
 
 
-__all__ = ["mean_ci", "resolve_lm", "run_strategy", "maybe_use"]
+__all__ = ["mean_ci", "run_strategy", "maybe_use"]

@@ -23,7 +23,8 @@ import time
 from typing import Mapping, Sequence
 
 from personalign.errors import DataError
-from personalign.runners._common import maybe_use, mean_ci, resolve_lm
+from personalign.lm import resolve_lm
+from personalign.runners._common import maybe_use, mean_ci
 
 
 def read_texts(path: str | os.PathLike, field: str) -> dict[str, str]:
@@ -32,7 +33,7 @@ def read_texts(path: str | os.PathLike, field: str) -> dict[str, str]:
     Raises:
         DataError: missing file, a line without ``id`` or ``field`` (named), duplicate id.
     """
-    from personalign.data._io import iter_jsonl
+    from personalign.data.files import iter_jsonl
 
     out: dict[str, str] = {}
     for lineno, obj in iter_jsonl(path):

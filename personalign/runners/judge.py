@@ -8,14 +8,14 @@ import os
 import time
 from typing import Sequence
 
-from personalign.runners._common import resolve_lm
+from personalign.lm import resolve_lm
 
 
 def run_judge_agreement(ratings: str | os.PathLike, *, strategies: Sequence[str] = ("pairwise", "single-order", "tie"),
                         split: str | None = "val", limit: int | None = None, lm=None, n_boot: int = 1000,
                         seed: int = 0, progress: bool = False) -> dict:
     """Run each ``judge`` strategy on the rated pairs of ``split`` (``limit`` of them: a seeded
-    sample stratified by prompt, :meth:`personalign.stages.Stage.limit`) and compare its
+    sample stratified by prompt, :meth:`personalign.programs.stages.Stage.limit`) and compare its
     ratings with the humans' (:func:`personalign.programs.judge.metrics.judge_agreement`).
 
     Returns:
@@ -28,7 +28,7 @@ def run_judge_agreement(ratings: str | os.PathLike, *, strategies: Sequence[str]
     """
     from personalign.evaluation import run_program
     from personalign.programs.judge.metrics import judge_agreement
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     stage = get_stage("judge")
     examples = stage.limit(stage.load(ratings, split=split), limit, seed)

@@ -13,7 +13,7 @@ question with its four options:
    (default ``zero-shot``);
 4. **answer** -- the ``mcq`` stage's ``extracted-attributes`` strategy with the selected attributes.
 
-Each step runs as one batch through :func:`personalign.evaluation.run_program` (retries; a failed
+Each step runs as one batch through :func:`personalign.programs.run.run_program` (retries; a failed
 extraction gives no attributes, a failed verification or selection drops the attribute, a failed
 answer counts as wrong). Trainable verifiers are fitted on the verification stage's ``train``
 split of the same PrefEval data (LM-free); trainable selectors need ``selector_data`` (relevance
@@ -32,7 +32,8 @@ import os
 import random
 from typing import Any, Sequence
 
-from personalign.runners._common import mean_ci, resolve_lm
+from personalign.lm import resolve_lm
+from personalign.runners._common import mean_ci
 
 CONDITIONS = ("pipeline", "verified-all", "no-profile", "gold-preference", "random-attribute")
 _ANSWERERS = {"pipeline": "extracted-attributes", "verified-all": "extracted-attributes",
@@ -55,7 +56,7 @@ def pipeline_examples(data: str | os.PathLike, *, split: str | None = "val", lim
 
     from personalign.data import load_prefeval
     from personalign.errors import DataError
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     stage = get_stage("mcq")
     examples = stage.limit(stage.load(data, split=split), limit, seed)
@@ -73,7 +74,7 @@ def pipeline_examples(data: str | os.PathLike, *, split: str | None = "val", lim
 def _program(stage_name: str, strategy: str, *, data, selector_data, lm, seed: int):
     """A strategy of a stage, fitted first when it is trainable."""
     from personalign.errors import ConfigurationError
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     stage = get_stage(stage_name)
     info = stage.registry.info(strategy)
@@ -191,7 +192,7 @@ def run_pipeline(data: str | os.PathLike, *, split: str | None = "val", limit: i
     from personalign.errors import ConfigurationError
     from personalign.evaluation import run_program
     from personalign.metrics import mcnemar_exact
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     bad = [c for c in conditions if c not in CONDITIONS]
     if bad or not conditions:

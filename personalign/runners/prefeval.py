@@ -19,17 +19,18 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from personalign.runners._common import maybe_use, mean_ci, resolve_lm
+from personalign.lm import resolve_lm
+from personalign.runners._common import maybe_use, mean_ci
 
 
 def mcq_examples(data: str | os.PathLike, *, split: str | None = "val", limit: int | None = None, seed: int = 0,
                  attributes: str | os.PathLike | Mapping[str, Sequence[str]] | None = None) -> list:
     """PrefEval MCQ examples of ``split`` (split by topic; None = all), ``limit`` of them a seeded
-    sample stratified by topic (:meth:`personalign.stages.Stage.limit`; the same sample across
+    sample stratified by topic (:meth:`personalign.programs.stages.Stage.limit`; the same sample across
     strategies, in file order), attributes attached when
     given (a JSONL path or a ``user_id -> attributes`` mapping)."""
     from personalign.programs.mcq.data import attach_attributes, read_attributes
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     stage = get_stage("mcq")
     examples = stage.limit(stage.load(data, split=split), limit, seed)
@@ -49,7 +50,7 @@ def run_mcq(examples: Sequence, strategies: Sequence[str], *, lm=None, n_boot: i
         "failures", "errors", "answer_counts"}], "vs_first": {name: {...}}}``.
     """
     from personalign.evaluation import evaluate_stage, paired_comparison
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     stage = get_stage("mcq")
     rows, reports, lm_obj = [], {}, None
@@ -99,8 +100,8 @@ def run_prefeval_mcq(data: str | os.PathLike, *, strategies: Sequence[str] = ("n
 def generation_examples(data: str | os.PathLike, *, split: str | None = "val", limit: int | None = None,
                         seed: int = 0) -> list:
     """Examples of the ``respond`` stage (PrefEval explicit preferences), ``limit`` of them a
-    seeded sample stratified by topic (:meth:`personalign.stages.Stage.limit`), in file order."""
-    from personalign.stages import get_stage
+    seeded sample stratified by topic (:meth:`personalign.programs.stages.Stage.limit`), in file order."""
+    from personalign.programs.stages import get_stage
 
     stage = get_stage("respond")
     return stage.limit(stage.load(data, split=split), limit, seed)
@@ -118,14 +119,14 @@ def run_generation(examples: Sequence, strategies: Sequence[str] = ("generic", "
         ``{"n", "strategies": [{"name", "violation_rate", "violation_rate_ci", "mention_rate",
         "mean_chars", "failures", "lm_calls" (generation + judge), "seconds"}]}``; a failed
         generation counts as a violation. ``score=False`` (a judge that failed its validation,
-        :mod:`personalign.programs.judge.validation`): the judge is not called and the violation
+        :mod:`personalign.judge_validation`): the judge is not called and the violation
         rate and its CI are None.
     """
     from personalign.evaluation import run_program
     from personalign.lm import CallCounter
     from personalign.programs.common.text import lexical_mention
     from personalign.programs.respond.violation import ViolationJudge
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     stage = get_stage("respond")
     lm_obj = resolve_lm(lm, True)
@@ -180,7 +181,7 @@ def write_mcq_jsonl(data: str | os.PathLike, out: str | os.PathLike, *, attribut
     """Write PrefEval MCQ examples (with their split and, when given, attributes) as canonical MCQ
     JSONL plus an ``attributes`` list per line -- the file ``personalign compare mcq --data FILE``
     reads. Atomic (temporary file renamed into place). Returns the number of lines."""
-    from personalign.data._io import write_jsonl
+    from personalign.data.files import write_jsonl
 
     examples = mcq_examples(data, split=split, seed=seed, attributes=attributes)
     fields = ("id", "split", "context", "question", "options", "gold_index", "user_id", "prompt_id", "topic",

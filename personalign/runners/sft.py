@@ -89,7 +89,7 @@ def prefeval_pairs(data: str | os.PathLike, *, split: str | None = "train", limi
                    seed: int = 0) -> list[dict]:
     """``{"id", "profile", "question", "source", "profile_id"}`` per PrefEval explicit record of
     ``split`` (profile = the stated preference), ``limit`` of them a seeded sample stratified by topic."""
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     stage = get_stage("respond")
     examples = stage.limit(stage.load(data, split=split), limit, seed)
@@ -120,10 +120,10 @@ def export_sft(pairs: Sequence[dict], out: str | os.PathLike, *, lm=None, implic
         "errors", "lm_calls", "seconds", "teacher"}``; ``failed`` = generation failures + rejected
         answers; ``errors`` holds the first generation errors and rejections (id, reason, answer).
     """
-    from personalign.data._io import write_jsonl
+    from personalign.data.files import write_jsonl
     from personalign.evaluation import run_program
     from personalign.programs.respond.generate import PersonalizedResponder
-    from personalign.runners._common import resolve_lm
+    from personalign.lm import resolve_lm
 
     import dspy
 

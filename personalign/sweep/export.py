@@ -23,8 +23,8 @@ def export_best(sweep, best: FrozenTrial) -> dict[str, Any]:
     Returns:
         ``{"program", "program_json", "prompt_file", "program_reused" | "program_recompiled"}``.
     """
-    from personalign.programs._export import prompt_text
-    from personalign.programs._saved import PROGRAM_FILE, save_program
+    from personalign.programs.export import prompt_text
+    from personalign.programs.saved import PROGRAM_FILE, save_program
     from personalign.settings import runs_dir
 
     target = runs_dir() / "programs" / f"{sweep.stage.name}-sweep-{sweep.study_name}-trial{best.number}"

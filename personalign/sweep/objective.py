@@ -50,12 +50,12 @@ def load_splits(stage, data: Path, split: str, train_split: str, limit: int | No
         DataError: an empty evaluation or train split; a trainable strategy that cannot fit.
     """
     from personalign.data.digest import file_sha256
-    from personalign.stages import _split_of
+    from personalign.programs.stages import split_of
 
     examples = stage.load(data)
-    present = sorted({str(_split_of(ex)) for ex in examples})
-    evalset = [ex for ex in examples if _split_of(ex) == split]
-    trainset = [ex for ex in examples if _split_of(ex) == train_split]
+    present = sorted({str(split_of(ex)) for ex in examples})
+    evalset = [ex for ex in examples if split_of(ex) == split]
+    trainset = [ex for ex in examples if split_of(ex) == train_split]
     if split == "dev" and not evalset:
         from personalign.compile_service import dev_split
 

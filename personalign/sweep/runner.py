@@ -27,7 +27,7 @@ from personalign.sweep.objective import Objective, TrialFailed, load_splits
 from personalign.sweep.sampler import default_sampler
 from personalign.sweep.space import SearchSpace
 from personalign.sweep.storage import GRACE_PERIOD, HEARTBEAT_INTERVAL, fail_stale_trials, open_storage, redact_url
-from personalign.sweep.workers import Budget, Surplus, counts, finished, worker_alive, worker_id
+from personalign.sweep.workers import Budget, Surplus, counts, worker_alive, worker_id
 
 
 def objective_name(stage, split: str) -> str:
@@ -248,7 +248,7 @@ def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, 
     """Run (or resume) an Optuna sweep of ``stage`` and return its summary (JSON-serializable).
 
     Args:
-        stage: a stage name (:func:`personalign.stages.get_stage`).
+        stage: a stage name (:func:`personalign.programs.stages.get_stage`).
         data: labelled JSONL of the stage with train and evaluation splits.
         space: search space file (TOML/YAML); None: the stage's default space.
         n_trials: total COMPLETE + PRUNED trials wanted in the study (a rerun adds only the missing).
@@ -280,9 +280,9 @@ def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, 
         ConfigurationError: bad flag, space, storage or model; a study created with other data.
         DataError: unreadable data or an empty split.
     """
-    from personalign.data._io import check_input
+    from personalign.data.files import check_input
     from personalign.settings import runs_dir
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     if n_trials < 1:
         raise ConfigurationError(f"--n-trials must be >= 1, got {n_trials}")

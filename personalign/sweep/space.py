@@ -152,7 +152,7 @@ class SearchSpace:
             from personalign.sweep.defaults import default_space
 
             return cls.from_dict(stage, default_space(stage), "the default search space")
-        from personalign.data._io import read_text
+        from personalign.data.files import read_text
 
         path = Path(path)
         text = read_text(path, what="search space file", max_bytes=1024**2)

@@ -16,7 +16,7 @@ the same request draws again (it is not doomed to fail forever).
 
 The faults travel the real path: litellm -> ``dspy.LM`` (which retries exceptions and timeouts
 ``num_retries`` times, 2 in :func:`personalign.lm.make_lm`) -> the adapter (an empty output is an
-``AdapterParseError``) -> the program -> :func:`personalign.evaluation.run_program` or a
+``AdapterParseError``) -> the program -> :func:`personalign.programs.run.run_program` or a
 teleprompter.
 
 ``stats`` counts attempts, random faults by kind (``exception``, ``timeout``, ``empty``), poisoned

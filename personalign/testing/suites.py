@@ -8,7 +8,7 @@ classes are not collected because their names do not start with ``Test``)::
         settings = {"max_rounds": 1}        # CPU-tiny settings
 
     class TestMyStage(StageTestCase):
-        stage = "my-stage"                  # its name in personalign.stages.all_stages()
+        stage = "my-stage"                  # its name in personalign.programs.stages.all_stages()
         def examples(self):                 # a tiny fixture: dspy.Examples with inputs marked,
             return [...]                    # ``split`` "train" (fits) and anything else (scored)
 
@@ -16,7 +16,7 @@ classes are not collected because their names do not start with ``Test``)::
 :class:`~personalign.testing.dummies.SchemaDummyLM`; trainable ones fitted first with their
 default optimizer) and checks that the prediction carries the stage's output field, that no
 example fails, that a forward pass makes no more LM calls than the program declares
-(``lm_calls_per_run``, else one per predictor; :mod:`personalign.optimizers._budget`), and that
+(``lm_calls_per_run``, else one per predictor; :mod:`personalign.optimizers.budget`), and that
 the stage's metric is in [0, 1]. :class:`OptimizerTestCase` checks the compile contract
 (keyword-only, input unchanged, same seed -> same state), the LM-call budget (actual <= projected,
 no exception) and that a constant program never wins on an imbalanced task. This module imports
@@ -83,7 +83,7 @@ class StageTestCase:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if cls.stage:
-            from personalign.stages import get_stage
+            from personalign.programs.stages import get_stage
 
             cls.test_strategy = _parametrized(get_stage(cls.stage).registry.names(), set(cls.slow),
                                               StageTestCase._check_strategy)
@@ -105,8 +105,8 @@ class StageTestCase:
 
         from personalign.evaluation import evaluate_stage
         from personalign.lm import use
-        from personalign.optimizers._budget import predictor_calls
-        from personalign.stages import get_stage
+        from personalign.optimizers.budget import predictor_calls
+        from personalign.programs.stages import get_stage
 
         if strategy in self.skip:
             pytest.skip(self.skip[strategy])

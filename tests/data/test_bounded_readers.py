@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from personalign.data import _io
+from personalign.data import files as _io
 from personalign.data.kinds import validate
 from personalign.errors import DataError
 

@@ -107,7 +107,7 @@ def test_write_is_atomic_and_rejects_duplicates(tmp_path):
         yield EXAMPLES[0]
         raise RuntimeError("fail mid-write")
 
-    from personalign.data._io import write_jsonl
+    from personalign.data.files import write_jsonl
 
     with pytest.raises(RuntimeError):
         write_jsonl(path, boom())

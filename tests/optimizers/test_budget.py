@@ -1,4 +1,4 @@
-"""Unit tests of the LM-call projection (:mod:`personalign.optimizers._budget`) and of the
+"""Unit tests of the LM-call projection (:mod:`personalign.optimizers.budget`) and of the
 ``get_params``/``config`` derived from ``__init__``."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import dspy
 import pytest
 
 from personalign.optimizers import OPTIMIZERS
-from personalign.optimizers._budget import (Projection, adapter_factor, calls_per_run, lm_adapter_factor,
+from personalign.optimizers.budget import (Projection, adapter_factor, calls_per_run, lm_adapter_factor,
                                             predictor_calls)
 
 

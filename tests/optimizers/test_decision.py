@@ -7,7 +7,7 @@ import random
 
 import dspy
 
-from personalign.stages import get_stage
+from personalign.programs.stages import get_stage
 import numpy as np
 import pytest
 from sklearn.metrics import f1_score
@@ -77,8 +77,8 @@ def test_decided_programs_apply_their_rule():
 
 
 def test_a_decision_rule_is_saved_in_the_program_json_and_reapplied_on_load(tmp_path):
-    from personalign.programs._export import prompt_text
-    from personalign.programs._saved import load_program, save_program
+    from personalign.programs.export import prompt_text
+    from personalign.programs.saved import load_program, save_program
     from personalign.programs.relevance.judges import ZeroShotJudge
 
     rule = DecisionRule("threshold", 0.25, 0.7, 0.5, 30, 6, 5)

@@ -125,7 +125,7 @@ def test_mean_objectives_are_the_stage_metric_mean():
 
 
 def test_every_stage_declares_a_valid_objective():
-    from personalign.stages import all_stages
+    from personalign.programs.stages import all_stages
 
     names = {s.name: objective_name(s) for s in all_stages().values()}
     assert names["relevance"] == "f1" and names["verification"] == "f2"

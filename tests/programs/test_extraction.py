@@ -31,7 +31,7 @@ def _attr(text, conf=0.8, ids=(0,), reason="r"):
 
 # ------------------------------------------------------------------ stage / registry
 def test_stage_definition():
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     st = get_stage("extraction")
     assert st is STAGE and st.kind == "scored" and st.output == "attributes" and st.inputs == ("conversation",)

@@ -6,7 +6,7 @@ import dspy
 import pytest
 from dspy.utils.dummies import DummyLM
 
-from personalign.programs.judge.validation import (
+from personalign.judge_validation import (
     JudgeUnusable,
     labelled_pairs,
     require_usable,
@@ -125,7 +125,7 @@ def test_verdict_and_usable():
 
 def test_bad_limit_and_unknown_judge(shared_data):
     from personalign.errors import ConfigurationError
-    from personalign.programs.judge.validation import validate_judges
+    from personalign.judge_validation import validate_judges
 
     with pytest.raises(ConfigurationError):
         labelled_pairs(shared_data / "prefeval", limit=0)
@@ -134,7 +134,7 @@ def test_bad_limit_and_unknown_judge(shared_data):
 
 
 def test_refusal_lines():
-    from personalign.programs.judge.validation import refusal
+    from personalign.judge_validation import refusal
 
     assert refusal({"kappa": 0.4, "kappa_ci": [0.2, 0.6]}) is None
     assert refusal({"kappa": 0.1, "kappa_ci": [0.01, 0.2], "accuracy": 0.4, "accuracy_ci": [0.3, 0.5]}).startswith(

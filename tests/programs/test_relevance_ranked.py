@@ -6,7 +6,6 @@ uses the ``shared_data`` fixture (skips when ../shared/data is absent).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import dspy
@@ -72,7 +71,7 @@ def test_features_shapes_and_group_standardization():
 def test_compile_save_load_roundtrip_without_pickle(name, demo, tmp_path):
     import numpy as np
 
-    from personalign.programs.relevance.api import load_program, save_program
+    from personalign.predict import load_program, save_program
 
     train, val = demo
     compiled, res = STRATEGIES.default_optimizer(name, seed=0).compile(STRATEGIES.create(name), trainset=train,
@@ -86,7 +85,7 @@ def test_compile_save_load_roundtrip_without_pickle(name, demo, tmp_path):
     save_program(compiled, tmp_path, strategy=name, compile_info=res.to_dict())
     with np.load(tmp_path / "ranked_selector.npz", allow_pickle=False) as z:  # plain arrays
         assert set(z.files) == {"coef", "intercept", "mean", "scale"}
-    from personalign.programs._saved import read_metadata
+    from personalign.programs.saved import read_metadata
 
     state = read_metadata(tmp_path)[1]["state"]
     assert state["top_fraction"] == compiled.top_fraction and state["fitted"] is True
@@ -125,7 +124,7 @@ def test_soft_labels_use_human_yes_rate(demo):
 
 
 def test_predict_relevance_ranks_one_users_attributes():
-    from personalign.programs.relevance import predict_relevance
+    from personalign.predict import predict_relevance
 
     attrs = ["The user follows a vegetarian diet.", "The user enjoys playing chess online.",
              "The user has two young children.", "The user collects stamps.", "The user likes jazz.",

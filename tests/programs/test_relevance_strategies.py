@@ -103,7 +103,7 @@ def test_bm25_and_cosine_compile(demo):
 
 
 def test_learned_threshold_from_grouped_cv_and_npz_roundtrip(demo, tmp_path):
-    from personalign.programs.relevance.api import load_program, save_program
+    from personalign.predict import load_program, save_program
 
     train, val = demo
     program = STRATEGIES.create("minilm-logreg")
@@ -146,7 +146,7 @@ def test_unfitted_learned_raises():
 
 
 def test_predict_relevance_python_call():
-    from personalign.programs.relevance import predict_relevance
+    from personalign.predict import predict_relevance
 
     out = predict_relevance(["The user follows a vegetarian diet.", "The user enjoys playing chess online."],
                             "Suggest a weekly dinner plan for a family of four.")

@@ -49,7 +49,7 @@ def _toy_train():
 
 # ------------------------------------------------------------------ registry / stage
 def test_stage_definition():
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     st = get_stage("verification")
     assert st is STAGE and st.kind == "binary" and st.positive is False and st.label == st.output == "accepted"

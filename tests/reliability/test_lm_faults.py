@@ -28,7 +28,7 @@ FAULTS = ("exception", "timeout", "empty")
 
 
 def _demo_splits():
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     st = get_stage("relevance")
     examples = st.load(DEMO)

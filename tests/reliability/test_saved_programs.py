@@ -14,7 +14,7 @@ import pytest
 
 import personalign
 from personalign.errors import ConfigurationError, DataError
-from personalign.programs._saved import PROGRAM_FILE, read_npz, save_program
+from personalign.programs.saved import PROGRAM_FILE, read_npz, save_program
 from personalign.programs.common.logistic import LogisticHead
 
 MOCK = Path(__file__).resolve().parents[2] / "benchmarks" / "_mock_lm.py"

@@ -58,7 +58,7 @@ def test_fake_api_keys_never_reach_mlflow_traces(runs_dir, monkeypatch):
     from dspy.utils.dummies import DummyLM
 
     from personalign.evaluation import evaluate_stage
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
     from personalign.tracking import Tracker
     from personalign.tracking_native import lm_traces
     from tests.conftest import DEMO

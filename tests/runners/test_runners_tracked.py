@@ -48,7 +48,7 @@ def test_run_prints_progress_uses_cache_flags_and_is_tracked(shared_data, tmp_pa
 def test_runner_lm_calls_are_traced(shared_data, runs_dir):
     import mlflow
 
-    from personalign.runners._tracked import run_tracked
+    from personalign.runners.tracked import run_tracked
     from personalign.runners.prefeval import mcq_examples, run_mcq
     from personalign.tracking import Tracker
 
@@ -82,7 +82,7 @@ def test_every_runner_has_the_cache_and_tracking_flags():
 def test_pipeline_result_is_logged_per_condition(shared_data, runs_dir):
     import mlflow
 
-    from personalign.runners._tracked import run_tracked
+    from personalign.runners.tracked import run_tracked
     from personalign.runners.pipeline import run_pipeline
     from personalign.tracking import Tracker
 

@@ -11,7 +11,7 @@ import pytest
 
 from personalign.errors import ConfigurationError
 from personalign.evaluation import paired_comparison, stage_report
-from personalign.stages import KINDS, Stage, all_stages, get_stage
+from personalign.programs.stages import KINDS, Stage, all_stages, get_stage
 
 STAGES = all_stages()
 

@@ -50,8 +50,8 @@ def test_resume_adds_only_missing_trials_and_exports_the_best(runs_dir, mock_lm,
 
     from personalign.evaluation import evaluate_stage
     from personalign.lm import make_lm
-    from personalign.programs._saved import load_program
-    from personalign.stages import get_stage
+    from personalign.programs.saved import load_program
+    from personalign.programs.stages import get_stage
 
     first = _sweep(runs_dir, mock_space, n_trials=3, limit=7)
     assert (first["n_complete"], first["ran"], first["missing_at_start"]) == (3, 3, 3)
@@ -172,7 +172,7 @@ def test_real_models_end_to_end(runs_dir, tmp_path):
 
     from personalign.lm import configure_cache
     from personalign.sweep import run_sweep
-    from personalign.programs._saved import load_program
+    from personalign.programs.saved import load_program
 
     space = tmp_path / "real.toml"
     space.write_text('strategies = ["zero-shot", "minilm-logreg"]\n[evaluation]\nminibatch_size = 2\n'
@@ -239,7 +239,7 @@ def test_dev_split_trials_are_scored_by_the_set_objective_on_train_groups(runs_d
     from optuna.trial import TrialState
 
     from personalign.compile_service import dev_split
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     st = get_stage("relevance")
     train = st.load(DEMO, "train")

@@ -62,7 +62,7 @@ def test_compare_is_native_in_mlflow(compared):
     child = children["zero-shot@labeled"]
     local = client.download_artifacts(child.info.run_id, "predictions.json")
     logged = json.loads(open(local).read())
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     stage = get_stage("relevance")  # --limit 6: a sample stratified by prompt, seed 0, in file order
     evalset = stage.limit([ex for ex in stage.load(DEMO) if ex.split == "val"], 6, 0)

@@ -46,7 +46,7 @@ def group_of(example) -> str:
 
 def to_examples(records: Sequence, stage, split: str | None = None) -> list:
     """Canonical (pydantic) task examples as ``dspy.Example``s with ``stage``'s inputs marked
-    (:meth:`personalign.stages.Stage.mark_inputs`), a ``group`` (:func:`group_of`) and, when
+    (:meth:`personalign.programs.stages.Stage.mark_inputs`), a ``group`` (:func:`group_of`) and, when
     given, ``split``."""
     out = []
     for ex in records:

@@ -16,7 +16,7 @@ Modules: :mod:`~personalign.programs.extraction.chunking` (turn-boundary chunks)
 """
 
 from personalign.registry import Registry, StrategyInfo
-from personalign.stages import Stage
+from personalign.programs.stages import Stage
 
 _PKG = "personalign.programs.extraction"
 

@@ -36,9 +36,10 @@ class VerifyAndRefine(dspy.Module):
 
     Args:
         extractor: the extractor (default :class:`AttributeExtractor`).
-        verifier: a verification strategy module -- ``verifier(evidence=..., attribute=...,
-            reason=...)`` returning ``accepted`` and ``rationale`` (default: the criteria verifier).
-            Learned verifiers must be compiled first.
+        verifier: a verification strategy -- a module ``verifier(evidence=..., attribute=...,
+            reason=...)`` returning ``accepted`` and ``rationale``, or the name of one in the
+            ``verification`` stage's registry, built from there (default ``"criteria"``, the
+            criteria LLM verifier). Learned verifiers must be compiled first.
         rounds: refinement rounds (>= 0; 0 = verify only).
 
     Raises:
@@ -48,15 +49,15 @@ class VerifyAndRefine(dspy.Module):
     uses_lm = True
     output_tokens = 256
 
-    def __init__(self, extractor: dspy.Module | None = None, verifier: dspy.Module | None = None,
+    def __init__(self, extractor: dspy.Module | None = None, verifier: dspy.Module | str | None = "criteria",
                  rounds: int = 1) -> None:
         super().__init__()
         if rounds < 0:
             raise ValueError(f"rounds must be >= 0, got {rounds}")
-        if verifier is None:
-            from personalign.programs.verification.judges import CriteriaVerifier
+        if verifier is None or isinstance(verifier, str):  # by name: stage packages never import each other
+            from personalign.programs.stages import get_stage
 
-            verifier = CriteriaVerifier()
+            verifier = get_stage("verification").registry.create(verifier or "criteria")
         self.extractor = extractor or AttributeExtractor()
         self.verifier = verifier
         self.rounds = int(rounds)

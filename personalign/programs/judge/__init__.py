@@ -10,14 +10,15 @@ toward human agreement; corpus Spearman rho and weighted kappa come from
 :func:`personalign.programs.judge.metrics.judge_agreement`.
 
 Also here (not strategies of the stage): explicit-mention detectors and the rating gap
-(:mod:`personalign.programs.judge.mentions`); validation of the violation and pairwise judges
-against PrefEval's option labels before they score anything
-(:func:`personalign.programs.judge.validation.validate_judges`, ``usable`` = kappa CI above 0).
+(:mod:`personalign.programs.judge.mentions`). The validation of the violation and pairwise judges
+against PrefEval's option labels before they score anything runs programs, so it sits a layer up:
+:func:`personalign.judge_validation.validate_judges` (``usable`` = the kappa CI above 0 and the
+accuracy CI above 0.5).
 Light at import (no dspy).
 """
 
 from personalign.registry import Registry, StrategyInfo
-from personalign.stages import Stage
+from personalign.programs.stages import Stage
 
 _P = "personalign.programs.judge.pairwise"
 

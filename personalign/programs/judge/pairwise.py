@@ -95,10 +95,11 @@ class PairwiseJudge(dspy.Module):
         self.seed = int(seed)
         self.expected = bool(expected)
         self.judge = dspy.Predict(PairwiseImplicitJudgeSignature if self.implicit else PairwiseJudgeSignature)
+        (self._field,) = self.judge.signature.output_fields  # the one rating field, named by the signature
 
     def lm_calls_per_run(self, example) -> int:
         """Judge calls of one forward pass on ``example``: one per order (two with ``both_orders``)
-        per rated attribute (read by the LM-call projection, :mod:`personalign.optimizers._budget`)."""
+        per rated attribute (read by the LM-call projection, :mod:`personalign.optimizers.budget`)."""
         attrs = clip_list(getattr(example, "attributes", None), max_items=12, max_chars=300)
         return (2 if self.both_orders else 1) * len(attrs)
 
@@ -107,11 +108,11 @@ class PairwiseJudge(dspy.Module):
         ``expected`` and the LM returned log-probabilities)."""
         kw = dict(profile=profile, prompt=prompt, attribute=attribute, response_a=a, response_b=b)
         if not self.expected:
-            r = _rating(self.judge(**kw).rating)
+            r = _rating(getattr(self.judge(**kw), self._field))
             return r, float(r)
         out, lp = with_logprobs(self.judge, **kw)
-        r = _rating(out.rating)
-        e = expected_value(lp, "rating", RATINGS)
+        r = _rating(getattr(out, self._field))
+        e = expected_value(lp, self._field, RATINGS)
         return r, float(r) if e is None else e
 
     def _swap_first(self, prompt: str, attribute: str) -> bool:

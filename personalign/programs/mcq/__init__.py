@@ -10,7 +10,7 @@ Light at import (no dspy): strategies are resolved by name.
 """
 
 from personalign.registry import Registry, StrategyInfo
-from personalign.stages import Stage
+from personalign.programs.stages import Stage
 
 _S = "personalign.programs.mcq.strategies"
 

@@ -66,7 +66,7 @@ def _prefeval(p: Path, seed: int) -> list:
 def _canonical(p: Path, seed: int) -> tuple[list, dict[str, list[str]]]:
     from pydantic import ValidationError
 
-    from personalign.data._io import iter_jsonl, validation_to_data_error
+    from personalign.data.files import iter_jsonl, validation_to_data_error
     from personalign.data.schemas import MCQExample
 
     items, attrs, seen = [], {}, {}
@@ -129,7 +129,7 @@ def read_attributes(path: str | os.PathLike) -> dict[str, list[str]]:
         DataError: missing file, a line without ``user_id``, an attribute that is not a non-empty
             string or an object with a non-empty ``text``.
     """
-    from personalign.data._io import iter_jsonl
+    from personalign.data.files import iter_jsonl
 
     out: dict[str, list[str]] = {}
     for lineno, obj in iter_jsonl(path):

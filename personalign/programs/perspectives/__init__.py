@@ -9,7 +9,7 @@ rate against the reference / single answer, both orders). Light at import (no ds
 """
 
 from personalign.registry import Registry, StrategyInfo
-from personalign.stages import Stage
+from personalign.programs.stages import Stage
 
 _A = "personalign.programs.perspectives.aggregator"
 

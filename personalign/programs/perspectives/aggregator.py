@@ -135,7 +135,7 @@ class MultiPerspective(dspy.Module):
         """Predictor calls of one forward pass, at most: profile sampling (``k`` synthetic profiles,
         or up to ``pool`` plausibility checks), ``k`` candidate answers, one aggregation, and the
         re-aggregations and extra candidates for the item count (read by the LM-call projection,
-        :mod:`personalign.optimizers._budget`)."""
+        :mod:`personalign.optimizers.budget`)."""
         sampling = {"synthetic": self.k, "similar": self.pool if self.plausibility else 0}.get(self.sampler, 0)
         return sampling + self.k + 1 + self.max_reaggregations + self.max_extra_candidates
 

@@ -108,7 +108,7 @@ class ProfileBank:
 def _from_jsonl(p: Path) -> list[Profile]:
     from pydantic import ValidationError
 
-    from personalign.data._io import iter_jsonl, validation_to_data_error
+    from personalign.data.files import iter_jsonl, validation_to_data_error
     from personalign.data.schemas import ProfileExample
 
     out, seen = [], {}

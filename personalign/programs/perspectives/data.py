@@ -57,7 +57,7 @@ def _prefeval(p: Path, seed: int) -> list:
 def _jsonl(p: Path, seed: int) -> list:
     import dspy
 
-    from personalign.data._io import iter_jsonl
+    from personalign.data.files import iter_jsonl
     from personalign.data.splits import group_split
 
     default_bank = p.with_name("profiles.jsonl")

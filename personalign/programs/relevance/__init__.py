@@ -7,12 +7,11 @@ Every strategy is a ``dspy.Module`` whose ``forward(attribute, prompt)`` returns
 default optimizer (``optimizer=``) and save their learned parameters with ``dump_state()`` (JSON)
 and, for array weights, ``save_weights(dir)`` / ``load_weights(dir)`` (npz / safetensors, no pickle).
 
-The Python call for predictions is :func:`personalign.programs.relevance.api.predict_relevance`
-(re-exported here, imported lazily).
+The Python call for predictions is :func:`personalign.predict.predict_relevance`.
 """
 
 from personalign.registry import Registry, StrategyInfo
-from personalign.stages import Stage
+from personalign.programs.stages import Stage
 
 _OPT = "personalign.optimizers"
 
@@ -160,13 +159,4 @@ STAGE = Stage(
 )
 
 
-def __getattr__(name: str):
-    if name in ("predict_relevance", "compile_strategy", "save_program", "load_program"):
-        from personalign.programs.relevance import api
-
-        return getattr(api, name)
-    raise AttributeError(name)
-
-
-__all__ = ["STAGE", "STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_PREDICT_STRATEGY", "predict_relevance",
-           "compile_strategy", "save_program", "load_program"]
+__all__ = ["STAGE", "STRATEGIES", "DEFAULT_STRATEGIES", "DEFAULT_PREDICT_STRATEGY"]

@@ -37,7 +37,7 @@ class BatchJudge(dspy.Module):
         chunk_size: maximum attributes per LM call (default 24: on the recenter val split, 196
             pairs in 5 user groups take 10 calls instead of 196).
         retries: extra attempts per failed chunk (each a fresh sample: ``rollout_id`` set and
-            temperature 0.7, like :func:`personalign.evaluation.run_program`).
+            temperature 0.7, like :func:`personalign.programs.run.run_program`).
 
     ``predict_batch(examples)`` returns one ``Prediction(relevant: bool | None, score=None)`` per
     example, in input order; ``relevant`` is None for the examples of a chunk that still failed

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Sequence
 
-import dspy
 
 from personalign.programs.relevance._scorer import RelevanceScorer
 

@@ -25,7 +25,6 @@ import threading
 from pathlib import Path
 from typing import Sequence
 
-import dspy
 
 from personalign.programs.relevance._scorer import RelevanceScorer
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 def load_examples(path: str | Path, *, split: str | None = None) -> list:
     """Rows of a relevance JSONL (recenter format or canonical) as ``dspy.Example``s with the
-    stage's inputs marked (:attr:`personalign.stages.Stage.inputs`: ``prompt, attribute``) and the
+    stage's inputs marked (:attr:`personalign.programs.stages.Stage.inputs`: ``prompt, attribute``) and the
     fields ``relevant, split, prompt_id, user_id, ...``; ``split``: only that split's rows (in file
     order; possibly none).
 

@@ -23,7 +23,6 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-import dspy
 
 from personalign.programs.common.logistic import LogisticHead
 from personalign.programs.relevance._scorer import RelevanceScorer, TopShareDecision

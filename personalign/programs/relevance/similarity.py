@@ -7,7 +7,6 @@ saved in the program's JSON state.
 
 from __future__ import annotations
 
-import dspy
 
 from personalign.programs.relevance._scorer import RelevanceScorer
 

@@ -11,7 +11,7 @@ Its text helpers are shared: :mod:`~personalign.programs.common.text`. Light at 
 """
 
 from personalign.registry import Registry, StrategyInfo
-from personalign.stages import Stage
+from personalign.programs.stages import Stage
 
 _G = "personalign.programs.respond.generate"
 

@@ -47,7 +47,7 @@ def load_respond(path: str | os.PathLike, *, seed: int = 0) -> list:
                                         preference=r.preference, split=split, topic=r.topic, user_id=r.user_id,
                                         prompt_id=r.prompt_id).with_inputs(*STAGE.inputs))
         return sorted(out, key=lambda e: e.id)
-    from personalign.data._io import iter_jsonl
+    from personalign.data.files import iter_jsonl
 
     rows, seen = [], {}
     for lineno, obj in iter_jsonl(p):

@@ -17,7 +17,7 @@ evidence helpers (fitting evidence to a context window) are shared:
 """
 
 from personalign.registry import Registry, StrategyInfo
-from personalign.stages import Stage
+from personalign.programs.stages import Stage
 
 _OPT = "personalign.optimizers"
 _PKG = "personalign.programs.verification"

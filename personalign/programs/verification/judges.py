@@ -28,7 +28,7 @@ Output: ``dspy.Prediction(accepted: bool, rationale: str, score: float | None, e
 ``score`` is the log-probability margin ``log P(true) - log P(false)`` of the ``accepted`` value
 under the program's own prompt (:func:`personalign.lm.logprobs.scored`; None without
 log-probabilities), so compiling can fit a decision rule on it.
-LM errors propagate (:func:`personalign.evaluation.run_program` retries and counts them).
+LM errors propagate (:func:`personalign.programs.run.run_program` retries and counts them).
 """
 
 from __future__ import annotations

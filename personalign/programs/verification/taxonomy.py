@@ -10,7 +10,7 @@ sense inside the conversation.
 attribute; the category is a ``Literal`` so the embedded models' grammar can only produce one of
 the five names. Evidence is fitted to the model's context like the verifiers' (user turns first).
 :func:`classify_errors` runs it over many rejected attributes, counting LM failures as ``other``
-after the retries of :func:`personalign.evaluation.run_program` (they are reported separately).
+after the retries of :func:`personalign.programs.run.run_program` (they are reported separately).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def classify_errors(rejected: Sequence[Any], *, lm=None, program: ErrorClassifie
         "shares": {category: share of classified items}, "failures": n, "lm_calls": n}``; a
         failed item's category is None and it is not counted.
     """
-    from personalign.evaluation import run_program
+    from personalign.programs.run import run_program
 
     program = program or ErrorClassifier()
     items = [_as_example(r) for r in rejected]

@@ -62,7 +62,7 @@ def check_input(path: str | os.PathLike, *, what: str = "data file", allow_dir: 
     if stat.S_ISDIR(st.st_mode):
         if allow_dir:
             if not os.access(p, os.R_OK | os.X_OK):
-                raise DataError(p, None, None, f"cannot read directory (permission denied)")
+                raise DataError(p, None, None, "cannot read directory (permission denied)")
             return p
         raise DataError(p, None, None, "expected a file, found a directory")
     if not stat.S_ISREG(st.st_mode):

@@ -19,7 +19,7 @@ files against their sha256, and npz arrays (:mod:`personalign.programs._weights`
 shape, dtype and finiteness. Every problem is a one-line :class:`~personalign.errors.DataError` naming the file
 and the key. Programs saved by earlier versions (top-level ``stage``/``strategy``/``state``) load too.
 :func:`save_program` is atomic: a save onto an existing program directory replaces it whole.
-A program compiled with a decision rule (:mod:`personalign.programs._decision`: a threshold or a
+A program compiled with a decision rule (:mod:`personalign.programs.decision`: a threshold or a
 within-group top share on the program's score) carries it as ``metadata.personalign.decision_rule``;
 :func:`load_program` reapplies it.
 """
@@ -199,7 +199,7 @@ def read_metadata(directory: str | Path) -> tuple[Path, dict[str, Any]]:
         DataError: no program.json, not a regular file, unreadable, invalid JSON, not a saved
             personalign program, or metadata that breaks the schema (names the key).
     """
-    from personalign.data._io import loads_json, read_text
+    from personalign.data.files import loads_json, read_text
 
     directory = Path(directory)
     path = directory / PROGRAM_FILE if directory.is_dir() else directory
@@ -228,7 +228,7 @@ def read_metadata(directory: str | Path) -> tuple[Path, dict[str, Any]]:
     try:
         meta = ProgramMetadata.model_validate(ours).model_dump()
     except ValidationError as exc:
-        from personalign.data._io import validation_to_data_error
+        from personalign.data.files import validation_to_data_error
 
         err = validation_to_data_error(exc, path, None)
         raise DataError(path, None, f"{where}{err.field}" if err.field else None, err.problem) from None
@@ -329,7 +329,7 @@ def load_program(directory: str | Path, *, stage: str | None = None):
         DataError: any problem with ``program.json`` or the weights (names the file and the key).
         ConfigurationError: a program of another stage than ``stage``; an unknown stage/strategy.
     """
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     path, meta = read_metadata(directory)
     if stage is not None and meta["stage"] != stage:
@@ -357,7 +357,7 @@ def load_program(directory: str | Path, *, stage: str | None = None):
             raise DataError(path.parent, None, None, f"cannot load the weights: {type(exc).__name__}: "
                                                      f"{(str(exc).splitlines() or [''])[0][:200]}") from None
     if meta.get("decision_rule"):
-        from personalign.programs._decision import with_rule
+        from personalign.programs.decision import with_rule
 
         st = get_stage(meta["stage"])
         try:

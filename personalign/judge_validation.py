@@ -49,7 +49,7 @@ class JudgeUnusable(RuntimeError):
 def labelled_pairs(data: str | os.PathLike, *, split: str | None = "val", limit: int | None = None,
                    seed: int = 0) -> list:
     """One labelled pair per PrefEval MCQ question of ``split`` (split by topic; ``limit``: a
-    seeded sample stratified by topic, :meth:`personalign.stages.Stage.limit`).
+    seeded sample stratified by topic, :meth:`personalign.programs.stages.Stage.limit`).
 
     Returns:
         ``dspy.Example``s with ``id, topic, preference, question, follows, violates`` (option
@@ -59,7 +59,7 @@ def labelled_pairs(data: str | os.PathLike, *, split: str | None = "val", limit:
     Raises:
         DataError: unreadable data or an empty split; ConfigurationError: ``limit < 1``.
     """
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     stage = get_stage("mcq")
     out = []
@@ -145,7 +145,7 @@ def refusal(report: dict | None, name: str = "judge") -> str | None:
 
 
 def _run(program, examples, inputs, lm, description):
-    from personalign.evaluation import run_program
+    from personalign.programs.run import run_program
 
     return run_program(program, examples, inputs=inputs, output=None, lm=lm, description=description, progress=False)
 
@@ -216,7 +216,7 @@ def validate_pairwise_judge(pairs: Sequence, *, lm=None, strategy: str = "pairwi
     """
     import dspy
 
-    from personalign.stages import get_stage
+    from personalign.programs.stages import get_stage
 
     name = f"pairwise:{strategy}" if judge is None else f"pairwise:{type(judge).__name__}"
     if judge is None:
@@ -281,13 +281,13 @@ def validate_judges(data: str | os.PathLike, *, split: str | None = "val", limit
             judge or strategy.
     """
     from personalign.errors import ConfigurationError
-    from personalign.runners._common import resolve_lm
+    from personalign.lm import resolve_lm
 
     unknown = [j for j in judges if j not in ("violation", "pairwise")]
     if unknown:
         raise ConfigurationError(f"unknown judge(s) {', '.join(unknown)}; choose from violation, pairwise")
     if "pairwise" in judges:
-        from personalign.stages import get_stage
+        from personalign.programs.stages import get_stage
 
         get_stage("judge").registry.info(pairwise_strategy)  # unknown name: ConfigurationError, before any call
     pairs = labelled_pairs(data, split=split, limit=limit, seed=seed)

@@ -153,16 +153,16 @@ class Stage:
             DataError: the file is missing or malformed, or ``split`` has no examples (the message
                 lists the splits present).
         """
-        from personalign.data._io import check_input
+        from personalign.data.files import check_input
         from personalign.errors import DataError
 
         path = check_input(path, allow_dir=True)  # never opens a pipe or device
         examples = list(resolve(self.loader)(path))
         if split is None:
             return examples
-        chosen = [ex for ex in examples if _split_of(ex) == split]
+        chosen = [ex for ex in examples if split_of(ex) == split]
         if not chosen:
-            present = ", ".join(sorted({str(_split_of(ex)) for ex in examples})) or "none"
+            present = ", ".join(sorted({str(split_of(ex)) for ex in examples})) or "none"
             raise DataError(path, None, "split", f"no examples in split '{split}' (splits present: {present})")
         return chosen
 
@@ -236,7 +236,7 @@ def validate_spec(spec: str, kind: str) -> None:
     raise ValueError(f"unknown objective '{spec}' (f1, fbeta:B, mean or module:function)")
 
 
-def _split_of(example) -> str | None:
+def split_of(example) -> str | None:
     value = getattr(example, "split", None)
     if value is None and hasattr(example, "get"):
         value = example.get("split")

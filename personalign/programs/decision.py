@@ -3,7 +3,7 @@
 A rule is ``threshold`` (``output = score >= value``) or ``top_share`` (within each group, e.g.
 one prompt's attributes, the top ``ceil(value * n_group)`` scores are True). :class:`DecidedProgram`
 and :class:`TopShareProgram` wrap a program with its rule; the rule is saved in the program JSON
-(``decision_rule``) and reapplied on load (:mod:`personalign.programs._saved`). The rule is fitted
+(``decision_rule``) and reapplied on load (:mod:`personalign.programs.saved`). The rule is fitted
 by grouped cross-validation at compile time (:mod:`personalign.optimizers.decision`).
 """
 

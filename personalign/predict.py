@@ -1,11 +1,14 @@
 """Python API for relevance predictions: compile a strategy, save/load it, predict.
 
-    from personalign.programs.relevance import predict_relevance
+A layer above the programs (it compiles through :mod:`personalign.compile_service`); the CLI's
+``predict`` command is a thin shell over it.
+
+    from personalign.predict import predict_relevance
     predict_relevance(["The user is vegetarian.", "The user plays chess."],
                       "Suggest a weekly dinner plan.")
     # -> [{"attribute": ..., "relevant": True, "score": 0.71}, {...}]
 
-Saved program layout (no pickle; loading never unpickles): see :mod:`personalign.programs._saved`
+Saved program layout (no pickle; loading never unpickles): see :mod:`personalign.programs.saved`
 -- a directory with a DSPy-loadable ``program.json`` (the strategy's state; our metadata under
 ``metadata.personalign``) plus the strategy's weight files written by its ``save_weights(dir)``
 (``minilm_logreg.npz`` or ``cross_encoder/`` safetensors).
@@ -18,8 +21,7 @@ from typing import Any, Sequence
 
 from personalign.errors import ConfigurationError, DataError
 
-from personalign.programs._saved import PROGRAM_FILE  # noqa: E402,F401
-from personalign.programs.relevance.data import load_examples  # noqa: F401  (the loader lives in data.py)
+from personalign.programs.relevance.data import load_examples
 
 
 def default_training_data() -> Path:
@@ -70,8 +72,8 @@ def compile_strategy(strategy: str, *, data: str | Path | None = None, split: st
 
 def save_program(program, directory: str | Path, *, strategy: str, lm: str | None = None,
                  compile_info: dict | None = None, metrics: dict | None = None) -> Path:
-    """Save a relevance program (:func:`personalign.programs._saved.save_program`)."""
-    from personalign.programs._saved import save_program as _save
+    """Save a relevance program (:func:`personalign.programs.saved.save_program`)."""
+    from personalign.programs.saved import save_program as _save
 
     return _save(program, directory, stage="relevance", strategy=strategy, lm=lm, compile_info=compile_info,
                  metrics=metrics)
@@ -83,7 +85,7 @@ def load_program(directory: str | Path):
     Raises:
         ConfigurationError: not a saved relevance program, or an unknown strategy.
     """
-    from personalign.programs._saved import load_program as _load
+    from personalign.programs.saved import load_program as _load
 
     return _load(directory, stage="relevance")
 
@@ -160,5 +162,4 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
     return out
 
 
-__all__ = ["compile_strategy", "default_training_data", "load_examples", "load_program", "predict_relevance",
-           "save_program"]
+__all__ = ["compile_strategy", "default_training_data", "load_program", "predict_relevance", "save_program"]

@@ -1,0 +1,201 @@
+"""Run a program over examples: predictions, failures, LM calls and wall time, with a progress bar.
+
+The one runner of programs: ``evaluation``, the compile service, the sweep, the teleprompters'
+before/after scores and the judge validation all use it, so a failure means the same everywhere.
+
+LM failures (timeouts, provider errors, unparseable output) are retried ``retries`` times under
+:class:`personalign.lm.retry.RetryPolicy` -- each retry with a fresh ``rollout_id`` and temperature
+0.7 so it is a new sample, not a cache hit -- then counted in ``failures`` and scored as failures:
+the prediction is recorded as ``None`` and classification metrics count it as the wrong label (see
+:func:`filled_predictions`). A failure never stops the run. Configuration errors (missing model
+file, unknown model) do stop it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from personalign.lm.retry import DEFAULT_POLICY, RetryPolicy
+
+
+@dataclass
+class EvalOutcome:
+    """Per-example outputs of one program on one example list.
+
+    Attributes:
+        predictions: one per example: the predicted label, or None for a failure.
+        scores: one per example: the strategy's score when it has one, else None.
+        failures: number of examples that failed after all retries.
+        errors: one line per failure (example index and error).
+        lm_calls: LM calls that reached a model (cache hits excluded).
+        seconds: wall time of the run.
+    """
+
+    predictions: list[Any]
+    scores: list[float | None]
+    failures: int = 0
+    errors: list[str] = field(default_factory=list)
+    lm_calls: int = 0
+    seconds: float = 0.0
+
+
+def filled_predictions(gold: Sequence[bool], predictions: Sequence[bool | None]) -> list[bool]:
+    """Replace failed predictions (None) by the wrong label, so a failure always costs the score."""
+    return [(not g) if p is None else bool(p) for g, p in zip(gold, predictions)]
+
+
+def _progress(description: str, total: int, enabled: bool):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    # Progress goes to stderr so that --json output on stdout stays one JSON object.
+    progress = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), disable=not enabled, transient=False,
+    )
+    return progress
+
+
+def run_program(
+    program,
+    examples: Sequence,
+    *,
+    inputs: Sequence[str],
+    output: str | None,
+    lm=None,
+    retries: int = 2,
+    description: str = "predict",
+    progress: bool = True,
+    on_example: Callable[[int], None] | None = None,
+) -> EvalOutcome:
+    """Run ``program`` on each example (or ``program.predict_batch`` when it has one).
+
+    Args:
+        program: a dspy.Module returning a Prediction with field ``output``.
+        examples: dspy.Example-like objects carrying the ``inputs`` fields.
+        output: the Prediction field kept per example; None keeps the whole Prediction (for
+            DSPy metrics that read several fields).
+        lm: the dspy.LM to use (set with :func:`personalign.lm.use`); None for LM-free programs
+            (or for a program run inside an active ``use(lm)``: retries then repeat the same call).
+        retries: extra attempts per failed example (:class:`personalign.lm.retry.RetryPolicy`).
+
+    This is the one runner of programs over examples: ``compare``, ``eval``, the sweep, the
+    compile service's dev selection and the teleprompter wrappers' before/after scores
+    (:func:`evaluate_metric`) all use it, so a failure means
+    the same thing everywhere.
+    """
+    from personalign.lm import CallCounter, use
+
+    policy = RetryPolicy(retries=retries, temperature=DEFAULT_POLICY.temperature)
+    start = time.perf_counter()
+    preds: list[Any] = [None] * len(examples)
+    scores: list[float | None] = [None] * len(examples)
+    errors: list[str] = []
+    counter = CallCounter()
+    with counter, _progress(description, len(examples), progress) as bar:
+        task = bar.add_task(description, total=len(examples))
+        if hasattr(program, "predict_batch"):
+            with use(lm) if lm is not None else contextlib.nullcontext():
+                outs = program.predict_batch(examples)
+            for i, out in enumerate(outs):
+                preds[i] = out if output is None else getattr(out, output)
+                scores[i] = getattr(out, "score", None)
+            bar.update(task, advance=len(examples))
+        else:
+            for i, ex in enumerate(examples):
+                kwargs = {k: getattr(ex, k) for k in inputs}
+                for attempt in range(policy.retries + 1):
+                    try:
+                        if lm is None:
+                            out = program(**kwargs)
+                        else:
+                            with use(policy.retry_lm(lm, attempt)):
+                                out = program(**kwargs)
+                        preds[i] = out if output is None else getattr(out, output)
+                        scores[i] = getattr(out, "score", None)
+                        break
+                    except Exception as exc:  # noqa: BLE001 -- counted, reported, never fatal
+                        decision = policy.decide(exc)
+                        if decision.action == "raise":
+                            raise decision.error from None
+                        if attempt == policy.retries or decision.action == "fail":
+                            ours = decision.error
+                            msg = str(ours or exc).splitlines()[0][:300] if str(ours or exc) else type(exc).__name__
+                            errors.append(f"example {i}: {type(ours or exc).__name__}: {msg}")
+                            break
+                bar.update(task, advance=1)
+                if on_example is not None:
+                    on_example(i)
+    failures = sum(p is None for p in preds)
+    return EvalOutcome(preds, scores, failures, errors, counter.calls, time.perf_counter() - start)
+
+
+def score_of(value: Any) -> float:
+    """A DSPy metric's value as a float: numbers, bools, or a Prediction/dict with a ``score``
+    (None and a missing score: 0.0)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    score = None
+    try:
+        score = value["score"]
+    except Exception:  # noqa: BLE001
+        score = getattr(value, "score", None)
+    return float(score) if score is not None else 0.0
+
+
+def evaluate_metric(program, examples: Sequence, metric, *, seed: int = 0, n_boot: int = 1000,
+                    label_field: str | None = None, lm=None) -> dict[str, Any]:
+    """Run ``program`` on each example with :func:`run_program` and score every prediction with the
+    DSPy ``metric`` ``(example, prediction) -> number | Prediction(score=...)``.
+
+    Returns ``{"score", "score_ci", "n", "failures", "errors", "report", "predictions"}``: the mean
+    metric, its 95% percentile-bootstrap CI (resampling examples with ``seed``), and -- when
+    ``label_field`` is given and every example carries it -- the corpus
+    :func:`personalign.metrics.evaluate_binary` report (F1 etc. with CIs). A failed example (or a
+    metric that raises on it) scores 0. Configuration errors (missing model file, unknown model)
+    propagate. ``score``/``score_ci``/``report`` are None for an empty example list.
+    """
+    import warnings
+
+    import numpy as np
+
+    from personalign.metrics import bootstrap_ci, evaluate_binary
+
+    examples = list(examples)
+    inputs = list(examples[0].inputs().keys()) if examples else []
+    outcome = run_program(program, examples, inputs=inputs, output=None, lm=lm, progress=False)
+    preds = outcome.predictions
+    errors = list(outcome.errors)
+    scores: list[float] = []
+    for i, (ex, pred) in enumerate(zip(examples, preds)):
+        try:
+            scores.append(score_of(metric(ex, pred)) if pred is not None else 0.0)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"example {i}: metric failed: {type(exc).__name__}")
+            scores.append(0.0)
+    out: dict[str, Any] = {"n": len(scores), "failures": outcome.failures, "errors": errors[:10],
+                           "predictions": preds}
+    if not scores:
+        out.update(score=None, score_ci=None, report=None)
+        return out
+    arr = np.asarray(scores, dtype=float)
+    out["score"] = float(arr.mean())
+    out["score_ci"] = [float(x) for x in bootstrap_ci(np.mean, arr, n_boot=n_boot, seed=seed)]
+    out["report"] = None
+    if label_field and all(label_field in ex for ex in examples):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                out["report"] = evaluate_binary(examples, [p if p is not None else {} for p in preds],
+                                                label_field=label_field, n_boot=n_boot, seed=seed)
+            except Exception:  # noqa: BLE001 -- a non-boolean task: no binary report
+                out["report"] = None
+    return out
+
+
+__all__ = ["EvalOutcome", "evaluate_metric", "filled_predictions", "run_program", "score_of"]
