@@ -328,7 +328,7 @@ def main() -> None:
         emit({"benchmark": "respond", "skipped": f"PrefEval not found at {root}"})
         return
     from personalign.lm import CallCounter, configure_cache, make_lm
-    from personalign.lm._engine import current_settings
+    from personalign.lm import current_settings
 
     configure_cache(enabled=False)
     random.seed(args.seed)

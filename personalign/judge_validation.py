@@ -140,8 +140,9 @@ def refusal(report: dict | None, name: str = "judge") -> str | None:
         return f"judge unusable: the {name} was not validated against labels"
     if usable(report):
         return None
-    return (f"judge unusable: the {name}'s kappa {report.get('kappa')} (95% CI {report.get('kappa_ci')}) against "
-            f"PrefEval's option labels does not exclude 0")
+    return (f"judge unusable: against PrefEval's option labels the {name}'s kappa {report.get('kappa')} (95% CI "
+            f"{report.get('kappa_ci')}) or accuracy {report.get('accuracy')} (95% CI {report.get('accuracy_ci')}) "
+            "does not clear chance (kappa > 0, accuracy > 0.5)")
 
 
 def _run(program, examples, inputs, lm, description):

@@ -140,7 +140,7 @@ def test_refusal_lines():
     assert refusal({"kappa": 0.1, "kappa_ci": [0.01, 0.2], "accuracy": 0.4, "accuracy_ci": [0.3, 0.5]}).startswith(
         "judge unusable")
     assert refusal({"kappa": 0.0, "kappa_ci": [-0.1, 0.1]}, "violation judge").startswith(
-        "judge unusable: the violation judge's kappa 0.0")
+        "judge unusable: against PrefEval's option labels the violation judge's kappa 0.0 (95% CI [-0.1, 0.1])")
     assert refusal(None, "answer judge") == "judge unusable: the answer judge was not validated against labels"
 
 
