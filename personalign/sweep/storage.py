@@ -30,6 +30,7 @@ from personalign.sweep.workers import WORKER_ATTR, worker_alive
 
 HEARTBEAT_INTERVAL = 10  # seconds between heartbeats of a running trial
 GRACE_PERIOD = 40  # seconds without a heartbeat after which a trial of an unknown worker is stale
+SCHEMA_RETRIES = 4  # re-opens of a fresh RDB another process is creating at the same moment
 HEARTBEAT_ATTR = "personalign:heartbeat"  # system attr (journal storages): unix time of the last heartbeat
 
 # Optuna's heartbeat interface: the extension point its fail_stale_trials, heartbeat thread and
@@ -189,16 +190,28 @@ def open_storage(url: str, *, heartbeat_interval: int = HEARTBEAT_INTERVAL, grac
         engine_kwargs["connect_args"] = {"timeout": 60}  # threads wait for SQLite's lock instead of failing
     else:
         engine_kwargs["pool_pre_ping"] = True
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return LivenessRDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
-    except ImportError as exc:
-        raise ConfigurationError(f"cannot open --storage {redact_url(url)}: database driver missing ({exc}); for "
-                                 "PostgreSQL: pip install 'personalign[postgres]' (psycopg)") from None
-    except Exception as exc:  # noqa: BLE001 -- SQLAlchemy raises many types for bad URLs / servers
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise ConfigurationError(f"cannot open --storage {redact_url(url)}: {type(exc).__name__}: {first}") from None
+    for attempt in range(SCHEMA_RETRIES + 1):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return LivenessRDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+        except ImportError as exc:
+            raise ConfigurationError(f"cannot open --storage {redact_url(url)}: database driver missing ({exc}); for "
+                                     "PostgreSQL: pip install 'personalign[postgres]' (psycopg)") from None
+        except Exception as exc:  # noqa: BLE001 -- SQLAlchemy raises many types for bad URLs / servers
+            if attempt < SCHEMA_RETRIES and _schema_race(exc):
+                time.sleep(0.5 * (attempt + 1))  # another process is creating the same fresh database
+                continue
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise ConfigurationError(f"cannot open --storage {redact_url(url)}: {type(exc).__name__}: {first}") from None
+    raise AssertionError("unreachable")
+
+
+def _schema_race(exc: BaseException) -> bool:
+    """True for the errors of two processes creating one fresh RDB schema at once: Optuna's
+    version row inserted twice (``IntegrityError`` on ``alembic_version``) or a table created twice."""
+    text = str(exc)
+    return (type(exc).__name__ == "IntegrityError" and "alembic_version" in text) or "already exists" in text
 
 
 def fail_stale_trials(study) -> None:

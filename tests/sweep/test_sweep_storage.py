@@ -104,3 +104,33 @@ def test_the_heartbeat_interface_is_the_one_optuna_s_rdb_storage_implements():
     from optuna.storages import RDBStorage
 
     assert issubclass(RDBStorage, BaseHeartbeat)
+
+
+def test_two_processes_creating_one_fresh_database_is_not_an_error(tmp_path, monkeypatch):
+    """The loser of a schema-creation race (Optuna's version row inserted twice) opens the storage
+    the winner created; any other database error is still one ConfigurationError line."""
+    from sqlalchemy.exc import IntegrityError
+
+    from personalign.errors import ConfigurationError
+    from personalign.sweep import storage as storage_mod
+
+    real, calls = storage_mod.LivenessRDBStorage, []
+
+    def racing(url, **kwargs):
+        calls.append(url)
+        if len(calls) == 1:
+            raise IntegrityError("INSERT INTO alembic_version", {}, Exception("UNIQUE constraint failed: "
+                                                                           "alembic_version.version_num"))
+        return real(url, **kwargs)
+
+    monkeypatch.setattr(storage_mod, "LivenessRDBStorage", racing)
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    assert isinstance(open_storage(url), real)
+    assert len(calls) == 2
+
+    def broken(url, **kwargs):
+        raise IntegrityError("INSERT INTO trials", {}, Exception("NOT NULL constraint failed: trials.number"))
+
+    monkeypatch.setattr(storage_mod, "LivenessRDBStorage", broken)
+    with pytest.raises(ConfigurationError, match="cannot open --storage .*IntegrityError"):
+        open_storage(url)
