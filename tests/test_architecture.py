@@ -103,6 +103,18 @@ def test_no_private_name_crosses_a_package():
     assert leaks == []
 
 
+def test_no_private_module_of_another_library_is_imported():
+    """Optuna, DSPy, litellm, MLflow ... are used through their public modules only."""
+    leaks = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            leaks += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
+                      if n.split(".")[0] != "personalign" and any(_private(p) for p in n.split("."))]
+    assert leaks == []
+
+
 def test_no_package_cycle():
     graph: dict[str, set[str]] = {}
     for src, _, tgt, _ in IMPORTS:  # entry shims (``python -m``) are outside the layers

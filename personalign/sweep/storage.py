@@ -34,10 +34,11 @@ SCHEMA_RETRIES = 4  # re-opens of a fresh RDB another process is creating at the
 HEARTBEAT_ATTR = "personalign:heartbeat"  # system attr (journal storages): unix time of the last heartbeat
 
 # Optuna's heartbeat interface: the extension point its fail_stale_trials, heartbeat thread and
-# RetryHeartbeatStaleTrialCallback work through. Optuna 5.0 documents it (RDBStorage implements it)
-# but exports it only from optuna.storages._heartbeat; this is the one import of that module, and
-# a test fails if RDBStorage stops implementing it.
-from optuna.storages._heartbeat import BaseHeartbeat  # noqa: E402
+# RetryHeartbeatStaleTrialCallback work through (``isinstance(storage, BaseHeartbeat)``). Optuna 5.0
+# documents it and RDBStorage implements it, but exports it only from a private module; it is taken
+# here from the bases of the public RDBStorage, so no private Optuna name is imported, and a test
+# fails if RDBStorage stops implementing it.
+BaseHeartbeat = next(c for c in RDBStorage.__mro__ if c.__name__ == "BaseHeartbeat")
 
 
 class WorkerLiveness:

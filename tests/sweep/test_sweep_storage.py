@@ -100,10 +100,16 @@ def test_optunas_heartbeat_thread_beats_into_the_journal_while_a_trial_runs(tmp_
     assert len(beats) == 1 and beats[0] > 0.5, "a heartbeat was written while the objective ran"
 
 
-def test_the_heartbeat_interface_is_the_one_optuna_s_rdb_storage_implements():
-    from optuna.storages import RDBStorage
+def test_the_heartbeat_interface_is_optunas_own_and_the_journal_storage_implements_it():
+    """``BaseHeartbeat`` (taken from RDBStorage's bases) is Optuna's abstract heartbeat interface,
+    the class its heartbeat thread and ``fail_stale_trials`` test storages against."""
+    from personalign.sweep.storage import JournalHeartbeatStorage
 
-    assert issubclass(RDBStorage, BaseHeartbeat)
+    assert BaseHeartbeat.__module__.startswith("optuna.storages")
+    assert {"record_heartbeat", "get_heartbeat_interval", "get_heartbeat_stale_trial_callback"} <= set(
+        BaseHeartbeat.__abstractmethods__)
+    assert issubclass(JournalHeartbeatStorage, BaseHeartbeat)
+    assert not getattr(JournalHeartbeatStorage, "__abstractmethods__", None)
 
 
 def test_two_processes_creating_one_fresh_database_is_not_an_error(tmp_path, monkeypatch):
