@@ -214,8 +214,9 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
         if selecting:
             settings.setdefault("score", False)  # dev is scored below, with the set objective
         opt = OPTIMIZERS.create(optimizer, **_teleprompter_kwargs(stage, strategy, optimizer, fit, lm, seed, settings))
-    else:
-        opt = OPTIMIZERS.create(optimizer, **{"seed": seed, **settings})
+    else:  # a fit: the stage's label, positive class and group key, as the strategy's own fit gets them
+        opt = OPTIMIZERS.create(optimizer, **stage.fit_kwargs(strategy, OPTIMIZERS.load(optimizer), seed=seed,
+                                                              **settings))
     # teleprompters print progress to stdout; keep stdout for results (--json)
     with ctx, contextlib.redirect_stdout(sys.stderr):
         compiled, result = opt.compile(program, trainset=fit, valset=dev)

@@ -196,15 +196,38 @@ class Stage:
         return None if b is None else (b == self.positive)
 
     def default_optimizer(self, strategy: str, *, seed: int = 0, **settings: Any):
-        """The strategy's own fit (None when its registry entry names none), configured with the
-        strategy class's ``optimizer_kwargs`` overridden by ``settings``.
+        """The strategy's own fit (None when its registry entry names none), configured by
+        :meth:`fit_kwargs`.
 
         Raises:
-            ConfigurationError: unknown strategy.
+            ConfigurationError: unknown strategy; a fit that cannot serve this stage.
         """
-        registry = self.registry
-        kwargs = {**(getattr(registry.load(strategy), "optimizer_kwargs", {}) or {}), **settings}
-        return registry.default_optimizer(strategy, seed=seed, **kwargs)
+        cls = self.registry.load(strategy, "optimizer")
+        return None if cls is None else cls(**self.fit_kwargs(strategy, cls, seed=seed, **settings))
+
+    def fit_kwargs(self, strategy: str, optimizer_cls, **settings: Any) -> dict[str, Any]:
+        """Keyword arguments of the fit optimizer ``optimizer_cls`` for ``strategy`` of this stage:
+        the stage's ``label``, ``positive`` and ``group_key``, overridden by the strategy class's
+        ``optimizer_kwargs``, each kept only where the optimizer's ``__init__`` takes it; then
+        ``settings`` (all passed on, so an unknown setting is still the optimizer's TypeError).
+
+        Raises:
+            ConfigurationError: the stage's positive class is a False label and the optimizer has
+                no ``positive`` setting (it would fit the threshold of the wrong class).
+        """
+        import inspect
+
+        from personalign.errors import ConfigurationError
+
+        params = inspect.signature(optimizer_cls.__init__).parameters
+        facts = {"label": self.label, "positive": self.positive, "group_key": self.group_key}
+        facts = {k: v for k, v in facts.items() if v is not None}
+        derived = {**facts, **(getattr(self.registry.load(strategy), "optimizer_kwargs", {}) or {})}
+        if derived.get("positive", True) is not True and "positive" not in params:
+            raise ConfigurationError(f"{optimizer_cls.__name__} fits the threshold of {derived.get('label')}=True, but "
+                                     f"stage '{self.name}' predicts {derived.get('label')}=False; use a fit with a "
+                                     "'positive' setting (learned-selector-fit)")
+        return {**{k: v for k, v in derived.items() if k in params}, **settings}
 
     def teleprompter_kwargs(self) -> dict[str, Any]:
         """Settings every teleprompter wrapper needs for this stage (metric and label field)."""

@@ -152,3 +152,35 @@ def test_cli_stages_json_and_unknown_stage():
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [bad.stderr.strip()]
     assert "unknown stage 'nosuch'" in bad.stderr
+
+
+def test_a_fit_optimizer_gets_the_stage_s_label_positive_class_and_group_key():
+    from personalign.errors import ConfigurationError
+    from personalign.optimizers.learned import LearnedSelectorFit
+    from personalign.optimizers.threshold import ThresholdFit
+    from personalign.programs.stages import get_stage
+
+    ver, rel = get_stage("verification"), get_stage("relevance")
+    kw = ver.fit_kwargs("minilm-maxsim", LearnedSelectorFit, seed=3)
+    assert kw == {"label": "accepted", "positive": False, "group_key": "group", "beta": 2.0, "seed": 3}
+    assert rel.fit_kwargs("bm25", ThresholdFit, seed=0) == {"label": "relevant", "seed": 0}
+    assert ver.fit_kwargs("minilm-maxsim", LearnedSelectorFit, beta=1.0)["beta"] == 1.0  # settings win
+    with pytest.raises(ConfigurationError, match="predicts accepted=False"):
+        ver.fit_kwargs("minilm-maxsim", ThresholdFit)
+
+
+def test_an_explicit_fit_on_verification_is_the_strategy_s_own_fit(shared_data):
+    """``compile --optimizer learned-selector-fit`` on a verifier fits the REJECTED class like its
+    default fit (it used to read a ``relevant`` label the verification rows do not have)."""
+    import random
+
+    from personalign.compile_service import compile_program
+    from personalign.programs.stages import get_stage
+
+    stage = get_stage("verification")
+    rows = stage.load(shared_data / "prefeval", split="train")
+    random.Random(0).shuffle(rows)
+    rows = rows[:150]
+    explicit, _ = compile_program(stage, "minilm-maxsim", "learned-selector-fit", rows, seed=0)
+    default, _ = compile_program(stage, "minilm-maxsim", None, rows, seed=0)
+    assert explicit.threshold == pytest.approx(default.threshold)
