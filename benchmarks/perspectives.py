@@ -47,7 +47,7 @@ from personalign.lm import default_model  # noqa: E402
 
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 CAUGHT = ("dropped_names", "dropped_refusals", "dropped_meta", "dropped_ungrounded", "dropped_fragments",
-          "dropped_echoes")
+          "dropped_echoes", "dropped_language")
 
 
 def train_bank(root: Path):

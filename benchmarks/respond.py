@@ -273,7 +273,7 @@ def section_perspectives(root, args, lm, refused: str | None = None) -> dict:
         out = run_program(prog, examples, inputs=("question", "profile_bank"), output="answer", lm=lm,
                           description=name, progress=False)
         answers = out.predictions
-        violations = [rule_violations(a or "", n_items=requested_count(q)) for a, q in zip(answers, qs)]
+        violations = [rule_violations(a or "", n_items=requested_count(q), question=q) for a, q in zip(answers, qs)]
         row = {"name": name, "failures": out.failures, "errors": out.errors[:2], "lm_calls": out.lm_calls,
                "rule_violations": sum(bool(v) for v in violations),
                "violation_kinds": sorted({k for v in violations for k in v}),

@@ -188,6 +188,22 @@ def test_rules_drop_ungrounded_sentences():
     assert answer == "Pack water for the trail." and rep.dropped_ungrounded == 1
 
 
+def test_rules_drop_language_drift_the_question_does_not_share():
+    """The Qwen models drift into Chinese mid-answer (seen in 12 of 87 candidates on PrefEval val):
+    such units are dropped, counted, never used to fill a list, and flagged when left in a text."""
+    q = "Give me 3 tips for sleeping better."
+    cands = ["1. Keep a regular bedtime. 2. 避免咖啡因在下午。 3. Keep the bedroom dark and cool.",
+             "Avoid screens an hour before bed. Keep a regular bedtime."]
+    answer, rep = enforce_rules(["Keep a regular bedtime.", "避免咖啡因在下午。", "Keep the bedroom dark and cool."], cands,
+                                n_items=3, question=q)
+    assert rep.dropped_language == 1 and "避" not in answer and rep.count_ok
+    assert len(parse_items(answer)) == 3 and "Avoid screens an hour before bed." in answer  # filled from English
+    text, rep = enforce_rules("Sleep early. 保持规律的作息时间。", ["Sleep early and keep a routine."], question="How to sleep?")
+    assert text == "Sleep early." and rep.dropped_language == 1
+    assert rule_violations("Dormir 保持规律", question="How to sleep?") == ["language"]
+    assert rule_violations("保持规律的作息时间。", question="如何睡得更好？") == []  # the asker's own language
+
+
 def test_baselines_control_flow(bank):
     lm = DummyLM({"[[ ## candidates ## ]]": {"answer": "Pack water."}, "[[ ## existing ## ]]": {"profile": "A hiker."},
                   "[[ ## prompt ## ]]": {"response": "Pack water and snacks."},

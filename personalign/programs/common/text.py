@@ -63,7 +63,8 @@ def clip_list(items: Iterable[str] | None, *, max_items: int, max_chars: int) ->
     return out
 
 
-_SENT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+# a stop then a capital, a digit or a CJK character; or a CJK full stop (mixed-script answers)
+_SENT = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])|(?<=[\u3002\uff01\uff1f])\s*")
 
 
 def split_sentences(text: str) -> list[str]:

@@ -21,7 +21,8 @@ from several sampled profiles, then aggregate). Steps of :class:`MultiPerspectiv
    the constraint says "exactly n items, one per line" (with ``typed_items`` the answer is typed
    as exactly ``n`` strings instead).
 4. **Post-check** in code (:func:`~.rules.enforce_rules`): no meta phrases, no persona names,
-   no refusals, no fragments, no ungrounded sentences, exactly ``n`` items, never empty. While
+   no refusals, no language drift, no fragments, no ungrounded sentences, exactly ``n`` items,
+   never empty. While
    the count still fails, up to ``max_reaggregations`` more aggregations are sampled
    (``rollout_id`` k+1, k+2, temperature 0.7) and their items pooled with the kept ones; as a
    last resort up to ``max_extra_candidates`` more candidates written without a profile are
@@ -263,13 +264,13 @@ class MultiPerspective(dspy.Module):
             first = report
             answer, report = enforce_rules(more, candidates, names=names, n_items=n_items, question=question)
             for k in ("dropped_meta", "dropped_names", "dropped_refusals", "dropped_ungrounded", "dropped_fragments",
-                      "dropped_echoes", "filled", "relaxed"):
+                      "dropped_echoes", "dropped_language", "filled", "relaxed"):
                 setattr(report, k, getattr(report, k) + getattr(first, k))
             report.notes = first.notes + report.notes + [note]
         if not answer.strip():
             raise ValueError("the aggregated answer is empty after the rule checks")
         rep = report.as_dict()
-        rep.update(info, violations=rule_violations(answer, names=names, n_items=n_items))
+        rep.update(info, violations=rule_violations(answer, names=names, n_items=n_items, question=question))
         return dspy.Prediction(answer=answer, profiles=[p.bio for p in profiles], candidates=candidates,
                                n_items=n_items, report=rep)
 
@@ -325,7 +326,7 @@ class SingleAnswer(dspy.Module):
         if not answer.strip():
             answer = text
         rep = report.as_dict()
-        rep["violations"] = rule_violations(answer, n_items=n_items)
+        rep["violations"] = rule_violations(answer, n_items=n_items, question=question)
         return dspy.Prediction(answer=answer, profiles=[], candidates=[text], n_items=n_items, report=rep)
 
 

@@ -28,7 +28,7 @@ def answer_win_rate(example, pred, trace=None):
 
     answer = str(getattr(pred, "answer", "") or "")
     question = str(example.question)
-    if rule_violations(answer, n_items=requested_count(question)):
+    if rule_violations(answer, n_items=requested_count(question), question=question):
         score = 0.0
     else:
         if dspy.settings.lm is None:

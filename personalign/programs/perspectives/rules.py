@@ -7,6 +7,8 @@ after the LM because a 135M model cannot be trusted to follow them.
   answer", "as an AI"; :func:`~personalign.programs.common.text.has_meta`),
 * contains a persona's name (:func:`~personalign.programs.common.text.mentions_name`),
 * is a refusal,
+* drifts into a script the question does not use (CJK characters in an English question: the
+  Qwen models' language drift, :func:`drifts`),
 * is a fragment (no content word, a one-word sentence, or cut off mid-phrase -- the embedded
   model's bounded strings end wherever the budget does),
 * only echoes the question or the answer format ("5 items to pack for a hiking trip",
@@ -57,6 +59,7 @@ class RuleReport:
     dropped_ungrounded: int = 0
     dropped_fragments: int = 0
     dropped_echoes: int = 0
+    dropped_language: int = 0
     filled: int = 0
     relaxed: int = 0
     fallback: bool = False
@@ -74,6 +77,15 @@ def _overlap(a: set[str], b: set[str]) -> float:
 def _duplicate(w: set[str], seen: list[set[str]]) -> bool:
     """Near-duplicate: Jaccard similarity of content words >= DUPLICATE with a kept unit."""
     return bool(w) and any(len(w & s) / len(w | s) >= DUPLICATE for s in seen if s)
+
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
+
+
+def drifts(text: str, question: str = "") -> bool:
+    """True when ``text`` holds Chinese, Japanese or Korean characters (or their full-width
+    punctuation) and ``question`` holds none: the answer left the asker's language."""
+    return bool(_CJK.search(text)) and not _CJK.search(question or "")
 
 
 _DANGLING = {"a", "an", "the", "and", "or", "of", "to", "like", "with", "for", "in", "on", "at", "as", "such", "by",
@@ -111,6 +123,8 @@ def is_echo(text: str, question: str) -> bool:
 
 
 def _reason(t: str, names: Sequence[str], question: str, item: bool) -> str | None:
+    if drifts(t, question):  # before fragments: a CJK sentence has no content word in ASCII either
+        return "language"
     if is_fragment(t, item=item):
         return "fragments"
     if has_meta(t):
@@ -251,7 +265,8 @@ def enforce_rules(answer: str | Sequence[str], candidates: Sequence[str], *, nam
                     break
         if len(items) < n_items:
             # the asker's explicit count outranks the soft rules: fill from every unit of the
-            # candidates that passes the hard rules (no meta, no name, no refusal), fragments,
+            # candidates that passes the hard rules (no meta, no name, no refusal, no language
+            # drift), fragments,
             # echoes and near-duplicates included, exact duplicates excluded
             have = {i.lower() for i in items}
             for c in candidates:
@@ -261,7 +276,7 @@ def enforce_rules(answer: str | Sequence[str], candidates: Sequence[str], *, nam
                 for u in parts:
                     t = tidy(u)
                     if (not t or not content_words(t) or t.lower() in have or has_meta(t) or mentions_name(t, names)
-                            or is_refusal(t)):
+                            or is_refusal(t) or drifts(t, question)):
                         continue
                     have.add(t.lower())
                     items.append(t)
@@ -281,9 +296,11 @@ def enforce_rules(answer: str | Sequence[str], candidates: Sequence[str], *, nam
     return text, rep
 
 
-def rule_violations(text: str, *, names: Sequence[str] = (), n_items: int | None = None) -> list[str]:
+def rule_violations(text: str, *, names: Sequence[str] = (), n_items: int | None = None,
+                    question: str = "") -> list[str]:
     """The rules ``text`` breaks (empty list = compliant): ``empty``, ``meta``, ``name``,
-    ``refusal``, ``count`` (with ``n_items``: not exactly that many list items)."""
+    ``refusal``, ``language`` (:func:`drifts` from ``question``), ``count`` (with ``n_items``: not
+    exactly that many list items)."""
     out = []
     if not text.strip():
         return ["empty"]
@@ -293,6 +310,8 @@ def rule_violations(text: str, *, names: Sequence[str] = (), n_items: int | None
         out.append("name")
     if is_refusal(text):
         out.append("refusal")
+    if drifts(text, question):
+        out.append("language")
     if n_items is not None and len(parse_items(text)) != n_items:
         out.append("count")
     return out
