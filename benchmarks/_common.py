@@ -49,3 +49,32 @@ def run_on_prefeval(benchmark: str, data: str | None, work) -> int:
         return 2
     emit(out)
     return 0
+
+
+def judge_reports(paths, lm: str, pairwise_strategy: str) -> dict:
+    """The ``violation`` / ``pairwise`` reports of ``--judge-report`` files (``benchmarks/judges.py``
+    output), each with its ``source`` and ``n_questions``. A pairwise report of another strategy
+    than ``pairwise_strategy`` is skipped: it does not validate this one.
+
+    Raises:
+        ConfigurationError: an unreadable file, or not a ``benchmarks/judges.py`` report of ``lm``.
+    """
+    from personalign.errors import ConfigurationError
+
+    out = {}
+    for path in paths:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigurationError(f"--judge-report {path}: {exc}") from None
+        if not isinstance(data, dict) or data.get("benchmark") != "judges" or data.get("lm") != lm:
+            got = data if not isinstance(data, dict) else {k: data.get(k) for k in ("benchmark", "lm")}
+            raise ConfigurationError(f"--judge-report {path}: not a benchmarks/judges.py report of {lm} ({got!r})")
+        for name in ("violation", "pairwise"):
+            rep = data.get(name)
+            if not isinstance(rep, dict):
+                continue
+            if name == "pairwise" and rep.get("judge") != f"pairwise:{pairwise_strategy}":
+                continue
+            out[name] = {**rep, "source": str(path), "n_questions": data.get("n_pairs")}
+    return out

@@ -34,18 +34,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 import warnings
 from pathlib import Path
 
-from _common import emit, quiet_logs, run_on_prefeval
+from _common import judge_reports, quiet_logs, run_on_prefeval
 
 import personalign  # noqa: F401
 from personalign.lm import default_model  # noqa: E402
 
-CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 CAUGHT = ("dropped_names", "dropped_refusals", "dropped_meta", "dropped_ungrounded", "dropped_fragments",
           "dropped_echoes", "dropped_language")
 
@@ -64,35 +62,30 @@ def train_bank(root: Path):
 
 
 def judge_gate(args) -> str | None:
-    """None when a ``--judge-report`` of this model says the pairwise strategy is usable, else why not."""
-    from personalign.errors import ConfigurationError
+    """None when a ``--judge-report`` of this model says the pairwise strategy is usable, else why not.
+
+    Raises:
+        ConfigurationError: an unreadable report, or one of another model (:func:`judge_reports`).
+    """
     from personalign.judge_validation import refusal
 
     if args.allow_unvalidated_judges:
         return None
-    for path in args.judge_report:
-        try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigurationError(f"{path}: not a benchmarks/judges.py JSON report ({exc})") from None
-        rep = data.get("pairwise") if isinstance(data, dict) else None
-        if not isinstance(rep, dict):
-            continue
-        if data.get("lm") not in (None, args.lm):
-            raise ConfigurationError(f"{path}: a report for {data.get('lm')}, not {args.lm}")
-        if rep.get("judge") == f"pairwise:{args.pairwise_strategy}":
-            return refusal(rep, "pairwise judge")
-    return refusal(None, "pairwise judge")
+    return refusal(judge_reports(args.judge_report, args.lm, args.pairwise_strategy).get("pairwise"), "pairwise judge")
 
 
-def caught(predictions) -> dict:
-    """Sums of what the rules removed, plus language drift, over one strategy's predictions."""
-    reports = [p.report for p in predictions if p is not None]
+def caught(examples, predictions) -> dict:
+    """Sums of what the rules removed, plus language drift (:func:`~personalign.programs.perspectives.rules.drifts`
+    from each question), over one strategy's predictions."""
+    from personalign.programs.perspectives.rules import drifts
+
+    done = [(ex.question, p) for ex, p in zip(examples, predictions) if p is not None]
+    reports = [p.report for _, p in done]
     out = {k: sum(int(r.get(k, 0) or 0) for r in reports) for k in CAUGHT}
-    cands = [c for p in predictions if p is not None for c in (p.candidates or [])]
+    cands = [(q, c) for q, p in done for c in (p.candidates or [])]
     out["candidates"] = len(cands)
-    out["candidates_with_cjk"] = sum(bool(CJK.search(c or "")) for c in cands)
-    out["answers_with_cjk"] = sum(bool(CJK.search(p.answer or "")) for p in predictions if p is not None)
+    out["candidates_with_cjk"] = sum(drifts(c or "", q) for q, c in cands)
+    out["answers_with_cjk"] = sum(drifts(p.answer or "", q) for q, p in done)
     out["answers_with_violations"] = sum(bool(r.get("violations")) for r in reports)
     out["violation_kinds"] = sorted({v for r in reports for v in (r.get("violations") or [])})
     return out
@@ -122,7 +115,7 @@ def work(root: Path, args) -> dict:
     import numpy as np
 
     from personalign.lm import CallCounter, configure_cache, make_lm
-    from personalign.metrics import bootstrap_ci
+    from personalign.evaluation import paired_comparison
     from personalign.programs.run import run_program
     from personalign.programs.stages import get_stage
     from personalign.runners._common import mean_ci
@@ -150,7 +143,7 @@ def work(root: Path, args) -> dict:
             outcomes[name] = out.predictions
             row = {"name": name, "failures": out.failures, "errors": out.errors[:3], "lm_calls": out.lm_calls,
                    "lm_calls_per_question": round(out.lm_calls / max(1, len(examples)), 2),
-                   "seconds": round(out.seconds, 1), "caught": caught(out.predictions),
+                   "seconds": round(out.seconds, 1), "caught": caught(examples, out.predictions),
                    "mean_chars": float(np.mean([len(p.answer) for p in out.predictions if p is not None] or [0]))}
             if name != "no-profile":
                 if refused:
@@ -177,11 +170,9 @@ def work(root: Path, args) -> dict:
                 both = [(x, y) for x, y in zip(wa, wb) if x is not None and y is not None]
                 if len(both) < 2:
                     continue
-                xa, xb = np.array([x for x, _ in both]), np.array([y for _, y in both])
-                ci = bootstrap_ci(lambda u, v: float(np.mean(u) - np.mean(v)), xa, xb, n_boot=args.n_boot,
-                                  seed=args.seed)
-                paired.append({"a": a, "b": b, "n": len(both), "diff": float(xa.mean() - xb.mean()),
-                               "ci": [float(c) for c in ci]})
+                d = paired_comparison(stage, {"correct": [x for x, _ in both]}, {"correct": [y for _, y in both]},
+                                      n_boot=args.n_boot, seed=args.seed)["diff"]
+                paired.append({"a": a, "b": b, "n": d["n"], "diff": d["diff"], "ci": d["ci"]})
     return {"benchmark": "perspectives", "lm": args.lm, "seed": args.seed, "n_questions": len(examples),
             "topics": sorted({ex.topic for ex in examples}), "k": args.k, "pool": max(args.pool, args.k),
             "bank": {"source": bank.source, "profiles": len(bank)}, "judge_strategy": args.pairwise_strategy,

@@ -48,7 +48,7 @@ import sys
 import time
 import warnings
 
-from _common import emit, quiet_logs, shared_data
+from _common import emit, judge_reports, quiet_logs, shared_data
 
 import personalign  # noqa: F401
 from personalign.lm import default_model  # noqa: E402
@@ -156,32 +156,6 @@ def section_generation(root, args, lm, refused: str | None = None) -> tuple[dict
     return res, examples, responses
 
 
-def _reports_from_files(args) -> dict:
-    """The ``violation`` / ``pairwise`` reports of ``--judge-report`` files (``benchmarks/judges.py``
-    output). A file made with another model stops the run with one ``error:`` line; a pairwise
-    report of another strategy than ``--pairwise-strategy`` is ignored (that judge is then
-    validated here)."""
-    import json
-
-    out = {}
-    for path in args.judge_report:
-        try:
-            data = json.loads(open(path, encoding="utf-8").read())
-        except (OSError, ValueError) as exc:
-            sys.exit(f"error: --judge-report {path}: {exc}")
-        if data.get("benchmark") != "judges" or data.get("lm") != args.lm:
-            sys.exit(f"error: --judge-report {path}: not a benchmarks/judges.py report of {args.lm} "
-                     f"(benchmark={data.get('benchmark')!r}, lm={data.get('lm')!r})")
-        for name in ("violation", "pairwise"):
-            rep = data.get(name)
-            if rep is None:
-                continue
-            if name == "pairwise" and rep.get("judge") != f"pairwise:{args.pairwise_strategy}":
-                continue  # another pairwise strategy's report: it does not validate this one
-            out[name] = {**rep, "source": str(path), "n_questions": data.get("n_pairs")}
-    return out
-
-
 def judge_gates(root, args, lm, sections) -> tuple[dict, dict]:
     """Validate the judges the sections use (:mod:`personalign.judge_validation`) on
     ``--judge-validation-limit`` val questions; returns (report, {judge: refusal line or None}).
@@ -189,7 +163,12 @@ def judge_gates(root, args, lm, sections) -> tuple[dict, dict]:
     from personalign.judge_validation import refusal, validate_judges
 
     needed = [j for j, s in (("violation", "generation"), ("pairwise", "judge")) if s in sections]
-    report = _reports_from_files(args) if args.judge_report else {}
+    from personalign.errors import ConfigurationError
+
+    try:  # a file made with another model stops the run with one ``error:`` line
+        report = judge_reports(args.judge_report, args.lm, args.pairwise_strategy)
+    except ConfigurationError as exc:
+        sys.exit(f"error: {exc}")
     needed = [j for j in needed if j not in report]
     if needed and args.judge_validation_limit:
         report.update(validate_judges(root, split="val", limit=args.judge_validation_limit, lm=lm, judges=needed,

@@ -43,7 +43,7 @@ __all__ = ["labelled_pairs", "validate_violation_judge", "validate_pairwise_judg
 
 
 class JudgeUnusable(RuntimeError):
-    """A judge whose kappa CI against the labels does not exclude 0 was asked to score something."""
+    """A judge whose kappa or accuracy CI against the labels does not clear chance was asked to score something."""
 
 
 def labelled_pairs(data: str | os.PathLike, *, split: str | None = "val", limit: int | None = None,
