@@ -23,7 +23,12 @@ Sections of the output:
   all of val). Per strategy: recall with CI, recall at 0.5 / 0.7, attributes per conversation, the
   share of its attributes the learned verifier (``minilm-logreg``, fitted on train) rejects, LM
   calls, seconds; each LLM row also has ``vs_first_person``: the paired bootstrap difference in
-  recall against the baseline on the same conversations, with its CI and McNemar's exact p.
+  recall against the baseline on the same conversations, with its CI and McNemar's exact p. With
+  ``--compile OPTIMIZER`` each LLM extractor is also compiled toward recall (the stage metric)
+  through :func:`personalign.compile_service.compile_program` on ``--compile-train`` train
+  conversations (dev selection on held-out train topics) and scored on the same conversations;
+  its row carries the compile summary and ``vs_uncompiled`` (paired); when dev selection keeps the
+  uncompiled program, the row reuses its outputs (``same_program_as``) instead of running it again.
 * ``refine`` -- verify-and-refine (``--rounds``) with the learned verifier and the LLM refiner, for
   the first-person baseline's attributes and the unfiltered LLM extractor's: acceptance before /
   after, removed, still rejected; plus the error taxonomy (LLM) of up to ``--limit`` rejected ones.
@@ -34,7 +39,7 @@ Cache disabled: every LM call reaches the model and is counted. About 10 minutes
 2-core machine with the defaults.
 
 Usage: ``python benchmarks/extraction.py [--lm local/qwen2.5-coder-1.5b-instruct] [--limit 8]
-[--limit-conversations 3] [--extractors extract,extract-unfiltered] [--rounds 1] [--n-boot 1000] [--seed 0] [--sections verification,extraction,refine,bad_input]``
+[--limit-conversations 3] [--extractors extract,extract-unfiltered] [--compile bootstrap] [--compile-train 24] [--rounds 1] [--n-boot 1000] [--seed 0] [--sections verification,extraction,refine,bad_input]``
 (``--limit 0 --limit-conversations 0``: the LM-free parts only). Progress goes to stderr.
 """
 
@@ -168,48 +173,84 @@ def _recall_row(name, examples, preds, *, n_boot, seed, lm_calls, seconds, failu
     return row
 
 
-def _paired_vs(rows, base_name, n_boot, seed):
-    """Add ``vs_first_person`` (paired recall difference, CI, McNemar p) to the rows scored on the
-    baseline's conversations; drop the per-item hits."""
+def _paired(hits, base_hits, n_boot, seed) -> dict:
+    """Paired recall difference ``hits - base_hits`` (per conversation) with its bootstrap CI and
+    McNemar's exact p."""
     import numpy as np
 
     from personalign.metrics import bootstrap_ci, mcnemar_exact
 
-    base = next((r for r in rows if r["name"] == base_name), None)
+    d = hits.astype(float) - base_hits.astype(float)
+    mc = mcnemar_exact(np.ones(len(d), dtype=bool), hits, base_hits)
+    return {"diff": round(float(d.mean()), 4),
+            "ci": [round(float(v), 4) for v in bootstrap_ci(np.mean, d, n_boot=n_boot, seed=seed)],
+            "mcnemar_p": mc.get("p_value")}
+
+
+def _paired_vs(rows, base_name, n_boot, seed):
+    """Add ``vs_first_person`` (paired recall difference, CI, McNemar p) to the rows scored on the
+    baseline's conversations, and ``vs_uncompiled`` to compiled rows; drop the per-item hits."""
+    hits = {r["name"]: r.pop("_hits") for r in rows}
+    base = hits.get(base_name)
     for r in rows:
-        hits = r.pop("_hits")
-        if base is None or r is base or r["name"].startswith("first-person") or len(hits) != len(base["_hits"]):
-            continue
-        b = base["_hits"]
-        d = hits.astype(float) - b.astype(float)
-        mc = mcnemar_exact(np.ones(len(d), dtype=bool), hits, b)
-        r["vs_first_person"] = {"diff": round(float(d.mean()), 4),
-                                "ci": [round(float(v), 4) for v in bootstrap_ci(np.mean, d, n_boot=n_boot, seed=seed)],
-                                "mcnemar_p": mc.get("p_value")}
-    if base is not None:
-        base.pop("_hits", None)
+        h = hits[r["name"]]
+        if base is not None and not r["name"].startswith("first-person") and len(h) == len(base):
+            r["vs_first_person"] = _paired(h, base, n_boot, seed)
+        if r.get("uncompiled") in hits:
+            r["vs_uncompiled"] = _paired(h, hits[r["uncompiled"]], n_boot, seed)
     return rows
 
 
-def extraction_section(val_all, convs, lm, n_boot, seed, extractors=("extract", "extract-unfiltered"), verifier=None):
+def _compiled(name, optimizer, train, n_train, lm, seed):
+    """``name`` compiled by ``optimizer`` through the compile service (dev selection: never worse
+    on dev than the uncompiled program) on a seeded stratified sample of ``n_train`` train
+    conversations: ``(program, compile summary)``."""
+    from personalign.compile_service import compile_program, summary
+    from personalign.programs.stages import get_stage
+
+    stage = get_stage("extraction")
+    sample = stage.limit(train, n_train, seed)
+    log(f"extraction: compiling {name} with {optimizer} on {len(sample)} train conversations")
+    t0 = time.perf_counter()
+    program, info = compile_program(stage, name, optimizer, sample, lm=lm, seed=seed)
+    return program, {**(summary(info) or {}), "n_train": len(sample), "optimizer": optimizer,
+                     "seconds": round(time.perf_counter() - t0, 2),
+                     "lm_calls": (info or {}).get("actual_lm_calls")}
+
+
+def extraction_section(val_all, convs, lm, n_boot, seed, extractors=("extract", "extract-unfiltered"), verifier=None,
+                       compile_with=None, train=(), n_train=0):
     from personalign.evaluation import run_program
+    from personalign.programs.extraction import STRATEGIES
     from personalign.programs.extraction.extractor import AttributeExtractor
     from personalign.programs.extraction.merge import merge_attributes
     from personalign.programs.extraction.baseline import FirstPersonSentences
     from personalign.signatures.extraction import ExtractedAttribute
 
     rows = []
-    outs = {}
-    for name, program in (("extract", AttributeExtractor()),
-                          ("extract-unfiltered", AttributeExtractor(min_confidence=0.0, require_evidence=False))):
-        if not convs or name not in extractors:
-            continue
-        log(f"extraction: {name} on {len(convs)} conversations")
-        o = run_program(program, convs, inputs=("conversation",), output="attributes", lm=lm, progress=False,
-                        description=name)
-        outs[name] = o
-        rows.append(_recall_row(name, convs, o.predictions, n_boot=n_boot, seed=seed, lm_calls=o.lm_calls,
-                                seconds=o.seconds, failures=o.failures, verifier=verifier))
+    programs = []
+    for name in extractors:
+        if not convs:
+            break
+        if name == "extract-unfiltered":
+            programs.append((name, AttributeExtractor(min_confidence=0.0, require_evidence=False), None))
+        elif name != "first-person":
+            programs.append((name, STRATEGIES.create(name), None))
+            if compile_with:
+                program, info = _compiled(name, compile_with, list(train), n_train, lm, seed)
+                programs.append((f"{name} + {compile_with}", program, {"uncompiled": name, "compile": info}))
+    outputs = {}
+    for name, program, extra in programs:
+        if extra and extra["compile"].get("chosen") == "uncompiled":  # the same program: greedy, same outputs
+            o = outputs[extra["uncompiled"]]
+            extra = {**extra, "same_program_as": extra["uncompiled"]}
+        else:
+            log(f"extraction: {name} on {len(convs)} conversations")
+            o = run_program(program, convs, inputs=("conversation",), output="attributes", lm=lm, progress=False,
+                            description=name)
+        outputs[name] = o
+        rows.append({**_recall_row(name, convs, o.predictions, n_boot=n_boot, seed=seed, lm_calls=o.lm_calls,
+                                   seconds=o.seconds, failures=o.failures, verifier=verifier), **(extra or {})})
         if name == "extract":
             t0 = time.perf_counter()
             merged = [merge_attributes([ExtractedAttribute(**a.model_dump(include=set(ExtractedAttribute.model_fields)))
@@ -318,7 +359,13 @@ def main(argv=None) -> int:
     ap.add_argument("--limit-conversations", type=int, default=3,
                     help="val conversations for the LLM extractor/refiner: a seeded random sample stratified by topic")
     ap.add_argument("--extractors", default="extract,extract-unfiltered",
-                    help="LLM extractor rows of the extraction section (extract, extract-unfiltered)")
+                    help="LLM extractor rows of the extraction section: extract-unfiltered or any LLM strategy of "
+                         "the extraction stage (extract, extract-merge, extract-sentences, ...)")
+    ap.add_argument("--compile", default=None, metavar="OPTIMIZER",
+                    help="also compile each LLM extractor with this teleprompter (e.g. bootstrap) toward recall, "
+                         "through the compile service (dev selection), and score it on the same conversations")
+    ap.add_argument("--compile-train", type=int, default=24,
+                    help="train conversations for --compile: a seeded random sample stratified by topic")
     ap.add_argument("--rounds", type=int, default=1, help="verify-and-refine rounds")
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
@@ -329,7 +376,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     data = shared_data() / "prefeval"
     out: dict = {"benchmark": "extraction", "data": str(data), "lm": args.lm, "seed": args.seed, "n_boot": args.n_boot,
-                 "limit": args.limit, "limit_conversations": args.limit_conversations, "rounds": args.rounds}
+                 "limit": args.limit, "limit_conversations": args.limit_conversations, "rounds": args.rounds,
+                 "compile": args.compile, "compile_train": args.compile_train if args.compile else None}
     if not data.exists():
         emit({**out, "skipped": f"data not found at {data} (set PERSONALIGN_SHARED_DATA)"})
         return 0
@@ -366,7 +414,8 @@ def main(argv=None) -> int:
         compiled["minilm-logreg"], _ = STAGE.default_optimizer("minilm-logreg", seed=args.seed).compile(
             STRATEGIES.create("minilm-logreg"), trainset=train)
 
-    convs_all = [e for e in load_extraction(data) if e.split == "val"]
+    extraction_all = load_extraction(data)
+    convs_all = [e for e in extraction_all if e.split == "val"]
     from personalign.programs.stages import get_stage
 
     convs = get_stage("extraction").limit(convs_all, args.limit_conversations, args.seed) if args.limit_conversations else []
@@ -375,7 +424,9 @@ def main(argv=None) -> int:
     if "extraction" in sections:
         out["extraction"] = extraction_section(convs_all, convs, lm, args.n_boot, args.seed,
                                                extractors=[x.strip() for x in args.extractors.split(",")],
-                                               verifier=compiled["minilm-logreg"])
+                                               verifier=compiled["minilm-logreg"], compile_with=args.compile,
+                                               train=[e for e in extraction_all if e.split == "train"],
+                                               n_train=args.compile_train)
     if "refine" in sections:
         out["refine"], out["error_taxonomy"] = refine_section(convs, compiled["minilm-logreg"], lm, args.rounds,
                                                               args.limit)

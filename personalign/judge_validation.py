@@ -5,7 +5,7 @@ follows the stated preference, the other three violate it. Each PrefEval MCQ que
 **labelled pair**: the following option and one violating option (drawn with a seeded
 ``random.Random``), shown in a seeded order (A/B), so the gold is balanced across positions.
 
-* **violation judge** (:class:`~personalign.programs.respond.violation.ViolationJudge`, typed
+* **violation judge** (:class:`~personalign.programs.common.violation.ViolationJudge`, typed
   ``violates: bool``): the following option must be judged ``follows``, the violating one
   ``violates`` (2 calls per pair). A single-response judge has no order to swap.
 * **pairwise 1-5 judge** (a ``judge`` stage strategy, default ``pairwise-expected``; attribute = the
@@ -158,7 +158,8 @@ def validate_violation_judge(pairs: Sequence, *, lm=None, judge=None, n_boot: in
         pairs: from :func:`labelled_pairs`.
         lm: a ``dspy.LM`` (None: the judge runs in the caller's ``use(lm)`` context).
         judge: a program with ``forward(preference, question, response) -> Prediction(violates)``
-            (default :class:`~personalign.programs.respond.violation.ViolationJudge`).
+            (default :class:`~personalign.programs.common.violation.ViolationJudge`; the ``violation``
+            stage compiles it toward kappa).
 
     Returns:
         ``{"judge", "n_pairs", "n_items", "accuracy", "accuracy_ci", "kappa", "kappa_ci",
@@ -167,7 +168,7 @@ def validate_violation_judge(pairs: Sequence, *, lm=None, judge=None, n_boot: in
     """
     import dspy
 
-    from personalign.programs.respond.violation import ViolationJudge
+    from personalign.programs.common.violation import ViolationJudge
 
     judge = judge or ViolationJudge()
     t0 = time.perf_counter()
@@ -219,7 +220,7 @@ def validate_pairwise_judge(pairs: Sequence, *, lm=None, strategy: str = "pairwi
 
     from personalign.programs.stages import get_stage
 
-    name = f"pairwise:{strategy}" if judge is None else f"pairwise:{type(judge).__name__}"
+    name = f"pairwise:{strategy}" if judge is None else f"pairwise:{strategy} (given {type(judge).__name__})"
     if judge is None:
         judge = get_stage("judge").registry.create(strategy)
     if getattr(judge, "both_orders", True) is False:
@@ -269,9 +270,13 @@ def validate_pairwise_judge(pairs: Sequence, *, lm=None, strategy: str = "pairwi
 
 def validate_judges(data: str | os.PathLike, *, split: str | None = "val", limit: int | None = None, lm=None,
                     judges: Sequence[str] = ("violation", "pairwise"), pairwise_strategy: str = "pairwise-expected",
-                    n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+                    n_boot: int = 1000, seed: int = 0, violation_judge=None, pairwise_judge=None) -> dict[str, Any]:
     """Validate the named judges on the labelled pairs of ``data`` (a PrefEval root or its
     ``mcq_options/`` folder). ``lm``: a model string or ``dspy.LM`` (None: the default model).
+    ``violation_judge``: the violation program to validate (e.g. one compiled by the ``violation``
+    stage; default a fresh :class:`~personalign.programs.common.violation.ViolationJudge`).
+    ``pairwise_judge``: the pairwise program to validate (e.g. ``pairwise_strategy`` compiled by
+    the ``judge`` stage; default a fresh one).
 
     Returns:
         ``{"data", "split", "n_pairs", "topics", "seed", "violation": {...}, "pairwise": {...}}``
@@ -297,8 +302,8 @@ def validate_judges(data: str | os.PathLike, *, split: str | None = "val", limit
                            "topics": dict(sorted({t: sum(p.topic == t for p in pairs)
                                                   for t in {p.topic for p in pairs}}.items()))}
     if "violation" in judges:
-        out["violation"] = validate_violation_judge(pairs, lm=lm_obj, n_boot=n_boot, seed=seed)
+        out["violation"] = validate_violation_judge(pairs, lm=lm_obj, judge=violation_judge, n_boot=n_boot, seed=seed)
     if "pairwise" in judges:
-        out["pairwise"] = validate_pairwise_judge(pairs, lm=lm_obj, strategy=pairwise_strategy, n_boot=n_boot,
-                                                  seed=seed)
+        out["pairwise"] = validate_pairwise_judge(pairs, lm=lm_obj, strategy=pairwise_strategy, judge=pairwise_judge,
+                                                  n_boot=n_boot, seed=seed)
     return out

@@ -87,6 +87,13 @@ class RefineSignature(dspy.Signature):
     revised_attribute: str = dspy.OutputField(desc="the rewritten attribute, one sentence starting 'The user' (ignored when removing)")
 
 
+class RestateSignature(dspy.Signature):
+    """A user wrote this sentence to an assistant. If it states a lasting preference, dislike, habit or trait of the user, restate that as one short standalone sentence starting 'The user', keeping the user's own words and qualifiers and leaving out the request. If it states none, write exactly: none"""
+
+    sentence: str = dspy.InputField(desc="one sentence the user wrote")
+    attribute: str = dspy.OutputField(desc="one sentence starting 'The user', or 'none'")
+
+
 class ConversationAttributesSignature(dspy.Signature):
     """Lasting attributes of the user, read from a whole conversation (the ``extraction`` stage's
     input and output; its LLM strategies chunk the user's turns and call
@@ -96,5 +103,5 @@ class ConversationAttributesSignature(dspy.Signature):
     attributes: list[ExtractedAttribute] = dspy.OutputField(desc="attributes of the user; [] when none")
 
 
-__all__ = ["ConversationAttributesSignature", "ExtractedAttribute", "AttributeList", "ExtractionSignature", "RefineSignature", "MAX_ATTRIBUTE_CHARS",
+__all__ = ["ConversationAttributesSignature", "ExtractedAttribute", "AttributeList", "ExtractionSignature", "RefineSignature", "RestateSignature", "MAX_ATTRIBUTE_CHARS",
            "MAX_REASON_CHARS", "MAX_EVIDENCE_IDS", "MAX_ATTRIBUTES_PER_CALL", "CONFIDENCE_STEPS"]

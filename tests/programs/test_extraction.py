@@ -350,3 +350,58 @@ def test_real_model_extraction_and_refine_end_to_end(shared_data):
     assert all(isinstance(a, ExtractedAttribute) for a in p.attributes)
     assert p.acceptance_before == pytest.approx(p.passes[0]["accepted"] / p.n_extracted)
     assert p.acceptance_after == pytest.approx(len(p.attributes) / p.n_extracted)
+
+
+# ------------------------------------------------------------------ extract-sentences (restate)
+def test_sentence_restater_one_call_per_first_person_sentence():
+    from personalign.programs.extraction.restate import SentenceRestater
+
+    lm = DummyLM([{"attribute": "The user eats only vegan food."}, {"attribute": "none"}])
+    with dspy.context(lm=lm):
+        p = STRATEGIES.create("extract-sentences")(conversation=CONV)
+    assert isinstance(STRATEGIES.create("extract-sentences"), SentenceRestater)
+    assert len(lm.history) == 2 and "I only eat vegan food." in str(lm.history[0]["messages"])
+    assert [a.attribute for a in p.attributes] == ["The user eats only vegan food."]
+    assert p.attributes[0].evidence_turn_ids == [0] and p.attributes[0].reason == '"I only eat vegan food."'
+    assert p.n_candidates == 2 and p.n_proposed == 1 and p.dropped == {"none": 1, "duplicate": 0, "over_limit": 0}
+
+
+def test_sentence_restater_limits_dedupes_and_needs_no_call_without_candidates():
+    from personalign.programs.extraction.restate import SentenceRestater, is_none
+
+    lm = DummyLM([{"attribute": "The user is vegan."}, {"attribute": "the user is vegan"}])
+    with dspy.context(lm=lm):
+        p = SentenceRestater(max_sentences=1)(conversation=CONV)
+        assert len(lm.history) == 1 and p.dropped["over_limit"] == 1 and len(p.attributes) == 1
+        lm2 = DummyLM([{"attribute": "The user is vegan."}, {"attribute": "the user is vegan."}])
+        with dspy.context(lm=lm2):
+            p = SentenceRestater()(conversation=CONV)
+        assert [a.attribute for a in p.attributes] == ["The user is vegan."] and p.dropped["duplicate"] == 1
+        empty = SentenceRestater()(conversation=[{"role": "user", "content": "Hello there."}])
+    assert empty.attributes == [] and empty.note == "no first-person user sentences" and len(lm.history) == 1
+    assert SentenceRestater()(conversation=[]).note == "empty history"
+    assert is_none(" None. ") and is_none('"none"') and not is_none("The user is none the wiser.")
+    with pytest.raises(ValueError, match="max_sentences"):
+        SentenceRestater(max_sentences=0)
+    with pytest.raises(DataError):
+        SentenceRestater()(conversation=[{"role": "robot", "content": "I like tea a lot."}])
+
+
+@pytest.mark.slow
+def test_real_model_restates_the_hidden_preference(shared_data):
+    """On the embedded default, per sentence: the restated attributes of the shortest val
+    conversations recover its gold preference at least as often as the quoted sentences do."""
+    from personalign.lm import make_lm, use
+    from personalign.programs.extraction.data import load_extraction
+    from personalign.programs.extraction.metrics import gold_recovered
+    from personalign.programs.extraction.restate import SentenceRestater
+
+    val = [e for e in load_extraction(shared_data / "prefeval") if e.split == "val"]
+    val.sort(key=lambda e: len(STRATEGIES.create("first-person")(conversation=e.conversation).attributes))
+    ex = val[0]
+    with use(make_lm("local/qwen2.5-coder-1.5b-instruct")):
+        p = SentenceRestater()(conversation=ex.conversation)
+    assert p.n_candidates >= 1 and p.attributes, p
+    assert all(a.attribute.lower().startswith("the user") for a in p.attributes)
+    base = STRATEGIES.create("first-person")(conversation=ex.conversation)
+    assert gold_recovered(ex, p) >= gold_recovered(ex, base)

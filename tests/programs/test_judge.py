@@ -162,3 +162,22 @@ def test_pairwise_judge_real_model():
     with use(lm):
         m = MentionDetector()(attribute="The user is vegan.", response="Since you are vegan, try tofu.")
     assert isinstance(m.mentions, bool)
+
+
+def test_judge_stage_loads_prefeval_option_labels(shared_data):
+    """PrefEval's MCQ options as judge-stage examples: the following option must win (gold rating
+    1 when it is A, 5 when it is B), split by topic like the violation stage."""
+    from personalign.programs.stages import get_stage
+
+    st = get_stage("judge")
+    ex = st.load(shared_data / "prefeval")
+    viol = get_stage("violation").load(shared_data / "prefeval")
+    assert len(ex) * 2 == len(viol)
+    follows = {e.pair_id: e.response for e in viol if not e.violates}
+    for e in ex:
+        (attr, gold), = e.ratings.items()
+        assert attr == e.profile == e.attributes[0] and gold in (1, 5)
+        assert (e.response_a if gold == 1 else e.response_b) == follows[e.id]
+    ratings = [next(iter(e.ratings.values())) for e in ex]
+    assert 0.35 < ratings.count(1) / len(ratings) < 0.65  # the seeded order is balanced
+    assert {e.topic for e in ex if e.split == "val"} == {e.topic for e in viol if e.split == "val"}

@@ -114,6 +114,19 @@ class TestRespondStage(StageTestCase):
                                             ("Plan my weekend.", "I prefer quiet activities.")])]
 
 
+class TestViolationStage(StageTestCase):
+    stage = "violation"
+
+    def examples(self):
+        from personalign.programs.stages import get_stage
+
+        inputs = get_stage(self.stage).inputs
+        rows = [("I only eat vegan food.", "Where should I eat in Rome?", "Try the vegan trattoria.", False),
+                ("I only eat vegan food.", "Where should I eat in Rome?", "Order the veal.", True)]
+        return [dspy.Example(preference=p, question=q, response=r, violates=v, topic="t", pair_id="p0",
+                             split="val").with_inputs(*inputs) for p, q, r, v in rows]
+
+
 class TestExtractionStage(StageTestCase):
     stage = "extraction"
 

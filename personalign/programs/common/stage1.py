@@ -35,6 +35,34 @@ def prefeval_topic_splits(path: str | Path, *, kind: str = "persona", seed: int 
     return group_split(records, by="topic", fractions=fractions, seed=seed)
 
 
+def prefeval_option_pairs(path: str | Path, *, seed: int = 0) -> list[dict]:
+    """One labelled pair per PrefEval MCQ question, split by topic like :func:`prefeval_topic_splits`.
+
+    PrefEval's authors wrote the options: the first of ``classification_task_options`` follows the
+    stated preference, the other three violate it. Per record, ``random.Random(f"{seed}:{id}")``
+    draws one violating option and then the order the pair is shown in.
+
+    Returns:
+        dicts ``{"split", "record", "follows", "violates", "follow_first"}`` (``record`` a
+        :class:`~personalign.data.prefeval.PrefEvalRecord`; ``follow_first``: the following option
+        is shown first, as response A).
+
+    Raises:
+        DataError: unreadable PrefEval MCQ data, or fewer topics than splits.
+    """
+    import random
+
+    out = []
+    for split, records in prefeval_topic_splits(path, kind="mcq").items():
+        for r in records:
+            options = list(r.mcq_options or [])
+            rng = random.Random(f"{seed}:{r.id}")
+            bad = rng.choice(range(1, len(options)))
+            out.append({"split": split, "record": r, "follows": options[0], "violates": options[bad],
+                        "follow_first": rng.random() < 0.5})
+    return out
+
+
 def group_of(example) -> str:
     """The CV group of a verification or extraction example: topic, else user id, else id."""
     for key in ("topic", "user_id", "id"):
@@ -58,4 +86,4 @@ def to_examples(records: Sequence, stage, split: str | None = None) -> list:
     return out
 
 
-__all__ = ["SPLIT_FRACTIONS", "SPLIT_SEED", "group_of", "prefeval_topic_splits", "to_examples"]
+__all__ = ["SPLIT_FRACTIONS", "SPLIT_SEED", "group_of", "prefeval_option_pairs", "prefeval_topic_splits", "to_examples"]

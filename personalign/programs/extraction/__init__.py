@@ -10,6 +10,7 @@ Modules: :mod:`~personalign.programs.extraction.chunking` (turn-boundary chunks)
 :mod:`~personalign.programs.extraction.extractor` (the typed extractor),
 :mod:`~personalign.programs.extraction.merge` (clustering + independence-aware confidence),
 :mod:`~personalign.programs.extraction.refine` (verify-and-refine loop),
+:mod:`~personalign.programs.extraction.restate` (the LLM restates first-person sentences),
 :mod:`~personalign.programs.extraction.baseline` (LM-free first-person sentences),
 :mod:`~personalign.programs.extraction.data` (PrefEval / canonical loaders),
 :mod:`~personalign.programs.extraction.metrics` (the recall metric).
@@ -41,6 +42,13 @@ STRATEGIES = Registry(
             "extract-refine",
             f"{_PKG}.refine:VerifyAndRefine",
             "LLM extractor, criteria verifier, one refine round for rejected attributes; keeps the accepted",
+            uses_lm=True,
+            trainable=False,
+        ),
+        StrategyInfo(
+            "extract-sentences",
+            f"{_PKG}.restate:SentenceRestater",
+            "LLM restates each first-person user sentence as 'The user ...' (or none): one short call per sentence",
             uses_lm=True,
             trainable=False,
         ),

@@ -19,6 +19,24 @@ _SENT = re.compile(r"(?<=[.!?])\s+")
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|im|my|me|mine|myself)\b", re.IGNORECASE)
 
 
+def first_person_sentences(turns) -> list[tuple[int, str]]:
+    """``(turn id, sentence)`` for every distinct first-person sentence of at least 4 words in the
+    user turns of ``turns`` (normalized :class:`~personalign.data.schemas.Turn` objects), in
+    conversation order; each user turn is read up to its first 20,000 characters."""
+    out: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    for i, t in enumerate(turns):
+        if t.role != "user":
+            continue
+        for sent in _SENT.split(t.content[:20_000]):
+            sent = " ".join(sent.split())
+            if len(sent.split()) < 4 or not _FIRST_PERSON.search(sent) or sent.lower() in seen:
+                continue
+            seen.add(sent.lower())
+            out.append((i, sent))
+    return out
+
+
 class FirstPersonSentences(dspy.Module):
     """``forward(conversation) -> Prediction(attributes: list[ExtractedAttribute], note)``.
 
@@ -39,22 +57,12 @@ class FirstPersonSentences(dspy.Module):
         from personalign.preprocess import normalize_turns
 
         turns = normalize_turns(conversation)
-        out: list[ExtractedAttribute] = []
-        seen: set[str] = set()
-        for i, t in enumerate(turns):
-            if t.role != "user":
-                continue
-            for sent in _SENT.split(t.content[:20_000]):
-                sent = " ".join(sent.split())
-                if len(sent.split()) < 4 or not _FIRST_PERSON.search(sent) or sent.lower() in seen:
-                    continue
-                seen.add(sent.lower())
-                out.append(ExtractedAttribute(attribute=f'The user said: "{sent[:300]}"', reason="first-person sentence",
-                                              confidence=0.5, evidence_turn_ids=[i]))
+        out = [ExtractedAttribute(attribute=f'The user said: "{sent[:300]}"', reason="first-person sentence",
+                                  confidence=0.5, evidence_turn_ids=[i]) for i, sent in first_person_sentences(turns)]
         if self.max_attributes is not None:
             out = out[: self.max_attributes]
         note = "" if turns else "empty history"
         return dspy.Prediction(attributes=out, note=note)
 
 
-__all__ = ["FirstPersonSentences"]
+__all__ = ["FirstPersonSentences", "first_person_sentences"]

@@ -8,7 +8,15 @@ from personalign.programs.judge import STAGE
 
 
 def load_ratings(path: str | os.PathLike, *, seed: int = 0) -> list:
-    """Canonical preference-rating JSONL -> ``dspy.Example``s for the ``judge`` stage.
+    """Canonical preference-rating JSONL, or PrefEval's MCQ option labels -> ``dspy.Example``s
+    for the ``judge`` stage.
+
+    A PrefEval folder (root or ``mcq_options/``) or ``mcq_options`` topic ``.json`` file: one
+    example per question (:func:`~personalign.programs.common.stage1.prefeval_option_pairs`,
+    split by topic): the following option and one seeded violating option in a seeded A/B order;
+    ``profile`` and the one rated attribute are the stated preference, ``prompt`` the question, and
+    the gold rating is 1 (A much better) when the following option is A, else 5 -- PrefEval's
+    authors' labels, so ``compile judge`` maximizes weighted kappa against them.
 
     Each example has the inputs ``profile, prompt, response_a, response_b, attributes`` (the
     rated attributes, i.e. the keys of ``ratings`` in file order) and the gold ``ratings``.
@@ -19,10 +27,14 @@ def load_ratings(path: str | os.PathLike, *, seed: int = 0) -> list:
         DataError: missing file, malformed line, rating outside 1-5, duplicate id (names file,
             line and field).
     """
+    from pathlib import Path
+
     from personalign.data.canonical import read_examples
     from personalign.data.splits import assign_split, group_split
     from personalign.errors import DataError
 
+    if Path(path).is_dir() or Path(path).suffix == ".json":
+        return _prefeval_pairs(path, seed)
     items = read_examples(path, "rating")
     if all(x.split is None for x in items):
         keyed = [x if x.prompt_id else x.model_copy(update={"prompt_id": "prompt:" + x.prompt}) for x in items]
@@ -34,6 +46,21 @@ def load_ratings(path: str | os.PathLike, *, seed: int = 0) -> list:
     for x in items:
         ex = x.to_dspy()
         out.append(ex.copy(attributes=list(x.ratings)).with_inputs(*STAGE.inputs))
+    return out
+
+
+def _prefeval_pairs(path, seed: int) -> list:
+    import dspy
+
+    from personalign.programs.common.stage1 import prefeval_option_pairs
+
+    out = []
+    for pair in prefeval_option_pairs(path, seed=seed):
+        r, first = pair["record"], pair["follow_first"]
+        a, b = (pair["follows"], pair["violates"]) if first else (pair["violates"], pair["follows"])
+        out.append(dspy.Example(id=r.id, prompt_id=r.id, topic=r.topic, split=pair["split"], profile=r.preference,
+                                prompt=r.question, response_a=a, response_b=b, attributes=[r.preference],
+                                ratings={r.preference: 1 if first else 5}).with_inputs(*STAGE.inputs))
     return out
 
 
