@@ -170,6 +170,22 @@ def test_output_budget_holds_the_longest_bounded_answer():
     assert fit_schema(schema, 600, 12, OUTPUT_TOKENS) == fit_schema(schema, 600, 12, 10**6)
 
 
+def test_restate_output_budget_leaves_a_whole_attribute():
+    """The restating call's budget must not make the backend shorten its free string below twice
+    an attribute's length (a 96-token budget cut answers at ~60 characters)."""
+    from dspy.adapters.json_adapter import _get_structured_outputs_response_format
+
+    from personalign.lm._engine import fit_schema
+    from personalign.lm._engine import LocalSettings
+    from personalign.programs.extraction.restate import OUTPUT_TOKENS
+    from personalign.signatures.extraction import MAX_ATTRIBUTE_CHARS, RestateSignature
+
+    schema = _get_structured_outputs_response_format(RestateSignature).model_json_schema()
+    bounded = fit_schema(schema, LocalSettings().max_string_chars, 12, OUTPUT_TOKENS)
+    assert bounded["properties"]["attribute"]["maxLength"] >= 2 * MAX_ATTRIBUTE_CHARS
+    assert fit_schema(schema, LocalSettings().max_string_chars, 12, 96)["properties"]["attribute"]["maxLength"] < 100
+
+
 # ------------------------------------------------------------------ merging
 def test_merged_confidence_formula():
     # disjoint evidence: plain noisy-OR

@@ -36,8 +36,13 @@ from personalign.programs.extraction.extractor import clean_attributes
 from personalign.signatures.extraction import MAX_ATTRIBUTE_CHARS, ExtractedAttribute, RestateSignature
 
 MAX_SENTENCES = 40
-OUTPUT_TOKENS = 96
-"""Output budget of one restating call on an embedded model (an attribute is <= 160 characters)."""
+OUTPUT_TOKENS = 400
+"""Output budget of one restating call on an embedded model. It only reserves room (answers are
+one sentence), but it must be large: the embedded backend bounds the free string of a typed answer
+so that its longest form fits the budget at one character per token, and a budget of 96 tokens
+cut every answer at ~60 characters -- the 1.5B model then finished its sentences in Chinese
+("... the医院", a word per token) to fit. 400 tokens leave a bound of >= 320 characters (twice the
+160 an attribute should take); a test pins it."""
 
 _NONE = {"none", "n/a", "no", ""}
 
