@@ -78,6 +78,14 @@ class SentenceRestater(dspy.Module):
         self.similarity_threshold = float(similarity_threshold)
         self.restate = dspy.Predict(RestateSignature)
 
+    def lm_calls_per_run(self, example) -> int:
+        """Restating calls of one forward pass on ``example``: one per candidate sentence, at most
+        ``max_sentences`` (read by the LM-call projection, :mod:`personalign.optimizers.budget`)."""
+        from personalign.preprocess import normalize_turns
+
+        conversation = example.get("conversation") if hasattr(example, "get") else getattr(example, "conversation")
+        return min(self.max_sentences, len(first_person_sentences(normalize_turns(conversation or []))))
+
     def _call(self, sentence: str) -> str:
         from personalign.lm import is_local
         from personalign.programs.common.budget import active_model
