@@ -399,6 +399,14 @@ def main(argv=None) -> int:
     bad = [x for x in sections if x not in SECTIONS]
     if bad:
         ap.error(f"unknown section(s) {bad}; choose from {SECTIONS}")
+    if args.compile:
+        from personalign.errors import ConfigurationError
+        from personalign.optimizers import OPTIMIZERS
+
+        try:
+            OPTIMIZERS.info(args.compile)
+        except ConfigurationError as exc:
+            ap.error(str(exc))
     out["sections"] = sections
     out["verification_data"] = {"n_train": len(train), "n_val": len(val), "n_lm_subset": len(subset),
                                 "val_topics": sorted({e.topic for e in val}), "positive_class": "rejected",
