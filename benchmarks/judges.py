@@ -18,7 +18,8 @@ option and one seeded violating option, in a seeded A/B order
 stage (a seeded sample; dev = held-out train topics or questions; the uncompiled judge is kept
 unless the compiled one has a higher dev objective): the violation judge as the ``violation``
 stage (Cohen's kappa of follows / violates), the pairwise judge as the ``judge`` stage on
-PrefEval's option labels (quadratic-weighted kappa of its 1-5 ratings against 1 / 5). The chosen
+PrefEval's option labels (Cohen's kappa of its verdicts, the side of 3 its unrounded debiased score
+falls on, against the labelled side). The chosen
 program is validated here; ``<judge>.compile`` holds the compile summary, and when a compiled
 program is chosen the uncompiled one is validated too (``<judge>_uncompiled``) on the same pairs.
 

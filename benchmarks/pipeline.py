@@ -10,7 +10,7 @@ include its extract / verify / select steps, reported one by one under ``steps``
 (pipeline − no-profile) / (gold − no-profile). See :mod:`personalign.runners.pipeline`.
 
 Usage: ``python benchmarks/pipeline.py [--lm local/qwen2.5-coder-1.5b-instruct] [--split val]
-[--limit N] [--extractor extract] [--verifier zero-shot] [--selector zero-shot]
+[--limit N] [--extractor first-person] [--verifier minilm-logreg] [--selector zero-shot]
 [--conditions pipeline,verified-all,no-profile,gold-preference,random-attribute] [--n-boot 1000]
 [--seed 0] [--data PATH] [--no-items]``. ``--limit N``: a seeded sample of N val questions
 stratified by topic (default: the whole split, 203 questions). Cost with the LLM defaults: about
@@ -32,7 +32,7 @@ from personalign.lm import default_model  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    from personalign.runners.pipeline import CONDITIONS
+    from personalign.runners.pipeline import CONDITIONS, DEFAULT_STEPS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lm", default=default_model(), help="model (default: the embedded default, or PERSONALIGN_LM)")
@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="val")
     ap.add_argument("--limit", type=int, default=None,
                     help="a seeded random sample of N questions stratified by topic (default: all of the split)")
-    ap.add_argument("--extractor", default="extract")
-    ap.add_argument("--verifier", default="zero-shot")
-    ap.add_argument("--selector", default="zero-shot")
+    ap.add_argument("--extractor", default=DEFAULT_STEPS["extractor"])
+    ap.add_argument("--verifier", default=DEFAULT_STEPS["verifier"])
+    ap.add_argument("--selector", default=DEFAULT_STEPS["selector"])
     ap.add_argument("--selector-data", default=None, help="relevance labels to fit a trained --selector on")
     ap.add_argument("--conditions", default=",".join(CONDITIONS))
     ap.add_argument("--n-boot", type=int, default=1000)

@@ -38,6 +38,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from personalign.programs.judge.metrics import verdict  # the stage's verdict, re-exported
+
 __all__ = ["labelled_pairs", "validate_violation_judge", "validate_pairwise_judge", "validate_judges", "usable",
            "require_usable", "refusal", "JudgeUnusable", "verdict"]
 
@@ -188,11 +190,6 @@ def validate_violation_judge(pairs: Sequence, *, lm=None, judge=None, n_boot: in
            "seconds": round(time.perf_counter() - t0, 2)}
     rep["usable"] = usable(rep)
     return rep
-
-
-def verdict(rating: float) -> str:
-    """``"A"`` (rating < 3), ``"B"`` (> 3) or ``"tie"`` on the 1-5 scale (1 = A much better)."""
-    return "A" if rating < 3 else ("B" if rating > 3 else "tie")
 
 
 def _flip(a, b) -> float:

@@ -11,7 +11,8 @@ declares its **objective** (``Stage.objective``), a spec string:
 * ``"mean"`` -- the mean of the stage's per-example metric (extraction recall, MCQ accuracy,
   perspectives win rate; for these the set objective *is* a mean);
 * ``"module:function"`` -- ``function(examples, predictions) -> float`` (the judge stage:
-  quadratic-weighted kappa over every rated attribute).
+  Cohen's kappa of the verdicts of its unrounded scores over every rated attribute; the
+  violation stage: Cohen's kappa of follows / violates).
 
 A failed prediction (None) counts as the wrong label (binary) or scores 0 (mean), as in
 :func:`personalign.evaluation.stage_report`.

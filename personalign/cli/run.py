@@ -18,6 +18,7 @@ from typing import Optional
 import typer
 
 from personalign.cli._checks import lm_option
+from personalign.runners.pipeline import DEFAULT_STEPS as PIPELINE_STEPS
 
 app = typer.Typer(name="personalign-runners", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -113,10 +114,10 @@ def prefeval_generation(data: Path, strategies: str = typer.Option("generic,pers
 @app.command("pipeline")
 def pipeline(data: Path = typer.Argument(..., help="The PrefEval root (mcq_options/ and implicit_preference/persona-driven/)."),
              split: str = typer.Option("val"), limit: Optional[int] = typer.Option(None, min=1, help=LIMIT_HELP),
-             extractor: str = typer.Option("extract", help="extraction stage strategy."),
-             verifier: str = typer.Option("zero-shot", help="verification stage strategy (trained ones are fitted on "
-                                                            "the train split of DATA)."),
-             selector: str = typer.Option("zero-shot", help="relevance stage strategy."),
+             extractor: str = typer.Option(PIPELINE_STEPS["extractor"], help="extraction stage strategy."),
+             verifier: str = typer.Option(PIPELINE_STEPS["verifier"], help="verification stage strategy (trained ones are "
+                                                                       "fitted on the train split of DATA)."),
+             selector: str = typer.Option(PIPELINE_STEPS["selector"], help="relevance stage strategy."),
              selector_data: Optional[Path] = typer.Option(None, help="relevance labels to fit a trained --selector on "
                                                                      "(its train split)."),
              conditions: str = typer.Option("pipeline,verified-all,no-profile,gold-preference,random-attribute",

@@ -109,10 +109,26 @@ def test_judge_kappa_objective_rewards_agreement_not_a_constant_rating():
     exs = [dspy.Example(ratings={"a": r, "b": 6 - r}) for r in (1, 2, 3, 4, 5, 1, 5, 2)]
     agree = [dict(ex.ratings) for ex in exs]
     constant = [{"a": 3, "b": 3} for _ in exs]
-    assert objective_name(JUDGE) == "weighted_kappa"
+    assert objective_name(JUDGE) == "verdict_kappa"
     assert objective_score(JUDGE, exs, agree) == pytest.approx(1.0)
     assert objective_score(JUDGE, exs, constant) == pytest.approx(0.0)
-    assert objective_score(JUDGE, exs, [None] * len(exs)) < 0  # failures are the farthest ratings
+    assert objective_score(JUDGE, exs, [None] * len(exs)) < 0  # a failure is the wrong verdict
+
+
+def test_judge_objective_reads_the_unrounded_score_not_the_rounded_rating():
+    """pairwise-expected's debiased scores sit near 3 (2.97 rounds to a tie): the objective must
+    see which side of 3 they fall on, as validation and every win rate do."""
+    from personalign.programs.judge import STAGE as JUDGE
+    from personalign.programs.judge.metrics import weighted_kappa
+
+    exs = [dspy.Example(ratings={"p": g}) for g in (1, 5, 1, 5, 1, 5, 1, 5)]
+    near = [{"ratings": {"p": 3}, "scores": {"p": 3.0 + (0.03 if g == 5 else -0.03)}}
+            for g in (1, 5, 1, 5, 1, 5, 1, 5)]
+    wrong = [{"ratings": {"p": 3}, "scores": {"p": 3.0 + (-0.03 if g == 5 else 0.03)}}
+             for g in (1, 5, 1, 5, 1, 5, 1, 5)]
+    assert objective_score(JUDGE, exs, near) == pytest.approx(1.0)
+    assert objective_score(JUDGE, exs, wrong) == pytest.approx(-1.0)
+    assert weighted_kappa(exs, near) == pytest.approx(0.0)  # what the rounded ratings would have said
 
 
 def test_mean_objectives_are_the_stage_metric_mean():
@@ -129,7 +145,7 @@ def test_every_stage_declares_a_valid_objective():
 
     names = {s.name: objective_name(s) for s in all_stages().values()}
     assert names["relevance"] == "f1" and names["verification"] == "f2"
-    assert names["extraction"] == "recall" and names["mcq"] == "accuracy" and names["judge"] == "weighted_kappa"
+    assert names["extraction"] == "recall" and names["mcq"] == "accuracy" and names["judge"] == "verdict_kappa"
     assert names["perspectives"] == "win_rate"
     with pytest.raises(ValueError, match="unknown objective"):
         dataclasses.replace(RELEVANCE, objective="auc")

@@ -30,6 +30,7 @@ def _lm(*, accepted=True, relevant=True, answer=0):
 def _run(shared_data, lm, **kw):
     from personalign.runners.pipeline import run_pipeline
 
+    kw = {"extractor": "extract", "verifier": "zero-shot", **kw}  # the LLM steps the DummyLM scripts
     return run_pipeline(shared_data / "prefeval", split="val", limit=kw.pop("limit", 6), lm=lm, n_boot=50, **kw)
 
 
@@ -115,3 +116,20 @@ def test_cli_help_says_limit_is_stratified():
     proc = subprocess.run([sys.executable, "-m", "personalign", "run", "pipeline", "--help"], capture_output=True,
                           text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0 and "stratified" in " ".join(proc.stdout.split())
+
+
+@pytest.mark.slow  # fits minilm-logreg on PrefEval's train pairs (~1 min)
+def test_the_default_steps_give_the_answer_a_profile(shared_data):
+    """The defaults are the measured best on the 1.5B (first-person -> minilm-logreg -> zero-shot):
+    LM-free extraction and verification, so only selection and answering call the (scripted) LM,
+    and the user's own sentences reach the answer."""
+    from personalign.runners.pipeline import DEFAULT_STEPS, run_pipeline
+
+    lm = DummyLM({"[[ ## options ## ]]": {"answer_index": 0}, "[[ ## prompt ## ]]": {"relevant": True}})
+    out = run_pipeline(shared_data / "prefeval", split="val", limit=3, lm=lm, n_boot=20,
+                       conditions=("pipeline", "no-profile"))
+    assert out["programs"]["extractor"] == DEFAULT_STEPS["extractor"] == "first-person"
+    a = out["attributes"]
+    assert a["extracted_per_question"] >= 1 and a["verified_per_question"] >= 1 and a["questions_with_selected"] == 3
+    assert out["steps"]["extract"]["lm_calls"] == 0 and out["steps"]["verify"]["lm_calls"] == 0
+    assert out["steps"]["select"]["lm_calls"] == round(a["verified_per_question"] * 3)

@@ -6,8 +6,10 @@ preference-rating JSONL) have inputs ``profile, prompt, response_a, response_b, 
 the gold ``ratings`` (attribute -> 1-5). Scored stage: per example
 :func:`personalign.metrics.rating_agreement` (mean over attributes of ``1 - ((judge - human)/4)^2``,
 the per-item analogue of the quadratic weights of kappa_w), so any teleprompter compiles a judge
-toward human agreement; corpus Spearman rho and weighted kappa come from
-:func:`personalign.programs.judge.metrics.judge_agreement`.
+toward human agreement; the set objective a compile maximizes is Cohen's kappa of the verdicts
+(A better / tie / B better) of the unrounded debiased scores
+(:func:`personalign.programs.judge.metrics.verdict_kappa`); corpus Spearman rho and weighted
+kappa come from :func:`personalign.programs.judge.metrics.judge_agreement`.
 
 Also here (not strategies of the stage): explicit-mention detectors and the rating gap
 (:mod:`personalign.programs.judge.mentions`). The validation of the violation and pairwise judges
@@ -58,7 +60,7 @@ STAGE = Stage(
     metric="personalign.metrics:rating_agreement",
     metric_name="rating_agreement",
     group_key="prompt_id",
-    objective="personalign.programs.judge.metrics:weighted_kappa",
+    objective="personalign.programs.judge.metrics:verdict_kappa",
 )
 
 __all__ = ["STRATEGIES", "DEFAULT_STRATEGIES", "STAGE"]

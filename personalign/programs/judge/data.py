@@ -16,7 +16,7 @@ def load_ratings(path: str | os.PathLike, *, seed: int = 0) -> list:
     split by topic): the following option and one seeded violating option in a seeded A/B order;
     ``profile`` and the one rated attribute are the stated preference, ``prompt`` the question, and
     the gold rating is 1 (A much better) when the following option is A, else 5 -- PrefEval's
-    authors' labels, so ``compile judge`` maximizes weighted kappa against them.
+    authors' labels, so ``compile judge`` maximizes the kappa of its verdicts against them.
 
     Each example has the inputs ``profile, prompt, response_a, response_b, attributes`` (the
     rated attributes, i.e. the keys of ``ratings`` in file order) and the gold ``ratings``.

@@ -7,7 +7,13 @@ agreement, mean absolute error and the judges' inflation (mean distance from 3, 
 human: the seed study finds LLM judges give more extreme ratings than people).
 
 The per-example DSPy metric the stage compiles toward is the generic
-:func:`personalign.metrics.rating_agreement`; :func:`weighted_kappa` is the stage's set objective.
+:func:`personalign.metrics.rating_agreement`. The stage's set objective is :func:`verdict_kappa`:
+Cohen's kappa of the *verdicts* (A better / tie / B better, :func:`verdict`) of the judge's
+unrounded debiased scores against the humans' -- the verdict is what every use of a judge reads
+(a win rate counts ``score > 3``) and what :mod:`personalign.judge_validation` validates. The
+integer rating hides it: ``pairwise-expected`` scores such as 2.97 round to 3, so a kappa on
+rounded ratings (:func:`weighted_kappa`, still reported by :func:`judge_agreement`) cannot see
+the shift that makes that judge usable.
 The loader is :func:`personalign.programs.judge.data.load_ratings`.
 """
 
@@ -91,9 +97,39 @@ def judge_agreement(examples: Sequence, predictions: Sequence, *, n_boot: int = 
     return out
 
 
+def verdict(rating: float) -> str:
+    """``"A"`` (rating < 3), ``"B"`` (> 3) or ``"tie"`` (== 3) on the 1-5 scale (1 = A much better)."""
+    return "A" if rating < 3 else ("B" if rating > 3 else "tie")
+
+
+def verdict_kappa(examples: Sequence, predictions: Sequence) -> float:
+    """The judge stage's set objective: Cohen's kappa (:func:`personalign.metrics.cohen_kappa`)
+    of the judge's verdicts against the humans', pooled over every human-rated attribute.
+
+    The judge's verdict is read from its unrounded score (``scores[attribute]``, else the rating);
+    the human's from the gold rating. A missing or failed rating counts as a wrong verdict (the
+    opposite side; "A" for a human tie), so failing never pays. 0.0 when undefined (one verdict
+    everywhere on both sides).
+    """
+    from personalign.metrics import cohen_kappa
+
+    human, judge = [], []
+    for ex, pred in zip(examples, predictions, strict=True):
+        for attr, g in (_get(ex, "ratings") or {}).items():
+            h = verdict(int(g))
+            _, _, s, missing = rating_pairs([{"ratings": {attr: g}}], [pred])
+            human.append(h)
+            judge.append(verdict(s[0]) if not missing else {"A": "B", "B": "A"}.get(h, "A"))
+    if not human:
+        return 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        value = cohen_kappa(human, judge)
+    return 0.0 if math.isnan(value) else float(value)
+
+
 def weighted_kappa(examples: Sequence, predictions: Sequence) -> float:
-    """The judge stage's set objective: quadratic-weighted kappa of the judge's ratings against
-    the human ones, pooled over every human-rated attribute; a missing or failed rating counts as
+    """Quadratic-weighted kappa of the judge's integer ratings against the human ones, pooled over every human-rated attribute; a missing or failed rating counts as
     the rating farthest from the human one (so failing never pays). 0.0 when undefined."""
     from personalign.metrics import quadratic_weighted_kappa
 
@@ -111,4 +147,4 @@ def weighted_kappa(examples: Sequence, predictions: Sequence) -> float:
     return 0.0 if math.isnan(value) else float(value)
 
 
-__all__ = ["judge_agreement", "rating_pairs", "weighted_kappa"]
+__all__ = ["judge_agreement", "rating_pairs", "verdict", "verdict_kappa", "weighted_kappa"]
