@@ -181,3 +181,30 @@ def test_judge_stage_loads_prefeval_option_labels(shared_data):
     ratings = [next(iter(e.ratings.values())) for e in ex]
     assert 0.35 < ratings.count(1) / len(ratings) < 0.65  # the seeded order is balanced
     assert {e.topic for e in ex if e.split == "val"} == {e.topic for e in viol if e.split == "val"}
+
+
+def test_labelled_demos_of_a_one_attribute_example_reach_the_judge_prompt(shared_data):
+    """A PrefEval pair rates one attribute, so it carries the per-attribute signature's fields
+    (attribute, rating) and LabeledFewShot's demos show the judge a labelled verdict; examples of
+    several attributes do not pretend to be demos."""
+    from dspy.teleprompt import LabeledFewShot
+
+    from personalign.programs.stages import get_stage
+
+    train = get_stage("judge").load(shared_data / "prefeval", split="train")[:2]
+    for e in train:
+        assert e.attribute == e.profile and e.rating == e.ratings[e.attribute]
+        assert set(e.inputs().keys()) == set(STAGE.inputs)  # the demo fields are not program inputs
+    prog = LabeledFewShot(k=2).compile(STRATEGIES.create("pairwise"), trainset=train)
+    lm = DummyLM([{"rating": 3}] * 2)
+    with dspy.context(lm=lm):
+        prog(**INPUTS | {"attributes": INPUTS["attributes"][:1]})
+    prompt = " ".join(m["content"] for m in lm.history[0]["messages"])
+    assert train[0].response_a[:60] in prompt and train[1].response_b[:60] in prompt
+
+
+def test_multi_attribute_examples_have_no_per_attribute_fields(tmp_path):
+    one = load_ratings(_ratings_file(tmp_path))
+    assert all(e.attribute == "The user is vegan." and e.rating == e.ratings[e.attribute] for e in one)
+    for e in load_ratings(_ratings_file(tmp_path, ratings={"The user is vegan.": 2, "The user runs.": 4})):
+        assert ("attribute" in e) == (len(e.ratings) == 1) and ("rating" in e) == (len(e.ratings) == 1)

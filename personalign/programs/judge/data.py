@@ -19,7 +19,11 @@ def load_ratings(path: str | os.PathLike, *, seed: int = 0) -> list:
     authors' labels, so ``compile judge`` maximizes the kappa of its verdicts against them.
 
     Each example has the inputs ``profile, prompt, response_a, response_b, attributes`` (the
-    rated attributes, i.e. the keys of ``ratings`` in file order) and the gold ``ratings``.
+    rated attributes, i.e. the keys of ``ratings`` in file order) and the gold ``ratings``. An
+    example rating exactly one attribute (every PrefEval pair) also carries it in the fields of the
+    per-attribute judge signature (:class:`~personalign.signatures.judge.PairwiseJudgeSignature`:
+    ``attribute`` and the gold ``rating``), so it is a complete demo of the strategies' one
+    predictor and ``LabeledFewShot`` can show the judge labelled verdicts.
     Lines without ``split``: split by prompt (``prompt_id``, else the prompt text) into
     train/val/test = 0.5/0.25/0.25 (:func:`personalign.data.group_split`, seeded).
 
@@ -42,11 +46,21 @@ def load_ratings(path: str | os.PathLike, *, seed: int = 0) -> list:
             raise DataError(path, None, "split", "no 'split' field and fewer than 3 distinct prompts to split by")
         items = assign_split(group_split(keyed, by="prompt", fractions={"train": 0.5, "val": 0.25, "test": 0.25},
                                          seed=seed))
-    out = []
-    for x in items:
-        ex = x.to_dspy()
-        out.append(ex.copy(attributes=list(x.ratings)).with_inputs(*STAGE.inputs))
-    return out
+    return [_per_attribute(x.to_dspy().copy(attributes=list(x.ratings))) for x in items]
+
+
+def _per_attribute(ex):
+    """``ex`` with the stage inputs; with exactly one rated attribute also ``attribute`` / ``rating``
+    (the per-attribute signature's own field names) so that it is a demo of that predictor."""
+    from personalign.signatures.judge import PairwiseJudgeSignature
+
+    ratings = dict(ex.ratings)
+    if len(ratings) == 1:
+        (attr, gold), = ratings.items()
+        (extra,) = [k for k in PairwiseJudgeSignature.input_fields if k not in STAGE.inputs]
+        (out,) = PairwiseJudgeSignature.output_fields
+        ex = ex.copy(**{extra: attr, out: gold})
+    return ex.with_inputs(*STAGE.inputs)
 
 
 def _prefeval_pairs(path, seed: int) -> list:
@@ -60,8 +74,8 @@ def _prefeval_pairs(path, seed: int) -> list:
         a, b = (pair["follows"], pair["violates"]) if first else (pair["violates"], pair["follows"])
         out.append(dspy.Example(id=r.id, prompt_id=r.id, topic=r.topic, split=pair["split"], profile=r.preference,
                                 prompt=r.question, response_a=a, response_b=b, attributes=[r.preference],
-                                ratings={r.preference: 1 if first else 5}).with_inputs(*STAGE.inputs))
-    return out
+                                ratings={r.preference: 1 if first else 5}))
+    return [_per_attribute(ex) for ex in out]
 
 
 __all__ = ["load_ratings"]
