@@ -70,7 +70,8 @@ def score_on(stage, program, examples: Sequence, *, lm=None, name: str = "candid
     outcome = run_program(program, examples, inputs=stage.inputs, output=stage.output, lm=lm, progress=False,
                           description=name)
     out: dict[str, Any] = {"name": name,
-                           "objective": objective_score(stage, examples, outcome.predictions, lm=lm),
+                           "objective": objective_score(stage, examples, outcome.predictions, scores=outcome.scores,
+                                                        lm=lm),
                            "constant": is_constant(stage, outcome.predictions), "failures": outcome.failures,
                            "lm_calls": outcome.lm_calls, "predictions": outcome.predictions,
                            "scores": outcome.scores}

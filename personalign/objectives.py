@@ -10,7 +10,7 @@ declares its **objective** (``Stage.objective``), a spec string:
   recall first);
 * ``"mean"`` -- the mean of the stage's per-example metric (extraction recall, MCQ accuracy,
   perspectives win rate; for these the set objective *is* a mean);
-* ``"module:function"`` -- ``function(examples, predictions) -> float`` (the judge stage:
+* ``"module:function"`` -- ``function(examples, predictions[, scores]) -> float`` (the judge stage:
   Cohen's kappa of the verdicts of its unrounded scores over every rated attribute; the
   violation stage: Cohen's kappa of follows / violates).
 
@@ -52,10 +52,14 @@ def binary_labels(stage, examples: Sequence, predictions: Sequence) -> tuple[lis
     return gold, filled_predictions(gold, [stage.is_positive(p) for p in predictions])
 
 
-def objective_score(stage, examples: Sequence, predictions: Sequence, *, lm=None) -> float:
+def objective_score(stage, examples: Sequence, predictions: Sequence, *, scores: Sequence | None = None,
+                    lm=None) -> float:
     """The stage's set objective of ``predictions`` (one raw output per example, None = failure).
 
     Returns a float (nan when undefined, e.g. kappa of constant ratings); 0.0 for an empty set.
+    ``scores``: the programs' per-example ``score`` (:class:`personalign.programs.run.EvalOutcome`
+    ``.scores``), passed to a ``module:function`` objective that takes a ``scores`` argument (the
+    judge's unrounded debiased score, which its integer rating hides).
     ``lm``: for ``mean`` objectives whose metric calls an LM (a judge).
     """
     if not examples:
@@ -74,9 +78,12 @@ def objective_score(stage, examples: Sequence, predictions: Sequence, *, lm=None
     from personalign.registry import resolve
 
     fn = resolve(spec)
+    import inspect
+
+    kwargs = {"scores": scores} if scores is not None and "scores" in inspect.signature(fn).parameters else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return float(fn(examples, predictions))
+        return float(fn(examples, predictions, **kwargs))
 
 
 def is_constant(stage, predictions: Sequence) -> bool:

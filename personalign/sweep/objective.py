@@ -171,15 +171,17 @@ class Objective:
                 trial.set_user_attr("compile", {k: info.get(k) for k in ("optimizer", "config", "train_score",
                                                                          "actual_lm_calls", "seconds")})
             preds: list[Any] = []
+            scores: list[Any] = []
             errors: list[str] = []
             size = self.space.minibatch_size
             for step, lo in enumerate(range(0, len(evalset), size)):
                 outcome = run_program(program, evalset[lo: lo + size], inputs=self.stage.inputs,
                                       output=self.stage.output, lm=lm, description=config.name, progress=False)
                 preds.extend(outcome.predictions)
+                scores.extend(outcome.scores)
                 errors.extend(f"{e} (minibatch {step})" for e in outcome.errors)
                 lm_calls += outcome.lm_calls
-                running = objective_score(self.stage, evalset[: len(preds)], preds)
+                running = objective_score(self.stage, evalset[: len(preds)], preds, scores=scores)
                 trial.report(float(running), step)
                 if len(preds) < len(evalset) and trial.should_prune():
                     trial.set_user_attr("report", {f"{metric}_running": running, "n_scored": len(preds),
@@ -188,7 +190,7 @@ class Objective:
                     raise optuna.TrialPruned(f"{metric} {running:.3f} after {len(preds)} examples")
             report = stage_report(self.stage, evalset, preds, n_boot=self.n_boot, seed=self.seed)
             summary = {k: v for k, v in report.items() if not isinstance(v, list) or (len(v) == 2 and k.endswith("_ci"))}
-            value = objective_score(self.stage, evalset, preds)  # the stage's set objective (F1, F2, kappa)
+            value = objective_score(self.stage, evalset, preds, scores=scores)  # the set objective (F1, F2, kappa)
             summary.update({"lm_calls": lm_calls, "failures": sum(p is None for p in preds), "objective": metric,
                             metric: value, "seconds": round(time.perf_counter() - start, 3)})
             trial.set_user_attr("report", summary)

@@ -165,3 +165,17 @@ def test_the_compile_summary_reports_the_choice():
     assert line.startswith(f"zero-shot@labeled: dev f1 {s['dev_before']:.3f} -> {s['dev_after']:.3f}, chose uncompiled")
     assert "(constant)" in line and f"{s['actual_lm_calls']} actual / {s['projected_lm_calls']} projected" in line
     assert summary(None) is None and summary_line("x", {"optimizer": None}) is None
+
+
+def test_judge_objective_reads_the_per_example_score_run_program_returns():
+    """run_program keeps the output field (bare ratings) and the Prediction's ``score`` apart; the
+    objective must get the score through, or a compile could not see pairwise-expected's verdicts."""
+    from personalign.programs.judge import STAGE as JUDGE
+
+    golds = (1, 5, 1, 5, 5, 1)
+    exs = [dspy.Example(ratings={"p": g}) for g in golds]
+    bare = [{"p": 3} for _ in golds]  # every score rounds to a tie
+    scores = [3.0 + (0.02 if g == 5 else -0.02) for g in golds]
+    assert objective_score(JUDGE, exs, bare) == pytest.approx(0.0)
+    assert objective_score(JUDGE, exs, bare, scores=scores) == pytest.approx(1.0)
+    assert objective_score(JUDGE, exs, [None] + bare[1:], scores=[None] + scores[1:]) < 1.0  # a failure is wrong

@@ -102,20 +102,26 @@ def verdict(rating: float) -> str:
     return "A" if rating < 3 else ("B" if rating > 3 else "tie")
 
 
-def verdict_kappa(examples: Sequence, predictions: Sequence) -> float:
+def verdict_kappa(examples: Sequence, predictions: Sequence, scores: Sequence | None = None) -> float:
     """The judge stage's set objective: Cohen's kappa (:func:`personalign.metrics.cohen_kappa`)
     of the judge's verdicts against the humans', pooled over every human-rated attribute.
 
-    The judge's verdict is read from its unrounded score (``scores[attribute]``, else the rating);
-    the human's from the gold rating. A missing or failed rating counts as a wrong verdict (the
-    opposite side; "A" for a human tie), so failing never pays. 0.0 when undefined (one verdict
-    everywhere on both sides).
+    The judge's verdict is read from its unrounded score: ``scores[attribute]`` of a whole
+    prediction; else, for an example rating one attribute, ``scores[i]`` (the program's ``score``
+    per example, as :func:`personalign.programs.run.run_program` returns it beside the bare
+    ratings); else the integer rating. The human's verdict is read from the gold rating. A missing
+    or failed rating counts as a wrong verdict (the opposite side; "A" for a human tie), so failing
+    never pays. 0.0 when undefined (one verdict everywhere on both sides).
     """
     from personalign.metrics import cohen_kappa
 
     human, judge = [], []
-    for ex, pred in zip(examples, predictions, strict=True):
-        for attr, g in (_get(ex, "ratings") or {}).items():
+    for i, (ex, pred) in enumerate(zip(examples, predictions, strict=True)):
+        gold = _get(ex, "ratings") or {}
+        if scores is not None and scores[i] is not None and len(gold) == 1 and isinstance(pred, Mapping) \
+                and "ratings" not in pred:
+            pred = {"ratings": pred, "scores": {a: float(scores[i]) for a in gold}}
+        for attr, g in gold.items():
             h = verdict(int(g))
             _, _, s, missing = rating_pairs([{"ratings": {attr: g}}], [pred])
             human.append(h)
