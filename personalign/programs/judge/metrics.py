@@ -126,17 +126,13 @@ def verdict_kappa(examples: Sequence, predictions: Sequence, scores: Sequence | 
             _, _, s, missing = rating_pairs([{"ratings": {attr: g}}], [pred])
             human.append(h)
             judge.append(verdict(s[0]) if not missing else {"A": "B", "B": "A"}.get(h, "A"))
-    if not human:
-        return 0.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        value = cohen_kappa(human, judge)
-    return 0.0 if math.isnan(value) else float(value)
+    return _or_zero(cohen_kappa, human, judge)
 
 
 def weighted_kappa(examples: Sequence, predictions: Sequence) -> float:
-    """Quadratic-weighted kappa of the judge's integer ratings against the human ones, pooled over every human-rated attribute; a missing or failed rating counts as
-    the rating farthest from the human one (so failing never pays). 0.0 when undefined."""
+    """Quadratic-weighted kappa of the judge's integer ratings against the human ones, pooled over
+    every human-rated attribute; a missing or failed rating counts as the rating farthest from the
+    human one (so failing never pays). 0.0 when undefined."""
     from personalign.metrics import quadratic_weighted_kappa
 
     human, judge = [], []
@@ -145,11 +141,16 @@ def weighted_kappa(examples: Sequence, predictions: Sequence) -> float:
             h, j, _, missing = rating_pairs([{"ratings": {attr: g}}], [pred])
             human.append(int(g))
             judge.append(j[0] if not missing else (5 if int(g) <= 3 else 1))
+    return _or_zero(quadratic_weighted_kappa, human, judge)
+
+
+def _or_zero(statistic, human: list, judge: list) -> float:
+    """``statistic(human, judge)``; 0.0 for an empty set or an undefined (nan) value."""
     if not human:
         return 0.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        value = quadratic_weighted_kappa(human, judge)
+        value = statistic(human, judge)
     return 0.0 if math.isnan(value) else float(value)
 
 
