@@ -19,11 +19,14 @@ Sections of the output:
   stratified by topic, :meth:`personalign.programs.stages.Stage.limit`): the LLM extractor (default
   settings: confidence >= 0.4), the same LLM outputs merged (no extra calls), the LLM extractor
   without the confidence and evidence filters (diagnostic: what the model proposes; leave it out
-  with ``--extractors extract``), and the LM-free first-person baseline (on the same sample and on
-  all of val). Per strategy: recall with CI, recall at 0.5 / 0.7, attributes per conversation, the
-  share of its attributes the learned verifier (``minilm-logreg``, fitted on train) rejects, LM
-  calls, seconds; each LLM row also has ``vs_first_person``: the paired bootstrap difference in
-  recall against the baseline on the same conversations, with its CI and McNemar's exact p. With
+  with ``--extractors extract``), and two LM-free controls, each on the same sample and on all of
+  val: the first-person baseline and ``first-person-bare`` (the same sentences without the
+  ``The user said`` wrapper: how much recall the user's own voice earns). Per strategy: recall with
+  CI, recall at 0.5 / 0.7, attributes per conversation, the share of its attributes the learned
+  verifier (``minilm-logreg``, fitted on train) rejects, LM calls, seconds; each row on the sample
+  also has ``vs_first_person`` and (LLM rows) ``vs_first_person_bare``: the paired bootstrap
+  difference in recall against that control on the same conversations, with its CI and McNemar's
+  exact p. With
   ``--compile OPTIMIZER`` each LLM extractor is also compiled toward recall (the stage metric)
   through :func:`personalign.compile_service.compile_program` on ``--compile-train`` train
   conversations (dev selection on held-out train topics) and scored on the same conversations;
@@ -187,15 +190,24 @@ def _paired(hits, base_hits, n_boot, seed) -> dict:
             "mcnemar_p": mc.get("p_value")}
 
 
-def _paired_vs(rows, base_name, n_boot, seed):
-    """Add ``vs_first_person`` (paired recall difference, CI, McNemar p) to the rows scored on the
-    baseline's conversations, and ``vs_uncompiled`` to compiled rows; drop the per-item hits."""
+_CONTROLS = {"vs_first_person": "first-person (subset)", "vs_first_person_bare": "first-person-bare (subset)"}
+"""Paired comparison key -> the LM-free control row it pairs with (same conversations)."""
+
+
+def _paired_vs(rows, n_boot, seed):
+    """Add ``vs_first_person`` and ``vs_first_person_bare`` (paired recall difference, CI, McNemar
+    p) to the rows scored on the controls' conversations, and ``vs_uncompiled`` to compiled rows;
+    drop the per-item hits."""
     hits = {r["name"]: r.pop("_hits") for r in rows}
-    base = hits.get(base_name)
     for r in rows:
         h = hits[r["name"]]
-        if base is not None and not r["name"].startswith("first-person") and len(h) == len(base):
-            r["vs_first_person"] = _paired(h, base, n_boot, seed)
+        for key, base_name in _CONTROLS.items():
+            base = hits.get(base_name)
+            if base is not None and r["name"] != base_name and "(all val)" not in r["name"] and len(h) == len(base) \
+                    and not (key == "vs_first_person_bare" and r["name"].startswith("first-person")):
+                r[key] = _paired(h, base, n_boot, seed)
+        if r["name"] == "first-person-bare (all val)" and "first-person (all val)" in hits:  # the wrapper, on all val
+            r["vs_first_person"] = _paired(h, hits["first-person (all val)"], n_boot, seed)
         if r.get("uncompiled") in hits:
             r["vs_uncompiled"] = _paired(h, hits[r["uncompiled"]], n_boot, seed)
     return rows
@@ -224,7 +236,7 @@ def extraction_section(val_all, convs, lm, n_boot, seed, extractors=("extract", 
     from personalign.programs.extraction import STRATEGIES
     from personalign.programs.extraction.extractor import AttributeExtractor
     from personalign.programs.extraction.merge import merge_attributes
-    from personalign.programs.extraction.baseline import FirstPersonSentences
+    from personalign.programs.extraction.baseline import BareFirstPersonSentences, FirstPersonSentences
     from personalign.signatures.extraction import ExtractedAttribute
 
     rows = []
@@ -234,7 +246,7 @@ def extraction_section(val_all, convs, lm, n_boot, seed, extractors=("extract", 
             break
         if name == "extract-unfiltered":
             programs.append((name, AttributeExtractor(min_confidence=0.0, require_evidence=False), None))
-        elif name != "first-person":
+        elif name not in ("first-person", "first-person-bare"):  # the LM-free controls run below
             programs.append((name, STRATEGIES.create(name), None))
             if compile_with:
                 program, info = _compiled(name, compile_with, list(train), n_train, lm, seed)
@@ -259,12 +271,13 @@ def extraction_section(val_all, convs, lm, n_boot, seed, extractors=("extract", 
                                     lm_calls=0, seconds=time.perf_counter() - t0 + o.seconds, failures=o.failures,
                                     verifier=verifier))
     for set_name, exs in (("subset", convs), ("all val", val_all)):
-        if not exs:
-            continue
-        o = run_program(FirstPersonSentences(), exs, inputs=("conversation",), output="attributes", progress=False)
-        rows.append(_recall_row(f"first-person ({set_name})", exs, o.predictions, n_boot=n_boot, seed=seed,
-                                lm_calls=0, seconds=o.seconds, failures=o.failures, verifier=verifier))
-    return _paired_vs(rows, "first-person (subset)", n_boot, seed)
+        for control, program in (("first-person", FirstPersonSentences()), ("first-person-bare", BareFirstPersonSentences())):
+            if not exs:
+                continue
+            o = run_program(program, exs, inputs=("conversation",), output="attributes", progress=False)
+            rows.append(_recall_row(f"{control} ({set_name})", exs, o.predictions, n_boot=n_boot, seed=seed,
+                                    lm_calls=0, seconds=o.seconds, failures=o.failures, verifier=verifier))
+    return _paired_vs(rows, n_boot, seed)
 
 
 def refine_section(convs, verifier, lm, rounds, limit):

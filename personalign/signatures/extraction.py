@@ -94,6 +94,15 @@ class RestateSignature(dspy.Signature):
     attribute: str = dspy.OutputField(desc="one sentence starting 'The user', or 'none'")
 
 
+OwnVoiceRestateSignature = RestateSignature.with_instructions(
+    "A user wrote this sentence to an assistant. If it states a lasting preference, dislike, habit or trait of the "
+    "user, restate that as one short standalone sentence in the user's own voice, starting 'I', keeping the user's "
+    "own words and qualifiers and leaving out the request. If it states none, write exactly: none"
+).with_updated_fields("attribute", desc="one sentence in the user's voice starting 'I', or 'none'")
+""":class:`RestateSignature` in the user's own voice ("I prefer ..."), the voice PrefEval's stated
+preferences are written in (strategy ``extract-own-voice``)."""
+
+
 class ConversationAttributesSignature(dspy.Signature):
     """Lasting attributes of the user, read from a whole conversation (the ``extraction`` stage's
     input and output; its LLM strategies chunk the user's turns and call
@@ -103,5 +112,5 @@ class ConversationAttributesSignature(dspy.Signature):
     attributes: list[ExtractedAttribute] = dspy.OutputField(desc="attributes of the user; [] when none")
 
 
-__all__ = ["ConversationAttributesSignature", "ExtractedAttribute", "AttributeList", "ExtractionSignature", "RefineSignature", "RestateSignature", "MAX_ATTRIBUTE_CHARS",
+__all__ = ["ConversationAttributesSignature", "ExtractedAttribute", "AttributeList", "ExtractionSignature", "RefineSignature", "RestateSignature", "OwnVoiceRestateSignature", "MAX_ATTRIBUTE_CHARS",
            "MAX_REASON_CHARS", "MAX_EVIDENCE_IDS", "MAX_ATTRIBUTES_PER_CALL", "CONFIDENCE_STEPS"]

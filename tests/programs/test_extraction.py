@@ -403,6 +403,24 @@ def test_sentence_restater_limits_dedupes_and_needs_no_call_without_candidates()
         SentenceRestater()(conversation=[{"role": "robot", "content": "I like tea a lot."}])
 
 
+
+def test_own_voice_restater_asks_for_the_users_voice_and_bare_quotes_drop_the_wrapper():
+    from personalign.programs.extraction.restate import OwnVoiceRestater
+
+    lm = DummyLM([{"attribute": "I only eat vegan food."}, {"attribute": "none"}])
+    prog = STRATEGIES.create("extract-own-voice")
+    assert isinstance(prog, OwnVoiceRestater) and prog.restate.signature.instructions != \
+        STRATEGIES.create("extract-sentences").restate.signature.instructions
+    with dspy.context(lm=lm):
+        p = prog(conversation=CONV)
+    system = lm.history[0]["messages"][0]["content"]
+    assert "in the user's own voice, starting 'I'" in system and "starting 'The user'" not in system
+    assert [a.attribute for a in p.attributes] == ["I only eat vegan food."] and p.dropped["none"] == 1
+    quoted = [a.attribute for a in STRATEGIES.create("first-person")(conversation=CONV).attributes]
+    bare = [a.attribute for a in STRATEGIES.create("first-person-bare")(conversation=CONV).attributes]
+    assert quoted == [f'The user said: "{b}"' for b in bare] and "I only eat vegan food." in bare
+
+
 @pytest.mark.slow
 def test_real_model_restates_the_hidden_preference(shared_data):
     """On the embedded default, per sentence: the restated attributes of the shortest val

@@ -53,9 +53,23 @@ STRATEGIES = Registry(
             trainable=False,
         ),
         StrategyInfo(
+            "extract-own-voice",
+            f"{_PKG}.restate:OwnVoiceRestater",
+            "LLM restates each first-person user sentence in the user's own voice, 'I ...' (or none): one call per sentence",
+            uses_lm=True,
+            trainable=False,
+        ),
+        StrategyInfo(
             "first-person",
             f"{_PKG}.baseline:FirstPersonSentences",
             "LM-free baseline: the user's first-person sentences, quoted",
+            uses_lm=False,
+            trainable=False,
+        ),
+        StrategyInfo(
+            "first-person-bare",
+            f"{_PKG}.baseline:BareFirstPersonSentences",
+            "LM-free control: the same sentences as the user wrote them, no 'The user said' wrapper",
             uses_lm=False,
             trainable=False,
         ),

@@ -5,6 +5,10 @@ Every sentence of a user turn that speaks about the user in the first person (co
 confidence 0.5 and the turn as evidence; sentences shorter than 4 words are skipped. It never
 generalizes (so it cannot over-generalize) and shows how far the recovery metric can be reached
 by quoting alone -- at the price of many attributes per conversation (reported beside recall).
+
+``first-person-bare`` (:class:`BareFirstPersonSentences`) keeps the same sentences without the
+``The user said: "..."`` wrapper: the control that shows how much of an extractor's recall comes
+from writing in the user's own voice, which PrefEval's gold preferences use ("I prefer ...").
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ class FirstPersonSentences(dspy.Module):
 
     uses_lm = False
 
+    wrapper = 'The user said: "{}"'
+
     def __init__(self, max_attributes: int | None = None) -> None:
         super().__init__()
         self.max_attributes = max_attributes
@@ -57,7 +63,7 @@ class FirstPersonSentences(dspy.Module):
         from personalign.preprocess import normalize_turns
 
         turns = normalize_turns(conversation)
-        out = [ExtractedAttribute(attribute=f'The user said: "{sent[:300]}"', reason="first-person sentence",
+        out = [ExtractedAttribute(attribute=self.wrapper.format(sent[:300]), reason="first-person sentence",
                                   confidence=0.5, evidence_turn_ids=[i]) for i, sent in first_person_sentences(turns)]
         if self.max_attributes is not None:
             out = out[: self.max_attributes]
@@ -65,4 +71,11 @@ class FirstPersonSentences(dspy.Module):
         return dspy.Prediction(attributes=out, note=note)
 
 
-__all__ = ["FirstPersonSentences", "first_person_sentences"]
+class BareFirstPersonSentences(FirstPersonSentences):
+    """``first-person-bare``: :class:`FirstPersonSentences` with each sentence as the user wrote it
+    (no wrapper); the user's-voice control (module doc)."""
+
+    wrapper = "{}"
+
+
+__all__ = ["FirstPersonSentences", "BareFirstPersonSentences", "first_person_sentences"]

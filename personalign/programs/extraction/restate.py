@@ -33,7 +33,8 @@ import dspy
 
 from personalign.programs.extraction.baseline import first_person_sentences
 from personalign.programs.extraction.extractor import clean_attributes
-from personalign.signatures.extraction import MAX_ATTRIBUTE_CHARS, ExtractedAttribute, RestateSignature
+from personalign.signatures.extraction import (MAX_ATTRIBUTE_CHARS, ExtractedAttribute, OwnVoiceRestateSignature,
+                                                RestateSignature)
 
 MAX_SENTENCES = 40
 OUTPUT_TOKENS = 400
@@ -67,6 +68,7 @@ class SentenceRestater(dspy.Module):
     """
 
     uses_lm = True
+    signature = RestateSignature
 
     def __init__(self, *, max_sentences: int = MAX_SENTENCES, merge: bool = False,
                  similarity_threshold: float = 0.7) -> None:
@@ -76,7 +78,7 @@ class SentenceRestater(dspy.Module):
         self.max_sentences = int(max_sentences)
         self.merge = bool(merge)
         self.similarity_threshold = float(similarity_threshold)
-        self.restate = dspy.Predict(RestateSignature)
+        self.restate = dspy.Predict(self.signature)
 
     def lm_calls_per_run(self, example) -> int:
         """Restating calls of one forward pass on ``example``: one per candidate sentence, at most
@@ -121,4 +123,11 @@ class SentenceRestater(dspy.Module):
                                dropped=dropped, note="")
 
 
-__all__ = ["SentenceRestater", "is_none", "MAX_SENTENCES", "OUTPUT_TOKENS"]
+class OwnVoiceRestater(SentenceRestater):
+    """``extract-own-voice``: :class:`SentenceRestater` restating in the user's own voice ("I ...",
+    :data:`~personalign.signatures.extraction.OwnVoiceRestateSignature`) instead of "The user ..."."""
+
+    signature = OwnVoiceRestateSignature
+
+
+__all__ = ["SentenceRestater", "OwnVoiceRestater", "is_none", "MAX_SENTENCES", "OUTPUT_TOKENS"]
