@@ -25,6 +25,7 @@ them can win by predicting one class.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -78,8 +79,6 @@ def objective_score(stage, examples: Sequence, predictions: Sequence, *, scores:
     from personalign.registry import resolve
 
     fn = resolve(spec)
-    import inspect
-
     kwargs = {"scores": scores} if scores is not None and "scores" in inspect.signature(fn).parameters else {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
