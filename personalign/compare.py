@@ -110,9 +110,10 @@ def compare_stage(
             configures the DSPy cache there, so bad input leaves no cache directory behind).
 
     Returns:
-        ``{"stage", "kind", "metric", "data", "data_sha256", "split", "n", "lm", "seed", "strategies": [...]}``;
-        each strategy row holds the report (binary: ``f1, f1_ci, precision, recall, yes_rate``, ...;
-        scored: ``<metric>, <metric>_ci``), ``lm_calls, compile_lm_calls, seconds, failures,
+        ``{"stage", "kind", "metric", "objective" (its name), "data", "data_sha256", "split", "n", "lm", "seed",
+        "strategies": [...]}``; each strategy row holds the report (binary: ``f1, f1_ci, precision, recall,
+        yes_rate``, ...; scored: ``<metric>, <metric>_ci``), ``objective`` (the stage's set objective on the
+        split: what a compile maximizes, e.g. F2 of verification or the violation judge's kappa), ``lm_calls, compile_lm_calls, seconds, failures,
         errors, compile, compile_summary`` (dev objective before/after, chosen candidate and why,
         LM calls projected/actual; :func:`personalign.compile_service.summary`), ``predictions``
         and, from the second on, ``vs_first``.
@@ -126,6 +127,7 @@ def compare_stage(
     from personalign.errors import ConfigurationError
     from personalign.evaluation import evaluate_stage, paired_comparison
     from personalign.lm import default_model, make_lm
+    from personalign.objectives import objective_name, objective_score, objective_spec
     from personalign.programs.stages import get_stage
     from personalign.tracking_native import (link_traces, lm_traces, log_dataset, log_predictions, log_summary,
                                              register_prompt, run_name)
@@ -163,6 +165,7 @@ def compare_stage(
         "stage": st.name,
         "kind": st.kind,
         "metric": st.metric_name,
+        "objective": objective_name(st),
         "positive_name": st.positive_name,
         "data": str(data),
         "data_sha256": file_sha256(data),
@@ -198,9 +201,12 @@ def compare_stage(
                 report = evaluate_stage(st, program, evalset, lm=lm_obj if info.uses_lm else None, n_boot=n_boot,
                                         seed=seed, progress=progress, description=name)
             hidden = {"correct", "gold_positive", "predicted_positive", "scores"}
+            objective = report.get(st.metric_name) if objective_spec(st) == "mean" else \
+                objective_score(st, evalset, report["predictions"], scores=report.get("scores"))
             row = {
                 "name": name,
                 **{k: v for k, v in report.items() if k not in hidden},
+                "objective": objective,
                 "compile_lm_calls": int((compile_info or {}).get("actual_lm_calls")
                                         or (compile_info or {}).get("lm_calls") or 0),
                 "seconds": round(time.perf_counter() - t0, 3),
@@ -225,8 +231,8 @@ def compare_stage(
                                                             "uses_lm": info.uses_lm, **({"lm": model} if info.uses_lm else {}),
                                                             **({"compile": compile_info} if compile_info else {})}):
                     dev = row["compile_summary"] or {}
-                    tracker.log_metrics({**{k: row[k] for k in (*metric_keys, "lm_calls", "compile_lm_calls", "seconds",
-                                                                "failures") if k in row},
+                    tracker.log_metrics({**{k: row[k] for k in (*metric_keys, "objective", "lm_calls", "compile_lm_calls",
+                                                                "seconds", "failures") if row.get(k) is not None},
                                          **{k: dev[k] for k in ("dev_before", "dev_after") if dev.get(k) is not None}})
                     log_predictions(tracker, st, evalset, report)
                     link_traces(tracker, traced)

@@ -32,7 +32,9 @@ def render_table(result: dict):
     if binary:
         head += f", human {result.get('positive_name', 'yes')}-rate {result['gold_yes_rate']:.1%}"
     table = Table(title=head + f", lm {result['lm']})")
-    cols = ["strategy", f"{key} [95% CI]"]
+    objective = result.get("objective")
+    extra = objective not in (None, key)  # the objective is not the metric shown: its own column
+    cols = ["strategy", f"{key} [95% CI]"] + ([f"{objective} (objective)"] if extra else [])
     if binary:
         cols += ["precision", "recall", f"{result.get('positive_name', 'yes')}-rate"]
     cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", "McNemar p"]
@@ -40,6 +42,9 @@ def render_table(result: dict):
         table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
     for row in result["strategies"]:
         cells = [row["name"], _fmt_ci(row[key], row.get(f"{key}_ci"))]
+        if extra:
+            value = row.get("objective")
+            cells.append("-" if value is None or value != value else f"{value:.3f}")
         if binary:
             cells += [f"{row['precision']:.3f}", f"{row['recall']:.3f}", f"{row['yes_rate']:.1%}"]
         cells += [f"{row['lm_calls']}+{row.get('compile_lm_calls', 0)}", f"{row['seconds']:.1f}", str(row["failures"]),

@@ -57,3 +57,21 @@ def test_compare_reports_and_tracks_the_dev_choice(tmp_path):
     runs = client.search_runs([exp.experiment_id], filter_string="tags.mlflow.runName = 'zero-shot@labeled'")
     assert runs, [r.info.run_name for r in client.search_runs([exp.experiment_id])]
     assert runs[0].data.metrics["dev_after"] == s["dev_after"]
+
+
+def test_compare_shows_the_objective_when_it_is_not_the_metric(shared_data):
+    """The violation stage's metric is F1 of "violates" but a compile maximizes Cohen's kappa: each
+    compare row carries the objective and the table gives it a column."""
+    from rich.console import Console
+
+    from personalign.cli._compare import render_table
+    from personalign.compare import compare_stage
+
+    out = compare_stage("violation", data=shared_data / "prefeval", strategies="never", n_boot=20, limit=24,
+                        progress=False)
+    assert out["metric"] == "f1" and out["objective"] == "kappa"
+    (row,) = out["strategies"]
+    assert row["objective"] == 0.0 and row["f1"] == 0.0  # "never violates": kappa 0, no positive found
+    console = Console(width=240, record=True)
+    console.print(render_table(out))
+    assert "kappa (objective)" in console.export_text()
