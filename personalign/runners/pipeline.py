@@ -25,10 +25,11 @@ no selection: what the select step adds); ``no-profile`` (question only); ``gold
 selected, at least one, drawn with a seeded ``random.Random`` from the verified attributes of users
 of *other* topics in the sample -- any attribute text, wrong user).
 
-The defaults (:data:`DEFAULT_STEPS`) are the best measured on the embedded 1.5B model (README,
-"The pipeline end to end"): there ``extract`` returns an empty list on every conversation and the
+The defaults (:data:`DEFAULT_STEPS`) are the steps measured end to end on the embedded 1.5B model
+(README, "The pipeline end to end"): there ``extract`` returns an empty list on every conversation and the
 LLM verifiers reject nearly every attribute, so an all-LLM default would answer with no profile.
-``extract-sentences`` is the LLM extractor that matches ``first-person`` (~35 s per conversation).
+The LLM extractors that work on it (``extract-sentences``, ``extract-own-voice``) are no better than
+the LM-free sentences and cost ~25-35 s per conversation.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def test_cli_help_says_limit_is_stratified():
 
 @pytest.mark.slow  # fits minilm-logreg on PrefEval's train pairs (~1 min)
 def test_the_default_steps_give_the_answer_a_profile(shared_data):
-    """The defaults are the measured best on the 1.5B (first-person -> minilm-logreg -> zero-shot):
+    """The defaults are the steps measured end to end on the 1.5B (first-person -> minilm-logreg -> zero-shot):
     LM-free extraction and verification, so only selection and answering call the (scripted) LM,
     and the user's own sentences reach the answer."""
     from personalign.runners.pipeline import DEFAULT_STEPS, run_pipeline
