@@ -22,6 +22,12 @@ def emit(obj: dict) -> None:
     sys.stdout.flush()
 
 
+def usage_error(message: str) -> None:
+    """A bad flag: one ``error:`` line on stderr, exit code 2, nothing on stdout."""
+    sys.stderr.write(f"error: {message}\n")
+    raise SystemExit(2)
+
+
 def quiet_logs() -> None:
     import logging
 

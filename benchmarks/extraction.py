@@ -52,7 +52,7 @@ import argparse
 import time
 import warnings
 
-from _common import ROOT, emit, quiet_logs, shared_data  # noqa: F401
+from _common import ROOT, emit, quiet_logs, shared_data, usage_error  # noqa: F401
 
 import personalign  # noqa: E402,F401
 
@@ -363,6 +363,28 @@ def bad_input_section(lm, verifier, max_turn_chars):
     return out
 
 
+def _check_args(ap, args) -> list[str]:
+    """The sections, after checking every name in the flags (an unknown one is one ``error:`` line
+    on stderr and exit 2, before any data or LM work)."""
+    from personalign.errors import ConfigurationError
+    from personalign.optimizers import OPTIMIZERS
+    from personalign.programs.extraction import STRATEGIES
+
+    sections = [x.strip() for x in args.sections.split(",") if x.strip()]
+    bad = [x for x in sections if x not in SECTIONS]
+    if bad:
+        usage_error(f"unknown section(s) {', '.join(bad)}; choose from {', '.join(SECTIONS)}")
+    try:
+        if args.compile:
+            OPTIMIZERS.info(args.compile)
+        for name in (x.strip() for x in args.extractors.split(",") if x.strip()):
+            if name != "extract-unfiltered":
+                STRATEGIES.info(name)
+    except ConfigurationError as exc:
+        usage_error(str(exc))
+    return sections
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     from personalign.lm import default_model
@@ -387,6 +409,7 @@ def main(argv=None) -> int:
                     help="max_turn_chars of the extractor in the bad-input section (the 5 MB message is cut to this;"
                          " the library default 20,000 costs ~5 chunk calls on the embedded model)")
     args = ap.parse_args(argv)
+    sections = _check_args(ap, args)  # every name, before the data or the LM is touched
     data = shared_data() / "prefeval"
     out: dict = {"benchmark": "extraction", "data": str(data), "lm": args.lm, "seed": args.seed, "n_boot": args.n_boot,
                  "limit": args.limit, "limit_conversations": args.limit_conversations, "rounds": args.rounds,
@@ -408,18 +431,6 @@ def main(argv=None) -> int:
     train = [e for e in pairs if e.split == "train"]
     val = [e for e in pairs if e.split == "val"]
     subset = _balanced(val, args.limit, args.seed)
-    sections = [x.strip() for x in args.sections.split(",") if x.strip()]
-    bad = [x for x in sections if x not in SECTIONS]
-    if bad:
-        ap.error(f"unknown section(s) {bad}; choose from {SECTIONS}")
-    if args.compile:
-        from personalign.errors import ConfigurationError
-        from personalign.optimizers import OPTIMIZERS
-
-        try:
-            OPTIMIZERS.info(args.compile)
-        except ConfigurationError as exc:
-            ap.error(str(exc))
     out["sections"] = sections
     out["verification_data"] = {"n_train": len(train), "n_val": len(val), "n_lm_subset": len(subset),
                                 "val_topics": sorted({e.topic for e in val}), "positive_class": "rejected",

@@ -41,7 +41,7 @@ import sys
 import time
 import warnings
 
-from _common import quiet_logs, run_on_prefeval
+from _common import quiet_logs, run_on_prefeval, usage_error
 
 import personalign  # noqa: F401
 from personalign.lm import default_model  # noqa: E402
@@ -69,6 +69,25 @@ def _compile(judge, root, args, lm):
                      "seconds": round(time.perf_counter() - t0, 2)}
 
 
+def _check_args(args) -> None:
+    """Every name in the flags, before any data or LM work: an unknown one is one ``error:`` line
+    and exit 2."""
+    from personalign.errors import ConfigurationError
+    from personalign.optimizers import OPTIMIZERS
+    from personalign.programs.stages import get_stage
+
+    judges = [j.strip() for j in args.judges.split(",") if j.strip()]
+    bad = [j for j in judges if j not in COMPILED]
+    if bad or not judges:
+        usage_error(f"unknown judge(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(COMPILED)}")
+    try:
+        get_stage("judge").registry.info(args.pairwise_strategy)
+        if args.compile:
+            OPTIMIZERS.info(args.compile)
+    except ConfigurationError as exc:
+        usage_error(str(exc))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lm", default=default_model(), help="model (default: the embedded default, or PERSONALIGN_LM)")
@@ -86,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    _check_args(args)
     quiet_logs()
     warnings.filterwarnings("ignore")
     from personalign.lm import configure_cache, make_lm

@@ -34,7 +34,7 @@ def test_compile_benchmark_prints_the_table(capsys, monkeypatch):
     assert "Δ vs uncompiled" in err and "zero-shot@bootstrap" in err
 
 
-def test_compare_reports_and_tracks_the_dev_choice(tmp_path):
+def test_compare_reports_and_tracks_the_dev_choice(tmp_path, runs_dir):  # runs_dir: artifacts stay in tmp
     import mlflow
 
     from personalign.compare import compare_stage
@@ -59,7 +59,7 @@ def test_compare_reports_and_tracks_the_dev_choice(tmp_path):
     assert runs[0].data.metrics["dev_after"] == s["dev_after"]
 
 
-def test_compare_shows_the_objective_when_it_is_not_the_metric(shared_data):
+def test_compare_shows_the_objective_when_it_is_not_the_metric(shared_data, runs_dir):
     """The violation stage's metric is F1 of "violates" but a compile maximizes Cohen's kappa: each
     compare row carries the objective and the table gives it a column."""
     from rich.console import Console

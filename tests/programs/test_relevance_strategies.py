@@ -15,10 +15,11 @@ from dspy.utils.dummies import DummyLM
 
 from personalign.data import load_relevance
 from personalign.programs.relevance import STRATEGIES
+from tests.conftest import shared_data_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "relevance_demo.jsonl"
-SHARED = ROOT.parent / "shared" / "data" / "recenter_relevance" / "relevance_labels.jsonl"
+SHARED = shared_data_dir() / "recenter_relevance" / "relevance_labels.jsonl"  # PERSONALIGN_SHARED_DATA or ../shared/data
 
 
 @pytest.fixture(scope="module")
