@@ -10,8 +10,9 @@ Modules: :mod:`~personalign.programs.extraction.chunking` (turn-boundary chunks)
 :mod:`~personalign.programs.extraction.extractor` (the typed extractor),
 :mod:`~personalign.programs.extraction.merge` (clustering + independence-aware confidence),
 :mod:`~personalign.programs.extraction.refine` (verify-and-refine loop),
-:mod:`~personalign.programs.extraction.restate` (the LLM restates first-person sentences),
-:mod:`~personalign.programs.extraction.baseline` (LM-free first-person sentences),
+:mod:`~personalign.programs.extraction.restate` (the LLM restates first-person sentences, as
+"The user ..." or in the user's own voice),
+:mod:`~personalign.programs.extraction.baseline` (LM-free first-person sentences, quoted or bare),
 :mod:`~personalign.programs.extraction.data` (PrefEval / canonical loaders),
 :mod:`~personalign.programs.extraction.metrics` (the recall metric).
 """
