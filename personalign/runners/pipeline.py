@@ -120,7 +120,7 @@ def _summary(outcome, n_questions: int) -> dict:
 def build_profiles(examples: Sequence, *, extractor, verifier, selector, lm=None, progress: bool = False) -> dict:
     """Steps 1-3 for every example: ``{"extracted", "verified", "selected"}`` (lists of attribute
     texts per example) and ``"steps"`` (per step: items, LM calls, seconds, per question,
-    failures)."""
+    failures). ``selector=None`` skips step 3 (no call; ``selected`` is None)."""
     import dspy
 
     from personalign.data.prefeval import render_turns
@@ -152,6 +152,9 @@ def build_profiles(examples: Sequence, *, extractor, verifier, selector, lm=None
             s_items.append(dspy.Example(attribute=text, prompt=ex.question, prompt_id=ex.prompt_id,
                                         user_id=ex.user_id).with_inputs("attribute", "prompt"))
             s_owner.append(i)
+    if selector is None:  # no condition reads the selection: no select call
+        return {"extracted": [[t for t, _ in a] for a in extracted], "verified": verified, "selected": None,
+                "steps": {"extract": _summary(ext, n), "verify": _summary(ver, n), "select": None}}
     sel = _step(selector, s_items, ("attribute", "prompt"), "relevant", lm, "select", progress)
     selected: list[list[str]] = [[] for _ in examples]
     for i, item, ok in zip(s_owner, s_items, sel.predictions):
@@ -214,14 +217,18 @@ def run_pipeline(data: str | os.PathLike, *, split: str | None = "val", limit: i
     progs = {"extractor": _program("extraction", extractor, data=data, selector_data=None, lm=lm_obj, seed=seed),
              "verifier": _program("verification", verifier, data=data, selector_data=None, lm=lm_obj, seed=seed),
              "selector": _program("relevance", selector, data=data, selector_data=selector_data, lm=lm_obj, seed=seed)}
+    if not {"pipeline", "random-attribute"} & set(conditions):
+        progs["selector"] = None  # verified-all alone reads no selection: the select step is skipped
     n = len(examples)
     needs_profile = bool({"pipeline", "verified-all", "random-attribute"} & set(conditions))
     prof = build_profiles(examples, lm=lm_obj, progress=progress, **progs) if needs_profile else None
     attrs_of = {}
     if prof is not None:
-        attrs_of = {"pipeline": prof["selected"], "verified-all": prof["verified"],
-                    "random-attribute": random_attributes(examples, prof["verified"],
-                                                          [len(s) for s in prof["selected"]], seed=seed)}
+        attrs_of = {"verified-all": prof["verified"]}
+        if prof["selected"] is not None:
+            attrs_of.update({"pipeline": prof["selected"],
+                             "random-attribute": random_attributes(examples, prof["verified"],
+                                                                   [len(s) for s in prof["selected"]], seed=seed)})
     mcq = get_stage("mcq")
     gold = np.array([int(e.gold_index) for e in examples])
     rows, correct = [], {}
@@ -266,16 +273,18 @@ def run_pipeline(data: str | os.PathLike, *, split: str | None = "val", limit: i
         "chance": round(float(np.mean([1 / len(e.options) for e in examples])), 4),
         "strategies": rows, "gap_closed": gap}
     if prof is not None:
-        per = {k: [len(a) for a in prof[k]] for k in ("extracted", "verified", "selected")}
+        per = {k: [len(a) for a in prof[k]] for k in ("extracted", "verified", "selected") if prof[k] is not None}
         n_ext = sum(per["extracted"])
         result["steps"] = prof["steps"]
         result["attributes"] = {f"{k}_per_question": round(sum(v) / n, 3) for k, v in per.items()}
         result["attributes"]["rejected_share"] = round(1 - sum(per["verified"]) / n_ext, 4) if n_ext else None
-        result["attributes"]["questions_with_selected"] = sum(v > 0 for v in per["selected"])
+        if "selected" in per:
+            result["attributes"]["questions_with_selected"] = sum(v > 0 for v in per["selected"])
     if keep_items:
         result["items"] = [{"id": e.id, "topic": e.topic, "gold_index": int(e.gold_index),
                             **({"extracted": prof["extracted"][i], "verified": prof["verified"][i],
-                                "selected": prof["selected"][i]} if prof is not None else {}),
+                                "selected": None if prof["selected"] is None else prof["selected"][i]}
+                               if prof is not None else {}),
                             "answers": {r["name"]: r["predictions"][i] for r in rows}}
                            for i, e in enumerate(examples)]
     for r in rows:

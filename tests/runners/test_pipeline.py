@@ -133,3 +133,16 @@ def test_the_default_steps_give_the_answer_a_profile(shared_data):
     assert a["extracted_per_question"] >= 1 and a["verified_per_question"] >= 1 and a["questions_with_selected"] == 3
     assert out["steps"]["extract"]["lm_calls"] == 0 and out["steps"]["verify"]["lm_calls"] == 0
     assert out["steps"]["select"]["lm_calls"] == round(a["verified_per_question"] * 3)
+
+
+def test_verified_all_alone_makes_no_selection_call(shared_data):
+    """verified-all reads no selection, so without pipeline or random-attribute the select step is
+    skipped: 1 extract + 1 verify + 1 answer call per question, none to the selector."""
+    lm = _lm()
+    out = _run(shared_data, lm, limit=3, conditions=("verified-all", "no-profile"))
+    assert out["steps"]["select"] is None and "selected_per_question" not in out["attributes"]
+    assert not any("[[ ## prompt ## ]]" in h["messages"][-1]["content"] and "[[ ## options ## ]]" not in
+                   h["messages"][-1]["content"] for h in lm.history)
+    row = out["strategies"][0]
+    assert row["name"] == "verified-all" and row["lm_calls_per_question"] == 3.0
+    assert all(it["selected"] is None for it in out["items"])
