@@ -113,8 +113,8 @@ def compare_stage(
         ``{"stage", "kind", "metric", "objective" (its name), "data", "data_sha256", "split", "n", "lm", "seed",
         "strategies": [...]}``; each strategy row holds the report (binary: ``f1, f1_ci, precision, recall,
         yes_rate``, ...; scored: ``<metric>, <metric>_ci``), ``objective`` (the stage's set objective on the
-        split: what a compile maximizes, e.g. F2 of verification or the violation judge's kappa), ``lm_calls, compile_lm_calls, seconds, failures,
-        errors, compile, compile_summary`` (dev objective before/after, chosen candidate and why,
+        split: what a compile maximizes, e.g. F2 of verification or the violation judge's kappa),
+        ``lm_calls, compile_lm_calls, seconds, failures, errors, compile, compile_summary`` (dev objective before/after, chosen candidate and why,
         LM calls projected/actual; :func:`personalign.compile_service.summary`), ``predictions``
         and, from the second on, ``vs_first``.
 
