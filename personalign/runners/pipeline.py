@@ -216,9 +216,9 @@ def run_pipeline(data: str | os.PathLike, *, split: str | None = "val", limit: i
     lm_obj = resolve_lm(lm, True)
     progs = {"extractor": _program("extraction", extractor, data=data, selector_data=None, lm=lm_obj, seed=seed),
              "verifier": _program("verification", verifier, data=data, selector_data=None, lm=lm_obj, seed=seed),
-             "selector": _program("relevance", selector, data=data, selector_data=selector_data, lm=lm_obj, seed=seed)}
-    if not {"pipeline", "random-attribute"} & set(conditions):
-        progs["selector"] = None  # verified-all alone reads no selection: the select step is skipped
+             # verified-all alone reads no selection: no selector is built (or fitted) and no select call runs
+             "selector": _program("relevance", selector, data=data, selector_data=selector_data, lm=lm_obj, seed=seed)
+             if {"pipeline", "random-attribute"} & set(conditions) else None}
     n = len(examples)
     needs_profile = bool({"pipeline", "verified-all", "random-attribute"} & set(conditions))
     prof = build_profiles(examples, lm=lm_obj, progress=progress, **progs) if needs_profile else None
