@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,6 +16,16 @@ def shared_data() -> Path:
     """``../shared/data`` beside the project root (or PERSONALIGN_SHARED_DATA)."""
     env = os.environ.get("PERSONALIGN_SHARED_DATA")
     return Path(env) if env else ROOT.parent / "shared" / "data"
+
+
+_T0 = time.perf_counter()
+
+
+def log(msg: str) -> None:
+    """Progress on stderr, stamped with the seconds since the benchmark started (stdout carries
+    only the JSON object)."""
+    sys.stderr.write(f"[{time.perf_counter() - _T0:7.1f}s] {msg}\n")
+    sys.stderr.flush()
 
 
 def emit(obj: dict) -> None:

@@ -103,6 +103,14 @@ OwnVoiceRestateSignature = RestateSignature.with_instructions(
 preferences are written in (strategy ``extract-own-voice``)."""
 
 
+class GeneralizeSignature(dspy.Signature):
+    """A user wrote this message to an assistant. The quoted sentence from it hints at a lasting preference, dislike or trait. State that lasting preference in general terms, as one short sentence in the user's own voice starting 'I' (for example 'I prefer ...' or 'I dislike ...'): name the general kind of thing the user likes or avoids, not only the one instance mentioned, and leave out the request."""
+
+    message: str = dspy.InputField(desc="the user's whole message")
+    sentence: str = dspy.InputField(desc="the sentence that hints at the preference")
+    preference: str = dspy.OutputField(desc="one general sentence in the user's voice starting 'I'")
+
+
 class ConversationAttributesSignature(dspy.Signature):
     """Lasting attributes of the user, read from a whole conversation (the ``extraction`` stage's
     input and output; its LLM strategies chunk the user's turns and call
@@ -112,5 +120,5 @@ class ConversationAttributesSignature(dspy.Signature):
     attributes: list[ExtractedAttribute] = dspy.OutputField(desc="attributes of the user; [] when none")
 
 
-__all__ = ["ConversationAttributesSignature", "ExtractedAttribute", "AttributeList", "ExtractionSignature", "RefineSignature", "RestateSignature", "OwnVoiceRestateSignature", "MAX_ATTRIBUTE_CHARS",
+__all__ = ["ConversationAttributesSignature", "ExtractedAttribute", "AttributeList", "ExtractionSignature", "RefineSignature", "RestateSignature", "OwnVoiceRestateSignature", "GeneralizeSignature", "MAX_ATTRIBUTE_CHARS",
            "MAX_REASON_CHARS", "MAX_EVIDENCE_IDS", "MAX_ATTRIBUTES_PER_CALL", "CONFIDENCE_STEPS"]

@@ -421,6 +421,57 @@ def test_own_voice_restater_asks_for_the_users_voice_and_bare_quotes_drop_the_wr
     assert quoted == [f'The user said: "{b}"' for b in bare] and "I only eat vegan food." in bare
 
 
+# ------------------------------------------------------------------ extract-generalize
+CUED = [
+    {"role": "user", "content": "I'm planning a team event. Any ideas that skip those cheesy sci-fi escape rooms? "
+                                "I tend to avoid anything too fantastical."},
+    {"role": "assistant", "content": "A cooking class."},
+    {"role": "user", "content": "Great, my team has twelve people. I usually prefer mornings."},
+]
+
+
+def test_generalizer_keeps_the_sentences_and_generalizes_only_the_cued_ones():
+    from personalign.programs.extraction.baseline import SENTENCE_REASON
+    from personalign.programs.extraction.generalize import PreferenceGeneralizer, cued
+
+    lm = DummyLM([{"preference": "I dislike fantasy and sci-fi."}, {"preference": "none"}])
+    prog = STRATEGIES.create("extract-generalize")
+    assert isinstance(prog, PreferenceGeneralizer)
+    with dspy.context(lm=lm):
+        p = prog(conversation=CUED)
+    # 4 first-person sentences, 2 of them cued ("tend to avoid", "usually prefer"): one call each
+    assert p.n_candidates == 4 and p.n_cued == 2 and len(lm.history) == 2
+    assert prog.lm_calls_per_run({"conversation": CUED}) == 2
+    first = str(lm.history[0]["messages"])
+    assert "I tend to avoid anything too fantastical." in first and "cheesy sci-fi escape rooms" in first  # + its message
+    assert [a.attribute for a in p.generalized] == ["I dislike fantasy and sci-fi."]
+    assert p.generalized[0].evidence_turn_ids == [0] and p.dropped["none"] == 1
+    bare = [a.attribute for a in STRATEGIES.create("first-person-bare")(conversation=CUED).attributes]
+    assert [a.attribute for a in p.attributes] == bare + ["I dislike fantasy and sci-fi."]
+    assert all(a.reason == SENTENCE_REASON for a in p.attributes[:-1]) and p.attributes[-1].reason.startswith("generalized")
+    assert cued("I usually prefer mornings.") and not cued("My team has twelve people.")
+
+
+def test_generalizer_limits_drops_duplicates_and_needs_no_call_without_candidates():
+    from personalign.programs.extraction.generalize import PreferenceGeneralizer
+
+    # the LM copies the sentence: a duplicate of the kept sentence, not a second attribute
+    lm = DummyLM([{"preference": "I tend to avoid anything too fantastical."}])
+    with dspy.context(lm=lm):
+        p = PreferenceGeneralizer(max_sentences=1)(conversation=CUED)
+        assert len(lm.history) == 1 and p.dropped["over_limit"] == 1 and p.dropped["duplicate"] == 1
+        assert len(p.attributes) == 4
+        only = PreferenceGeneralizer(keep_sentences=False)
+        with dspy.context(lm=DummyLM([{"preference": "I dislike fantasy."}, {"preference": "I like mornings."}])):
+            assert [a.attribute for a in only(conversation=CUED).attributes] == ["I dislike fantasy.", "I like mornings."]
+        empty = PreferenceGeneralizer()(conversation=[{"role": "user", "content": "Hello there."}])
+    assert empty.attributes == [] and empty.note == "no first-person user sentences" and len(lm.history) == 1
+    with pytest.raises(ValueError, match="max_sentences"):
+        PreferenceGeneralizer(max_sentences=0)
+    with pytest.raises(DataError):
+        PreferenceGeneralizer()(conversation=[{"role": "robot", "content": "I usually like tea."}])
+
+
 @pytest.mark.slow
 def test_real_model_restates_the_hidden_preference(shared_data):
     """On the embedded default, per sentence: the restated attributes of the shortest val

@@ -12,6 +12,8 @@ Modules: :mod:`~personalign.programs.extraction.chunking` (turn-boundary chunks)
 :mod:`~personalign.programs.extraction.refine` (verify-and-refine loop),
 :mod:`~personalign.programs.extraction.restate` (the LLM restates first-person sentences, as
 "The user ..." or in the user's own voice),
+:mod:`~personalign.programs.extraction.generalize` (the user's sentences plus the LLM's general
+restatement of those that hint at a preference),
 :mod:`~personalign.programs.extraction.baseline` (LM-free first-person sentences, quoted or bare),
 :mod:`~personalign.programs.extraction.data` (PrefEval / canonical loaders),
 :mod:`~personalign.programs.extraction.metrics` (the recall metric).
@@ -57,6 +59,13 @@ STRATEGIES = Registry(
             "extract-own-voice",
             f"{_PKG}.restate:OwnVoiceRestater",
             "LLM restates each first-person user sentence in the user's own voice, 'I ...' (or none): one call per sentence",
+            uses_lm=True,
+            trainable=False,
+        ),
+        StrategyInfo(
+            "extract-generalize",
+            f"{_PKG}.generalize:PreferenceGeneralizer",
+            "the user's first-person sentences + the LLM's general restatement of each preference-cue sentence, 'I ...'",
             uses_lm=True,
             trainable=False,
         ),

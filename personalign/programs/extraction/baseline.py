@@ -19,6 +19,10 @@ import dspy
 
 from personalign.signatures.extraction import ExtractedAttribute
 
+SENTENCE_REASON = "first-person sentence"
+"""The ``reason`` of every attribute that is a user's sentence as written (also used by
+:mod:`~personalign.programs.extraction.generalize` to tell its sentences from its generalizations)."""
+
 _SENT = re.compile(r"(?<=[.!?])\s+")
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|im|my|me|mine|myself)\b", re.IGNORECASE)
 
@@ -63,7 +67,7 @@ class FirstPersonSentences(dspy.Module):
         from personalign.preprocess import normalize_turns
 
         turns = normalize_turns(conversation)
-        out = [ExtractedAttribute(attribute=self.wrapper.format(sent[:300]), reason="first-person sentence",
+        out = [ExtractedAttribute(attribute=self.wrapper.format(sent[:300]), reason=SENTENCE_REASON,
                                   confidence=0.5, evidence_turn_ids=[i]) for i, sent in first_person_sentences(turns)]
         if self.max_attributes is not None:
             out = out[: self.max_attributes]
@@ -78,4 +82,4 @@ class BareFirstPersonSentences(FirstPersonSentences):
     wrapper = "{}"
 
 
-__all__ = ["FirstPersonSentences", "BareFirstPersonSentences", "first_person_sentences"]
+__all__ = ["FirstPersonSentences", "BareFirstPersonSentences", "SENTENCE_REASON", "first_person_sentences"]

@@ -53,6 +53,16 @@ def is_none(text: str) -> bool:
     return " ".join(text.lower().split()).strip(" .'\"`*") in _NONE
 
 
+def call_config() -> dict:
+    """Per-call config of a one-sentence answer: ``{"max_tokens": OUTPUT_TOKENS}`` on an embedded
+    model (see :data:`OUTPUT_TOKENS`), nothing for a hosted one."""
+    from personalign.lm import is_local
+    from personalign.programs.common.budget import active_model
+
+    model = active_model()
+    return {"max_tokens": OUTPUT_TOKENS} if model and is_local(model) else {}
+
+
 class SentenceRestater(dspy.Module):
     """Restate each first-person user sentence as an attribute (module doc).
 
@@ -89,12 +99,7 @@ class SentenceRestater(dspy.Module):
         return min(self.max_sentences, len(first_person_sentences(normalize_turns(conversation or []))))
 
     def _call(self, sentence: str) -> str:
-        from personalign.lm import is_local
-        from personalign.programs.common.budget import active_model
-
-        model = active_model()
-        config = {"max_tokens": OUTPUT_TOKENS} if model and is_local(model) else {}
-        return str(self.restate(sentence=sentence, config=config).attribute or "")
+        return str(self.restate(sentence=sentence, config=call_config()).attribute or "")
 
     def forward(self, conversation) -> dspy.Prediction:
         from personalign.preprocess import normalize_turns
@@ -130,4 +135,4 @@ class OwnVoiceRestater(SentenceRestater):
     signature = OwnVoiceRestateSignature
 
 
-__all__ = ["SentenceRestater", "OwnVoiceRestater", "is_none", "MAX_SENTENCES", "OUTPUT_TOKENS"]
+__all__ = ["SentenceRestater", "OwnVoiceRestater", "call_config", "is_none", "MAX_SENTENCES", "OUTPUT_TOKENS"]
