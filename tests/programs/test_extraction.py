@@ -473,6 +473,28 @@ def test_generalizer_limits_drops_duplicates_and_needs_no_call_without_candidate
 
 
 @pytest.mark.slow
+def test_real_model_generalizes_the_cued_sentences(shared_data):
+    """On the embedded default: for the val conversations with the fewest cue sentences, the LM
+    writes in the user's voice, in English, and says something the bare sentences do not."""
+    import re
+
+    from personalign.lm import make_lm, use
+    from personalign.programs.extraction.data import load_extraction
+    from personalign.programs.extraction.generalize import PreferenceGeneralizer
+
+    val = [e for e in load_extraction(shared_data / "prefeval") if e.split == "val"]
+    prog = PreferenceGeneralizer()
+    val = sorted((e for e in val if prog.lm_calls_per_run(e) >= 1), key=prog.lm_calls_per_run)[:2]
+    with use(make_lm("local/qwen2.5-coder-1.5b-instruct")):
+        preds = [prog(conversation=e.conversation) for e in val]
+    general = [a.attribute for p in preds for a in p.generalized]
+    assert general, preds
+    assert all(g.startswith("I") and not re.search(r"[\u4e00-\u9fff]", g) for g in general), general
+    bare = {a.attribute.lower() for e in val for a in STRATEGIES.create("first-person-bare")(conversation=e.conversation).attributes}
+    assert any(g.lower() not in bare for g in general), general  # not only copies of the user's sentences
+
+
+@pytest.mark.slow
 def test_real_model_restates_the_hidden_preference(shared_data):
     """On the embedded default, per sentence: the restated attributes of the shortest val
     conversations recover its gold preference at least as often as the quoted sentences do."""
