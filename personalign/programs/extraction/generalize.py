@@ -12,9 +12,9 @@ sentence implies, stated in general terms by the LM.
 3. The candidates that carry a preference cue (:data:`PREFERENCE_CUE`: "prefer", "avoid",
    "usually", "tend to", "dislike", "as someone who", ...), at most ``max_sentences`` (10), each
    get one ``dspy.Predict(GeneralizeSignature)`` call that sees the sentence and its whole user
-   message and returns the lasting preference in general terms, in the user's voice ("I dislike
-   fantasy and sci-fi." from "I tend to avoid anything too fantastical." in a message about
-   "cheesy sci-fi themed escape rooms").
+   message and returns the lasting preference in general terms, in the user's voice (on a train
+   conversation whose gold is "I prefer not to live in places with a high cost of living", the
+   1.5B wrote "I prefer living in low-cost areas."; often it only restates the sentence).
 4. Blank and ``none`` answers are dropped (``dropped["none"]``), exact duplicates too; the rest
    become :class:`~personalign.signatures.extraction.ExtractedAttribute` with the sentence's turn
    as evidence, reason ``generalized from "<sentence>"`` and confidence 0.5.
