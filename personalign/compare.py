@@ -128,7 +128,7 @@ def compare_stage(
     from personalign.evaluation import evaluate_stage, paired_comparison
     from personalign.lm import default_model, make_lm
     from personalign.objectives import objective_name, objective_score, objective_spec
-    from personalign.programs.stages import get_stage
+    from personalign.programs.stages import get_stage, splits_present
     from personalign.tracking_native import (link_traces, lm_traces, log_dataset, log_predictions, log_summary,
                                              register_prompt, run_name)
 
@@ -145,15 +145,15 @@ def compare_stage(
     model = lm or default_model()
     examples = st.load(data)
     evalset = [ex for ex in examples if getattr(ex, "split", None) == split]
-    available = sorted({str(getattr(ex, "split", None)) for ex in examples})
+    available = splits_present(examples)
     if not evalset:
-        raise DataError(data, None, "split", f"no examples in split '{split}' (splits present: {', '.join(available)})")
+        raise DataError(data, None, "split", f"no examples in split '{split}' (splits present: {available})")
     evalset = st.limit(evalset, limit, seed)
     trainset = [ex for ex in examples if getattr(ex, "split", None) == train_split]
     needs_train = [n for (b, o), n in zip(specs, names) if o or registry.info(b).trainable]
     if needs_train and not trainset:
         raise DataError(data, None, "split", f"{', '.join(needs_train)} need a '{train_split}' split to compile on "
-                        f"(splits present: {', '.join(available)})")
+                        f"(splits present: {available})")
     if any(registry.info(b).trainable for b, _ in specs):
         st.check_fittable(trainset, data, train_split)
     uses_lm = any(registry.info(n).uses_lm for n, _ in specs)

@@ -96,7 +96,7 @@ def stages(json_out: JsonOpt = False) -> None:
 @app.command()
 def compare(
     stage: StageArg,
-    data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL (relevance: recenter format or personalign canonical)."),
+    data: Path = typer.Option(..., "--data", help="The stage's labelled data: canonical JSONL (relevance also reads the recenter format); the stages built on PrefEval also read its folder, e.g. ../shared/data/prefeval."),
     split: str = typer.Option("val", "--split", help="Split to evaluate on."),
     train_split: str = typer.Option("train", "--train-split", help="Split trainable strategies are fitted on."),
     strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategies (default: the stage's); NAME@OPTIMIZER compiles an LLM strategy with a teleprompter, e.g. zero-shot@bootstrap."),

@@ -162,8 +162,8 @@ class Stage:
             return examples
         chosen = [ex for ex in examples if split_of(ex) == split]
         if not chosen:
-            present = ", ".join(sorted({str(split_of(ex)) for ex in examples})) or "none"
-            raise DataError(path, None, "split", f"no examples in split '{split}' (splits present: {present})")
+            raise DataError(path, None, "split",
+                            f"no examples in split '{split}' (splits present: {splits_present(examples)})")
         return chosen
 
     def check_fittable(self, examples: list, path: str | Path, split: str) -> None:
@@ -264,6 +264,14 @@ def split_of(example) -> str | None:
     if value is None and hasattr(example, "get"):
         value = example.get("split")
     return None if value is None else str(value)
+
+
+def splits_present(examples) -> str:
+    """The splits of ``examples`` for an error message: sorted names, comma-separated; rows without
+    a split show as ``(no 'split' field)``, an empty list as ``none``."""
+    names = {split_of(ex) for ex in examples}
+    shown = sorted(n for n in names if n is not None) + (["(no 'split' field)"] if None in names else [])
+    return ", ".join(shown) or "none"
 
 
 def all_stages() -> dict[str, Stage]:

@@ -50,10 +50,10 @@ def load_splits(stage, data: Path, split: str, train_split: str, limit: int | No
         DataError: an empty evaluation or train split; a trainable strategy that cannot fit.
     """
     from personalign.data.digest import file_sha256
-    from personalign.programs.stages import split_of
+    from personalign.programs.stages import split_of, splits_present
 
     examples = stage.load(data)
-    present = sorted({str(split_of(ex)) for ex in examples})
+    present = splits_present(examples)
     evalset = [ex for ex in examples if split_of(ex) == split]
     trainset = [ex for ex in examples if split_of(ex) == train_split]
     if split == "dev" and not evalset:
@@ -62,10 +62,10 @@ def load_splits(stage, data: Path, split: str, train_split: str, limit: int | No
         trainset, evalset = dev_split(trainset, 0, stage.group_key)
         evalset = evalset or []
     if not evalset:
-        raise DataError(data, None, "split", f"no examples in split '{split}' (splits present: {', '.join(present)})")
+        raise DataError(data, None, "split", f"no examples in split '{split}' (splits present: {present})")
     if not trainset:
         raise DataError(data, None, "split", f"sweeps compile on the '{train_split}' split, which has no examples "
-                                             f"(splits present: {', '.join(present)})")
+                                             f"(splits present: {present})")
     if any(stage.registry.info(s).trainable for s in strategies):
         stage.check_fittable(trainset, data, train_split)
     # --limit: a sample stratified over the stage's groups, seed 0 (every worker and resume sees the same rows)

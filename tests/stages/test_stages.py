@@ -184,3 +184,19 @@ def test_an_explicit_fit_on_verification_is_the_strategy_s_own_fit(shared_data):
     explicit, _ = compile_program(stage, "minilm-maxsim", "learned-selector-fit", rows, seed=0)
     default, _ = compile_program(stage, "minilm-maxsim", None, rows, seed=0)
     assert explicit.threshold == pytest.approx(default.threshold)
+
+
+def test_a_missing_split_names_the_rows_without_one(tmp_path):
+    """Rows with no ``split`` field show as such in the error, not as the string 'None'."""
+    import json
+
+    from personalign.errors import DataError
+    from personalign.programs.stages import get_stage, splits_present
+
+    rows = [{"id": f"c{i}", "conversation": [{"role": "user", "content": "I usually prefer tea."}],
+             "gold_attributes": ["I prefer tea."], **({"split": "train"} if i else {})} for i in range(2)]
+    path = tmp_path / "nosplit.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError, match=r"splits present: train, \(no 'split' field\)"):
+        get_stage("extraction").load(path, "val")
+    assert splits_present([]) == "none"
