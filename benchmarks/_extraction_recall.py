@@ -145,9 +145,12 @@ def extraction_section(val_all, convs, lm, n_boot, seed, extractors=("extract", 
         outputs[name] = o
         rows.append({**_recall_row(name, convs, o.predictions, n_boot=n_boot, seed=seed, lm_calls=o.lm_calls,
                                    seconds=o.seconds, failures=o.failures, verifier=verifier), **(extra or {})})
-        if name == "extract-generalize":  # the LM's part alone: is the generalizing call worth anything by itself?
+        if name == "extract-generalize":  # the LM's part by itself: is the generalizing call worth anything alone?
+            # read from the returned attributes, so a generalization that copies a kept sentence (dropped there as
+            # a duplicate) is not in this row: it measures the LM's *new* sentences
             general = [[a for a in (p or []) if a.reason != SENTENCE_REASON] for p in o.predictions]
-            rows.append(_recall_row("extract-generalize, generalizations only (same LM outputs)", convs, general,
+            rows.append(_recall_row("extract-generalize, generalizations not copying a sentence (same LM outputs)",
+                                    convs, general,
                                     n_boot=n_boot, seed=seed, lm_calls=0, seconds=o.seconds, failures=o.failures,
                                     verifier=verifier))
         if name == "extract":

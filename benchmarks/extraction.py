@@ -19,8 +19,8 @@ Sections of the output:
   stratified by topic, :meth:`personalign.programs.stages.Stage.limit`): the LLM extractor (default
   settings: confidence >= 0.4), the same LLM outputs merged (no extra calls), the LLM extractor
   without the confidence and evidence filters (diagnostic: what the model proposes; leave it out
-  with ``--extractors extract``; with ``extract-generalize``, also its generalizations alone from
-  the same LM outputs), and two LM-free controls, each on the same sample and on all of
+  with ``--extractors extract``; with ``extract-generalize``, also its generalizations that do not
+  copy a user's sentence, from the same LM outputs), and two LM-free controls, each on the same sample and on all of
   val: the first-person baseline and ``first-person-bare`` (the same sentences without the
   ``The user said`` wrapper: how much recall the user's own voice earns). Per strategy: recall with
   CI, recall at 0.5 / 0.7, attributes per conversation, the share of its attributes the learned
