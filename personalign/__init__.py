@@ -6,8 +6,10 @@ sets offline defaults and nothing else; heavy libraries load when first used.
 """
 
 from personalign._env import apply_offline_defaults
+from personalign._versions import check_versions
 
 apply_offline_defaults()
+check_versions()  # one line and exit 2 on an untested dspy/optuna/mlflow/litellm release
 
 __version__ = "0.1.0"
 
