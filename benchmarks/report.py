@@ -203,8 +203,13 @@ def render_record(rec: RunRecord) -> str:
         model += f", sha256 `{rec.model.sha256[:12]}…`"
     data = "–" if rec.data is None else f"`{rec.data.path}`, sha256 `{rec.data.sha256[:12]}…`"
     res = rec.resampling
-    resampling = "– (no interval)" if res is None else (
-        f"{res.unit}, {res.n_clusters} top-level clusters, {res.n_boot} resamples")
+    if res is None:
+        resampling = "– (no interval)"
+    elif res.unit == "item":
+        resampling = (f"single items ({res.n_clusters}), {res.n_boot} resamples: too narrow when items are "
+                      "correlated within a group")
+    else:
+        resampling = f"{res.unit}, {res.n_clusters} top-level clusters, {res.n_boot} resamples"
     v = rec.versions
     versions = (f"personalign {v.personalign}, dspy {v.dspy}, optuna {v.optuna}, mlflow {v.mlflow}, "
                 f"litellm {v.litellm}, llama-cpp-python {v.llama_cpp_python}")
