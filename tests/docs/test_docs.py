@@ -79,3 +79,19 @@ def test_stage_guide_lists_exactly_the_registered_strategies(stage):
     listed = re.findall(r"^\| `([^`]+)` \|", table.group(0), flags=re.M)
     registered = list(get_stage(stage).registry)
     assert sorted(listed) == sorted(registered), f"docs/{GUIDES[stage]}: lists {listed}, registry has {registered}"
+
+
+def test_readme_links_resolve():
+    """Every relative link of the README names a file of the repository (pages of other branches
+    excepted until they are merged) and, for docs/results.md#NAME, a record's section."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)\s]+)\)", readme):
+        if re.match(r"^[a-z]+://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        if Path(path).name in PAGES_FROM_OTHER_BRANCHES and not (ROOT / path).exists():
+            continue
+        assert (ROOT / path).exists(), f"README.md links {target}: no such file"
+        if anchor:
+            text = (ROOT / path).read_text(encoding="utf-8")
+            assert re.search(rf"(?m)^#+ {re.escape(anchor)}$", text), f"README.md links {target}: no such section"
