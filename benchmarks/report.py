@@ -11,7 +11,8 @@ unit, the stage, and the figures, each with a unique ``key``, a ``value`` and it
 ``docs/results.md`` is generated, never typed by hand: ``tests/test_results_docs.py`` fails when
 a figure on the page differs from its JSON, and when a record is stale in a way it records itself
 (:func:`stale`): its stage or a strategy no longer exists in the registry, its model is not a
-known model, or an embedded model's sha256 is not the one personalign pins.
+known model, an embedded model's sha256 is not the one personalign pins, or its data file has
+changed.
 
 Bad input (invalid JSON, a missing or mistyped key, a duplicate figure key, a name that does not
 match its file) is one line on stderr naming the file and the key, exit 2, and nothing written.
@@ -247,7 +248,8 @@ def stale(rec: RunRecord) -> list[str]:
     Checks: the stage exists (:func:`personalign.programs.stages.get_stage`); every figure's
     strategy, ``NAME`` or ``NAME@OPTIMIZER``, is in the stage's registry and
     ``personalign.optimizers.OPTIMIZERS``; a ``local/...`` model is an embedded model and, when its
-    GGUF has a pinned sha256, the recorded one equals it. Hosted model strings are not checked.
+    GGUF has a pinned sha256, the recorded one equals it; the data file (a path relative to the
+    project root), when present, still has the recorded sha256. Hosted model strings are not checked.
     """
     from personalign.errors import ConfigurationError
     from personalign.lm import MODELS, is_local
@@ -280,6 +282,12 @@ def stale(rec: RunRecord) -> list[str]:
             pinned = getattr(spec.split, "sha256", None) if spec.split is not None else None
             if pinned and rec.model.sha256 != pinned:
                 problems.append(f"model {name!r}: recorded sha256 {rec.model.sha256} is not the pinned {pinned}")
+    if rec.data is not None:
+        from personalign.data.digest import file_sha256
+
+        path = Path(rec.data.path) if Path(rec.data.path).is_absolute() else ROOT / rec.data.path
+        if path.exists() and file_sha256(path) != rec.data.sha256:  # absent data (no shared/): not checkable
+            problems.append(f"data {rec.data.path} has changed since the run (sha256 differs)")
     return [f"{rec.name}: {p}" for p in problems]
 
 

@@ -99,6 +99,17 @@ def test_stale_when_the_model_is_unknown_or_its_sha_differs():
     assert report.stale(_record(model={"name": "openai/gpt-4o-mini", "sha256": None})) == []
 
 
+def test_stale_when_the_data_changed(tmp_path):
+    data = tmp_path / "labels.jsonl"
+    data.write_text('{"id": "a"}\n')
+    from personalign.data.digest import file_sha256
+
+    rec = _record(data={"path": str(data), "sha256": file_sha256(data)})
+    assert report.stale(rec) == []
+    data.write_text('{"id": "b"}\n')
+    assert any("has changed since the run" in p for p in report.stale(rec))
+
+
 # -- bad records: one line, exit 2, nothing written --------------------------------------------------------
 
 def _good() -> dict:
