@@ -175,16 +175,25 @@ def load_records(results_dir: Path = RESULTS_DIR) -> list[RunRecord]:
     return [load_record(p) for p in sorted(Path(results_dir).glob("*.json"))]
 
 
-def fmt(value: float | None) -> str:
-    """A figure as printed on the page: 3 decimals, a true minus sign for negatives."""
+def fmt(value: float | None, *, signed: bool = False) -> str:
+    """A figure as printed on the page: 3 decimals, a true minus sign, ``+`` when ``signed``."""
     if value is None:
         return "–"
-    text = f"{value:.3f}"
-    return text.replace("-", "−") if value < 0 else text
+    text = f"{value:+.3f}" if signed else f"{value:.3f}"
+    return text.replace("-", "−")
 
 
-def fmt_ci(ci: list[float] | None) -> str:
-    return "–" if ci is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+def signed(fig: Figure) -> bool:
+    """Differences print their sign."""
+    return "difference" in fig.metric
+
+
+def fmt_value(fig: Figure) -> str:
+    return fmt(fig.value, signed=signed(fig))
+
+
+def fmt_ci(ci: list[float] | None, *, signed: bool = False) -> str:
+    return "–" if ci is None else f"[{fmt(ci[0], signed=signed)}, {fmt(ci[1], signed=signed)}]"
 
 
 def _cell(text: str | None) -> str:
@@ -194,8 +203,8 @@ def _cell(text: str | None) -> str:
 def figure_row(fig: Figure) -> str:
     """One table row; its first cell is the figure's key, which the tests look rows up by."""
     strategy = f"`{fig.strategy}`" if fig.strategy else "–"
-    return (f"| `{fig.key}` | {_cell(fig.label)} | {strategy} | {_cell(fig.metric)} | **{fmt(fig.value)}** | "
-            f"{fmt_ci(fig.ci)} | {'–' if fig.n is None else fig.n} | {_cell(fig.note)} |")
+    return (f"| `{fig.key}` | {_cell(fig.label)} | {strategy} | {_cell(fig.metric)} | **{fmt_value(fig)}** | "
+            f"{fmt_ci(fig.ci, signed=signed(fig))} | {'–' if fig.n is None else fig.n} | {_cell(fig.note)} |")
 
 
 def render_record(rec: RunRecord) -> str:

@@ -48,9 +48,9 @@ def test_every_figure_on_the_page_equals_its_json(rec):
         assert fig.key in rows, f"docs/results.md has no row for {rec.name}:{fig.key}; run python benchmarks/report.py"
         cells = rows[fig.key]
         value, ci = cells[3].strip("*"), cells[4]
-        assert value == report.fmt(fig.value), (
-            f"docs/results.md says {fig.key} = {value}; {rec.name}.json says {report.fmt(fig.value)}")
-        assert ci == report.fmt_ci(fig.ci), f"docs/results.md says {fig.key} CI {ci}; the JSON says {report.fmt_ci(fig.ci)}"
+        want, want_ci = report.fmt_value(fig), report.fmt_ci(fig.ci, signed=report.signed(fig))
+        assert value == want, f"docs/results.md says {fig.key} = {value}; {rec.name}.json says {want}"
+        assert ci == want_ci, f"docs/results.md says {fig.key} CI {ci}; {rec.name}.json says {want_ci}"
 
 
 def test_page_is_exactly_the_rendering_of_the_records():
@@ -157,7 +157,7 @@ def test_bad_record_is_one_line_exit_2_nothing_written(tmp_path, case, stem, tex
 def test_check_fails_when_a_figure_on_the_page_was_edited(tmp_path):
     page = tmp_path / "results.md"
     fig = RECORDS[0].figures[0]
-    page.write_text(PAGE.replace(f"| **{report.fmt(fig.value)}** |", "| **0.999** |", 1))
+    page.write_text(PAGE.replace(f"| **{report.fmt_value(fig)}** |", "| **0.999** |", 1))
     assert page.read_text() != PAGE
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "report.py"), "--check", "--out", str(page)],
                           capture_output=True, text=True, timeout=120)
@@ -171,7 +171,7 @@ def test_check_fails_when_a_figure_on_the_page_was_edited(tmp_path):
 # -- the README quotes only figures of the records it links -------------------------------------------------
 
 LINK = re.compile(r"results\.md#([a-z0-9-]+)")
-NUMBER = re.compile(r"(?<![\w.])[−-]?\d+\.\d+")
+NUMBER = re.compile(r"(?<![\w.])[−+-]?\d+\.\d+")
 
 
 def test_readme_figures_come_from_the_records_they_link():
@@ -182,8 +182,8 @@ def test_readme_figures_come_from_the_records_they_link():
         for name in LINK.findall(line):
             assert name in by_name, f"README.md:{i} links results.md#{name}, which is no record"
             rec = by_name[name]
-            printed = {report.fmt(f.value) for f in rec.figures} | {
-                report.fmt(c) for f in rec.figures if f.ci for c in f.ci}
+            printed = {report.fmt(v, signed=sg) for f in rec.figures for sg in (False, True)
+                       for v in [f.value, *(f.ci or [])]}
             for number in NUMBER.findall(line):
                 assert number.replace("-", "−") in printed, f"README.md:{i}: {number} is not a figure of {name}.json"
             linked += 1
