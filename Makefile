@@ -21,9 +21,10 @@ LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_B
 
 setup: $(STAMP)
 
+# Every install goes through constraints.txt (the tested versions); changing it or pyproject.toml re-installs.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip wheel setuptools
+	$(BIN)/python -m pip install --quiet --upgrade -c constraints.txt pip wheel setuptools
 	$(BIN)/python -m pip install --quiet $(TORCH_INDEX) "$(TORCH_SPEC)"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 	  $(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,docs]"
