@@ -99,11 +99,10 @@ def _describe(value: Any) -> str:
     """A short, secret-free description of a refused value (never a header or a key's value)."""
     if isinstance(value, dict):
         model = value.get("model")
-        shown = f"model '{model}'" if isinstance(model, str) else "keys " + ", ".join(sorted(map(str, value))[:6])
-        return f"an object ({shown})"
+        return f"an object (model '{model}')" if isinstance(model, str) else f"an object of {len(value)} key(s)"
     if isinstance(value, list):
         return f"a list of {len(value)}"
-    return f"{type(value).__name__} {str(value)[:40]!r}"
+    return f"a {type(value).__name__}"
 
 
 def _refuse(path: Path, key: str, value: Any) -> DataError:

@@ -127,7 +127,8 @@ def test_the_attack_is_real_in_plain_dspy(tmp_path, server, monkeypatch):
     except Exception:  # noqa: BLE001 -- the answer's shape does not matter: the request was sent
         pass
     assert len(server.requests) >= 1
-    assert server.requests[0]["headers"].get("X-Exfil") == "1"
+    headers = {k.lower(): v for k, v in server.requests[0]["headers"].items()}
+    assert headers.get("x-exfil") == "1" and headers.get("authorization") == "Bearer sk-test-secret"
 
 
 ATTACKS = [
