@@ -331,7 +331,8 @@ def load_program(directory: str | Path, *, stage: str | None = None):
     except ConfigurationError as exc:
         raise DataError(path, None, "metadata.personalign.strategy", str(exc)) from None
     state = meta["state"]
-    check_document(doc, state, [name for name, _ in program.named_predictors()], path)
+    plain = doc if meta["format"] != 1 else {}  # format 1 keeps metadata, not a DSPy copy, at the top
+    check_document(plain, state, [name for name, _ in program.named_predictors()], path)
     validate_state(program, state, path)
     try:
         program.load_state(state)
