@@ -159,7 +159,7 @@ def eval_(
     program: Path = typer.Option(..., "--program", help="A saved program directory (from `compile`)."),
     data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL."),
     split: str = typer.Option("val", "--split", help="Split to evaluate on."),
-    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own.", callback=lm_option),
+    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own when it is an embedded local/ model (a saved program never chooses a remote one), else the default.", callback=lm_option),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     n_boot: NBootOpt = 1000,
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help=LIMIT_HELP),

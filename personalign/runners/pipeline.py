@@ -228,7 +228,6 @@ def run_pipeline(data: str | os.PathLike, *, split: str | None = "val", limit: i
     """
     import numpy as np
 
-    from personalign.errors import ConfigurationError
     from personalign.evaluation import run_program
     from personalign.metrics import mcnemar_exact
     from personalign.programs.stages import get_stage
