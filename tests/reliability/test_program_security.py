@@ -234,3 +234,18 @@ def test_an_untouched_program_still_loads_and_round_trips(tmp_path):
     program, meta = load_program(prog)
     assert meta["lm"] == TINY and meta["stage_ref"] is None
     assert all(p.lm is None for _, p in program.named_predictors())
+
+
+@pytest.mark.slow
+def test_clean_program_runs_on_the_callers_local_model_and_sends_nothing(tmp_path, server):
+    """End to end on the tiny embedded model: with OPENAI_* pointing at the fake server, a clean program
+    evaluates with the caller's --lm, the report names it, and the server receives zero requests."""
+    prog = _zero_shot(tmp_path)
+    env = cli_env(tmp_path / "runs", OPENAI_API_KEY="sk-test-secret", OPENAI_API_BASE=server.url)
+    proc = subprocess.run([sys.executable, "-m", "personalign", "eval", "relevance", "--program", str(prog),
+                           "--data", str(DEMO), "--lm", TINY, "--limit", "4", "--n-boot", "20", "--no-track",
+                           "--json"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["lm"] == TINY and out["lm_calls"] > 0
+    assert server.requests == []
