@@ -265,7 +265,7 @@ def run_case(name: str, build) -> dict:
         argv, extra_env, prefix = ((built["argv"], built.get("env", {}), built.get("prefix", ()))
                                    if isinstance(built, dict) else (built, {}, ()))
         before = _snapshot(d)
-        env = dict(os.environ, PERSONALIGN_RUNS_DIR=str(d / "runs"), PYTHONPATH=str(ROOT), **extra_env)
+        env = {**os.environ, "PERSONALIGN_RUNS_DIR": str(d / "runs"), "PYTHONPATH": str(ROOT), **extra_env}
         env.pop("PERSONALIGN_CACHE_DIR", None)
         env.pop("DSPY_CACHEDIR", None)
         t0 = time.perf_counter()
