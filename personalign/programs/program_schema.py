@@ -77,7 +77,9 @@ class ProgramMetadata(BaseModel):
     ``lm`` and ``compile``/``metrics`` are records of how the program was made; ``lm`` is a default
     only when it names an embedded model (:func:`choose_model`). ``stage_ref`` names the stage a
     program was compiled for when that stage is not built in (a file or ``module:attr``): such a
-    program loads only when the caller passes that same stage."""
+    program loads only when the caller passes that same reference as its stage (a built-in stage
+    name is not enough: the program was compiled against the referenced code, which loading never
+    imports)."""
 
     model_config = ConfigDict(extra="forbid")
     format: int = FORMAT

@@ -320,9 +320,9 @@ def load_program(directory: str | Path, *, stage: str | None = None):
     from personalign.programs.stages import get_stage
 
     path, doc, meta = _read_document(directory)
-    if meta.get("stage_ref") and stage not in (meta["stage_ref"], meta["stage"]):
+    if meta.get("stage_ref") and stage != meta["stage_ref"]:
         raise ConfigurationError(f"{path} was compiled for the stage {meta['stage_ref']}, which is not built in; "
-                                 "a saved program never loads code: pass that stage explicitly")
+                                 "a saved program never loads code: pass that same stage reference")
     if stage is not None and meta["stage"] != stage and stage != meta.get("stage_ref"):
         raise ConfigurationError(f"{path} is a saved {meta['stage']} program, not a {stage} program")
     registry = get_stage(meta["stage"]).registry

@@ -216,8 +216,9 @@ def test_metadata_schema_forbids_unknown_fields(tmp_path, mutate, key):
 def test_stage_ref_loads_only_when_the_caller_passes_that_stage(tmp_path):
     prog = _edit(_zero_shot(tmp_path),
                  lambda d: d["metadata"]["personalign"].__setitem__("stage_ref", "my_stages.py:STAGE"))
-    with pytest.raises(ConfigurationError, match="my_stages.py:STAGE"):
-        load_program(prog)
+    for stage in (None, "relevance"):  # not passed, or only the built-in name: refused, nothing imported
+        with pytest.raises(ConfigurationError, match="my_stages.py:STAGE"):
+            load_program(prog, stage=stage)
     program, meta = load_program(prog, stage="my_stages.py:STAGE")  # the caller named it: loads
     assert meta["stage_ref"] == "my_stages.py:STAGE"
 
