@@ -194,10 +194,19 @@ def judge_agreement(ratings: Path, strategies: str = typer.Option("pairwise,sing
 
     params = dict(ratings=str(ratings), strategies=strategies, split=split, limit=limit, lm=lm, seed=seed,
                   n_boot=n_boot)
+
+    def validate():  # the ratings and every strategy name, before the cache or the store is touched
+        from personalign.programs.stages import get_stage
+
+        stage = get_stage("judge")
+        for name in _split(strategies):
+            stage.registry.info(name)
+        stage.load(ratings, split=split)
+
     _emit("judge-agreement", lambda: run_judge_agreement(ratings, strategies=_split(strategies), split=split,
                                                          limit=limit, lm=lm, n_boot=n_boot, seed=seed, progress=True),
           params=params, data=ratings, lm=lm, uses_lm=lambda: _uses_lm("judge", strategies), cache_dir=cache_dir,
-          no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track)
+          no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track, validate=validate)
 
 
 @app.command("sft-export")
