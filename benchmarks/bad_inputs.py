@@ -242,6 +242,9 @@ def cases() -> list[tuple[str, object]]:
         ("run judge-agreement huge int", lambda d: ["run", "judge-agreement", _write(d, "r.jsonl", huge)]),
         ("run empty lm", lambda d: ["run", "prefeval-mcq", demo, "--lm", ""]),
     ]
+    from bad_inputs_door import door_cases  # issue 28 part A: programs, environment, I/O, ui, pipeline
+
+    out += door_cases(demo, _one_class)
     if not ROOT_USER:  # root reads any file whatever its mode
         def unreadable(d):
             p = Path(_write(d, "u.jsonl", DEMO.read_text()))
@@ -258,14 +261,16 @@ def _snapshot(d: Path) -> set[str]:
 def run_case(name: str, build) -> dict:
     with tempfile.TemporaryDirectory(prefix="badin-") as tmp:
         d = Path(tmp)
-        argv = build(d)
+        built = build(d)  # an argv, or {"argv", "env", "prefix"} (bad_inputs_door.py)
+        argv, extra_env, prefix = ((built["argv"], built.get("env", {}), built.get("prefix", ()))
+                                   if isinstance(built, dict) else (built, {}, ()))
         before = _snapshot(d)
-        env = dict(os.environ, PERSONALIGN_RUNS_DIR=str(d / "runs"), PYTHONPATH=str(ROOT))
+        env = {**os.environ, "PERSONALIGN_RUNS_DIR": str(d / "runs"), "PYTHONPATH": str(ROOT), **extra_env}
         env.pop("PERSONALIGN_CACHE_DIR", None)
         env.pop("DSPY_CACHEDIR", None)
         t0 = time.perf_counter()
         try:
-            proc = subprocess.run([sys.executable, "-m", "personalign", *argv], capture_output=True, text=True,
+            proc = subprocess.run([*prefix, sys.executable, "-m", "personalign", *argv], capture_output=True, text=True,
                                   cwd=d, env=env, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             return {"name": name, "outcome": "hang", "seconds": TIMEOUT}

@@ -28,8 +28,11 @@ def load_program(path, *, stage: str | None = None, with_metadata: bool = False)
 
     Raises:
         personalign.errors.DataError: a missing, malformed or tampered ``program.json`` or weights
-            file (the message names the file and the key).
-        personalign.errors.ConfigurationError: a program of another stage; an unknown strategy.
+            file (the message names the file and the key); a file that carries an LM, client
+            configuration, headers or callbacks, or any key outside its schema
+            (:mod:`personalign.programs.program_schema`): loading never restores them.
+        personalign.errors.ConfigurationError: a program of another stage; an unknown strategy; a
+            program compiled for a non-built-in stage (``stage_ref``) the caller did not pass.
 
     The ``program.json`` itself also loads with plain DSPy into the module an LLM strategy wraps:
     ``dspy.Predict(Signature).load(path)`` (relevance ``zero-shot``, ``criteria``) or

@@ -90,6 +90,19 @@ def load_program(directory: str | Path):
     return _load(directory, stage="relevance")
 
 
+def check_attributes(attributes: Sequence[str]) -> list[str]:
+    """The attributes, each non-blank (an empty attribute would be scored as if it were one).
+
+    Raises:
+        ConfigurationError: names the 1-based position and the value of the first blank one.
+    """
+    attrs = list(attributes)
+    for i, a in enumerate(attrs, 1):
+        if not isinstance(a, str) or not a.strip():
+            raise ConfigurationError(f"attribute {i} ({a!r}) is empty; every --attribute must hold text")
+    return attrs
+
+
 def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy: str | None = None,
                       program=None, lm: str | None = None, data: str | Path | None = None,
                       seed: int = 0, split: str | None = None) -> list[dict[str, Any]]:
@@ -118,16 +131,20 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
 
     from personalign.programs.relevance import DEFAULT_PREDICT_STRATEGY, STRATEGIES
 
-    attrs = [attributes] if isinstance(attributes, str) else list(attributes)
+    attrs = check_attributes([attributes] if isinstance(attributes, str) else attributes)
     if not attrs:
         return []
     if not prompt or not prompt.strip():
         raise ConfigurationError("the prompt is empty")
     model_string = lm
     if program is not None and not isinstance(program, dspy.Module):
+        from personalign.programs.program_schema import choose_model
+
+        where = program
         program, meta = load_program(program)
-        model_string = model_string or meta.get("lm")
         name = meta["strategy"]
+        if STRATEGIES.info(name).uses_lm:
+            model_string = choose_model(meta, model_string, where)
     elif program is None:
         name = strategy or DEFAULT_PREDICT_STRATEGY
     else:
@@ -162,4 +179,4 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
     return out
 
 
-__all__ = ["compile_strategy", "default_training_data", "load_program", "predict_relevance", "save_program"]
+__all__ = ["check_attributes", "compile_strategy", "default_training_data", "load_program", "predict_relevance", "save_program"]

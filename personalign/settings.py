@@ -1,29 +1,177 @@
-"""Where outputs go. All paths are resolved once per call from the environment.
+"""Every ``PERSONALIGN_*`` environment setting, validated once (pydantic-settings), and where outputs go.
 
 ``PERSONALIGN_RUNS_DIR`` (default ``./runs``) holds every output: the MLflow store
 (``mlflow.db``), Optuna storage, saved programs, the DSPy cache (``cache/``, or
-``PERSONALIGN_CACHE_DIR``) and the assembled Gemma model file (``models/``).
+``PERSONALIGN_CACHE_DIR``) and the assembled model files (``models/``, or
+``PERSONALIGN_MODELS_DIR``).
+
+:func:`env_settings` reads the environment into :class:`EnvSettings` (cached per environment
+snapshot, so a changed variable is read again); :func:`check_environment` is what the CLI runs
+before any command: every bad value is a one-line :class:`~personalign.errors.ConfigurationError`
+naming the variable and the value (exit 2). A new setting is one field of :class:`EnvSettings`
+(with its bounds) and, if it is a path, one entry of :data:`PATH_SETTINGS`.
 """
 
 from __future__ import annotations
 
 import os
+import stat
+from functools import lru_cache
 from pathlib import Path
+from typing import Annotated, Optional
+
+from personalign.errors import ConfigurationError
+
+PREFIX = "PERSONALIGN_"
+GGUF_PREFIX = PREFIX + "GGUF_"  # PERSONALIGN_GGUF_<MODEL>: another copy of an embedded model's file
+N_CTX_MIN, N_CTX_MAX = 512, 32768  # >= a prompt, a demo and an answer; <= the embedded models' trained context
+THREADS_MAX = 1024
+SEED_MAX = 2**32 - 1  # llama.cpp seeds are uint32
+MAX_TRACES_MAX = 1_000_000
+
+
+@lru_cache(maxsize=1)
+def _model_class():
+    """The pydantic-settings model (built on first use: importing this module stays stdlib-only)."""
+    from pydantic import Field, field_validator
+    from pydantic_settings import BaseSettings, SettingsConfigDict
+
+    class EnvSettings(BaseSettings):
+        """The ``PERSONALIGN_*`` variables, each with its type and bounds (None = not set)."""
+
+        model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore", case_sensitive=True,
+                                          validate_default=True)
+        RUNS_DIR: Path = Path("runs")
+        CACHE_DIR: Optional[Path] = None
+        MODELS_DIR: Optional[Path] = None
+        N_CTX: Optional[Annotated[int, Field(ge=N_CTX_MIN, le=N_CTX_MAX)]] = None
+        THREADS: Optional[Annotated[int, Field(ge=1, le=THREADS_MAX)]] = None
+        SEED: Optional[Annotated[int, Field(ge=0, le=SEED_MAX)]] = None
+        MAX_TRACES: Optional[Annotated[int, Field(ge=0, le=MAX_TRACES_MAX)]] = None
+        KV_REUSE: Optional[bool] = None
+        LM: Optional[str] = None
+
+        @field_validator("*", mode="before")
+        @classmethod
+        def _blank_is_unset(cls, value, info):
+            if isinstance(value, str) and not value.strip():
+                return None if info.field_name != "RUNS_DIR" else "runs"
+            return value.strip() if isinstance(value, str) else value
+
+    return EnvSettings
+
+
+# what each setting must be, in words, for the error line
+EXPECTED = {
+    "N_CTX": f"an integer from {N_CTX_MIN} to {N_CTX_MAX} (tokens)",
+    "THREADS": f"an integer from 1 to {THREADS_MAX}",
+    "SEED": f"an integer from 0 to {SEED_MAX}",
+    "MAX_TRACES": f"an integer from 0 to {MAX_TRACES_MAX} (0 turns traces off)",
+    "KV_REUSE": "1 or 0 (true/false, yes/no, on/off)",
+}
+PATH_SETTINGS = ("RUNS_DIR", "CACHE_DIR", "MODELS_DIR")
+
+
+def _snapshot() -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(PREFIX)))
+
+
+@lru_cache(maxsize=8)
+def _load(snapshot: tuple[tuple[str, str], ...]):
+    from pydantic import ValidationError
+
+    cls = _model_class()
+    try:
+        return cls(_env_file=None)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else "?"
+        value = dict(snapshot).get(PREFIX + name, err.get("input"))
+        expected = EXPECTED.get(name, err["msg"])
+        raise ConfigurationError(f"{PREFIX}{name}={value!r} is not valid: expected {expected}") from None
+
+
+def env_settings():
+    """The validated ``PERSONALIGN_*`` settings (an ``EnvSettings``; fields None when unset).
+
+    Raises:
+        ConfigurationError: one line naming the first bad variable, its value and what it must be.
+    """
+    return _load(_snapshot())
+
+
+def _check_dir_setting(name: str, path: Path, *, writable: bool) -> None:
+    var = f"{PREFIX}{name}={str(path)!r}"
+    if path.exists() and not path.is_dir():
+        raise ConfigurationError(f"{var} is not a directory (it is a file)")
+    if not writable:
+        return
+    base = path
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise ConfigurationError(f"{var} cannot be created: {base} is a file")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ConfigurationError(f"{var} is not writable" if base == path else
+                                 f"{var} cannot be created: {base} is not writable")
+
+
+def check_regular_file(path: Path, *, what: str, expected_size: int | None = None) -> os.stat_result:
+    """Refuse, before opening it, anything but a regular file of the expected size (a FIFO would
+    block, ``/dev/zero`` never ends, a directory cannot be read). Returns its ``stat``.
+
+    Raises:
+        ConfigurationError: one line naming ``what`` (the variable or the model) and the path.
+    """
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ConfigurationError(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a regular file")
+        raise ConfigurationError(f"{what}: {path} is {kind}, not a model file")
+    if expected_size is not None and st.st_size != expected_size:
+        raise ConfigurationError(f"{what}: {path} holds {st.st_size} bytes, expected {expected_size}")
+    return st
+
+
+def check_environment(*, writes: bool = True) -> None:
+    """Validate every ``PERSONALIGN_*`` setting before any work: types and bounds, the directories
+    (not a file; writable when the command ``writes``; the models dir may be read-only: it is
+    written only when a model is assembled), and every ``PERSONALIGN_GGUF_*`` file (a regular file).
+
+    Raises:
+        ConfigurationError: one line naming the variable and its value.
+    """
+    s = env_settings()
+    for name in PATH_SETTINGS:
+        value = getattr(s, name)
+        if value is not None:
+            _check_dir_setting(name, Path(value).expanduser().absolute(),
+                               writable=writes and name != "MODELS_DIR")
+    for key, value in _snapshot():
+        if key.startswith(GGUF_PREFIX) and value.strip():
+            check_regular_file(Path(value).expanduser(), what=f"{key}={value!r}")
 
 
 def runs_dir() -> Path:
-    return Path(os.environ.get("PERSONALIGN_RUNS_DIR", "runs")).expanduser().absolute()
+    return Path(env_settings().RUNS_DIR).expanduser().absolute()
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("PERSONALIGN_CACHE_DIR")
+    env = env_settings().CACHE_DIR
     return Path(env).expanduser().absolute() if env else runs_dir() / "cache"
 
 
 def models_dir() -> Path:
-    env = os.environ.get("PERSONALIGN_MODELS_DIR")
+    env = env_settings().MODELS_DIR
     return Path(env).expanduser().absolute() if env else runs_dir() / "models"
 
 
 def default_tracking_uri() -> str:
     return f"sqlite:///{runs_dir() / 'mlflow.db'}"
+
+
+__all__ = ["EXPECTED", "N_CTX_MAX", "N_CTX_MIN", "PATH_SETTINGS", "cache_dir", "check_environment",
+           "check_regular_file", "default_tracking_uri", "env_settings", "models_dir", "runs_dir"]

@@ -173,17 +173,12 @@ def max_traces() -> int:
     :data:`DEFAULT_MAX_TRACES`).
 
     Raises:
-        ConfigurationError: the variable is not an integer.
+        ConfigurationError: the variable is not an integer from 0 to 1,000,000.
     """
-    raw = os.environ.get("PERSONALIGN_MAX_TRACES", "").strip()
-    if not raw:
-        return DEFAULT_MAX_TRACES
-    try:
-        return max(0, int(raw))
-    except ValueError:
-        from personalign.errors import ConfigurationError
+    from personalign.settings import env_settings
 
-        raise ConfigurationError(f"PERSONALIGN_MAX_TRACES must be an integer, got '{raw}'") from None
+    value = env_settings().MAX_TRACES
+    return DEFAULT_MAX_TRACES if value is None else value
 
 
 _KEY_SECRET = re.compile(r"(api[_-]?key|secret|password|authorization)", re.I)

@@ -46,11 +46,20 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+READ_ONLY_COMMANDS = frozenset({"data", "stages", "ui", "doctor"})  # need no writable runs dir
+
+
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """personalign command line."""
+    if ctx.resilient_parsing or "--help" in ctx.args or "--help" in sys.argv[1:]:
+        return
+    from personalign.settings import check_environment  # every PERSONALIGN_* setting, once, before any work
+
+    check_environment(writes=ctx.invoked_subcommand not in READ_ONLY_COMMANDS)
 
 
 LM_HELP = "Model: local/qwen2.5-coder-1.5b-instruct (default), local/qwen2.5-coder-0.5b-instruct (fast), local/smollm2-135m-instruct (tiny), or any litellm model string."
@@ -150,7 +159,7 @@ def eval_(
     program: Path = typer.Option(..., "--program", help="A saved program directory (from `compile`)."),
     data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL."),
     split: str = typer.Option("val", "--split", help="Split to evaluate on."),
-    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own.", callback=lm_option),
+    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own when it is an embedded local/ model (a saved program never chooses a remote one), else the default.", callback=lm_option),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     n_boot: NBootOpt = 1000,
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help=LIMIT_HELP),
@@ -169,7 +178,7 @@ def eval_(
 
 @app.command()
 def ui(
-    port: int = typer.Option(5000, "--port", min=1, max=65535, help="Port on 127.0.0.1."),
+    port: str = typer.Option("5000", "--port", help="Port on 127.0.0.1 (1-65535)."),
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """Open MLflow's UI on personalign's store: offline (no cost-map fetch), loopback only."""

@@ -115,6 +115,7 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
     from personalign.evaluation import evaluate_stage
     from personalign.lm import default_model, configure_cache, make_lm
     from personalign.programs.fitted import fitted_rows_warning
+    from personalign.programs.program_schema import choose_model
     from personalign.programs.saved import load_program
     from personalign.programs.stages import get_stage
     from personalign.tracking import Tracker
@@ -130,7 +131,7 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
         sys.stderr.write(leak + "\n")
     evalset = st.limit(evalset, limit, seed)
     uses_lm = st.registry.info(meta["strategy"]).uses_lm
-    model = lm or meta.get("lm") or default_model()
+    model = (choose_model(meta, lm, program) or default_model()) if uses_lm else None
     lm_obj = make_lm(model) if uses_lm else None
     configure_cache(cache_dir, enabled=not no_cache)  # after every input check: bad input writes nothing
     tracker = None if no_track else Tracker(tracking_uri)

@@ -31,25 +31,81 @@ def ui_command(tracking_uri: str | None = None, port: int = 5000) -> tuple[list[
     return argv, env
 
 
-def run_ui(*, tracking_uri: str | None, port: int) -> None:
-    """Replace this process with the MLflow UI server (Ctrl-C stops it).
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SERVER_SCHEMES = ("postgresql", "mysql", "mssql")  # SQLAlchemy stores MLflow's server opens itself
+
+
+def parse_port(value: str) -> int:
+    """``--port`` as an int from 1 to 65535.
 
     Raises:
-        ConfigurationError: the URI is an ``http(s)://`` server (open it directly), or its SQLite
-            store does not exist yet.
+        ConfigurationError: one line naming the flag and the value.
     """
     from personalign.errors import ConfigurationError
-    from personalign.settings import default_tracking_uri
 
-    uri = tracking_uri or default_tracking_uri()
+    text = str(value).strip()
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise ConfigurationError(f"--port {value!r} is not a TCP port: give an integer from 1 to 65535")
+    return int(text)
+
+
+def check_store(uri: str) -> None:
+    """Check, without creating anything, that ``uri`` names an existing MLflow store the UI can
+    open: an SQLite database file (``sqlite:///PATH``), a file-store directory (a path or
+    ``file://``), or a database server URI (postgresql, mysql, mssql).
+
+    Raises:
+        ConfigurationError: an ``http(s)://`` server (open it directly); an unknown scheme; a
+            missing store; a file that is not an SQLite database; a path that is not a directory.
+    """
+    from urllib.parse import urlparse
+
+    from personalign.errors import ConfigurationError
+
+    flag = f"--tracking-uri {uri!r}"
     if uri.startswith(("http://", "https://")):
         raise ConfigurationError(f"{uri} is an MLflow server already: open it in a browser")
-    argv, env = ui_command(tracking_uri, port)
-    if uri.startswith("sqlite:///"):
-        db = Path(uri[len("sqlite:///"):])
+    scheme = urlparse(uri).scheme if "://" in uri or uri.startswith("sqlite:") else ""
+    if scheme == "sqlite":
+        db = Path(uri[len("sqlite:///"):].split("?", 1)[0]) if uri.startswith("sqlite:///") else None
+        if db is None or not str(db):
+            raise ConfigurationError(f"{flag}: give an SQLite file as sqlite:///PATH")
         if not db.exists():
             raise ConfigurationError(f"no MLflow store at {db}: run a command first (e.g. `personalign compare`) "
                                      "or pass --tracking-uri URI")
-    sys.stderr.write(f"MLflow UI for {uri} at http://{LOOPBACK}:{port} (offline; Ctrl-C stops)\n")
+        if not db.is_file():  # checked before opening: a FIFO would block
+            raise ConfigurationError(f"{flag}: {db} is not an SQLite database (not a regular file)")
+        try:
+            with open(db, "rb") as fh:
+                head = fh.read(len(SQLITE_MAGIC))
+        except OSError as exc:
+            raise ConfigurationError(f"{flag}: cannot read {db}: {exc.strerror or exc}") from None
+        if head != SQLITE_MAGIC:
+            raise ConfigurationError(f"{flag}: {db} is not an SQLite database")
+        return
+    if scheme in SERVER_SCHEMES or scheme.split("+")[0] in SERVER_SCHEMES:
+        return
+    if scheme not in ("", "file"):
+        raise ConfigurationError(f"{flag}: unsupported scheme '{scheme}'; use sqlite:///PATH, a store directory, "
+                                 "postgresql://, mysql:// or mssql://")
+    path = Path(urlparse(uri).path if scheme == "file" else uri).expanduser()
+    if not path.is_dir():
+        what = "does not exist" if not path.exists() else "is not a directory"
+        raise ConfigurationError(f"{flag}: the store directory {path} {what}")
+
+
+def run_ui(*, tracking_uri: str | None, port: str | int) -> None:
+    """Replace this process with the MLflow UI server (Ctrl-C stops it).
+
+    Raises:
+        ConfigurationError: a bad ``--port``; a URI :func:`check_store` refuses.
+    """
+    from personalign.settings import default_tracking_uri
+
+    number = parse_port(str(port))
+    uri = tracking_uri or default_tracking_uri()
+    check_store(uri)
+    argv, env = ui_command(tracking_uri, number)
+    sys.stderr.write(f"MLflow UI for {uri} at http://{LOOPBACK}:{number} (offline; Ctrl-C stops)\n")
     sys.stderr.flush()
     os.execve(argv[0], argv, env)

@@ -40,7 +40,9 @@ def relevance(
     """Which of a user's attributes should change the answer to a prompt."""
     from personalign.errors import ConfigurationError
 
-    attrs = list(attribute or [])
+    from personalign.predict import check_attributes
+
+    attrs = check_attributes(attribute or [])
     if attributes_file is not None:
         from personalign.data.files import read_text
 

@@ -134,16 +134,10 @@ def pipeline(data: Path = typer.Argument(..., help="The PrefEval root (mcq_optio
                   selector_data=selector_data, conditions=conditions, lm=lm, seed=seed, n_boot=n_boot)
 
     def validate():  # the data and every name, before the cache or the store is touched
-        from personalign.runners.pipeline import CONDITIONS, pipeline_examples
-        from personalign.errors import ConfigurationError
-        from personalign.programs.stages import get_stage
+        from personalign.runners.pipeline import check_plan, pipeline_examples
 
-        for stage_name, name in (("extraction", extractor), ("verification", verifier), ("relevance", selector)):
-            get_stage(stage_name).registry.info(name)
-        bad = [c for c in _split(conditions) if c not in CONDITIONS]
-        if bad or not _split(conditions):
-            raise ConfigurationError(f"unknown condition(s) {', '.join(bad) or '(none given)'}; choose from "
-                                     f"{', '.join(CONDITIONS)}")
+        check_plan(_split(conditions), extractor=extractor, verifier=verifier, selector=selector,
+                   selector_data=selector_data)
         pipeline_examples(data, split=split, limit=limit, seed=seed)
 
     _emit("pipeline", lambda: run_pipeline(data, split=split, limit=limit, lm=lm, extractor=extractor,
@@ -200,10 +194,19 @@ def judge_agreement(ratings: Path, strategies: str = typer.Option("pairwise,sing
 
     params = dict(ratings=str(ratings), strategies=strategies, split=split, limit=limit, lm=lm, seed=seed,
                   n_boot=n_boot)
+
+    def validate():  # the ratings and every strategy name, before the cache or the store is touched
+        from personalign.programs.stages import get_stage
+
+        stage = get_stage("judge")
+        for name in _split(strategies):
+            stage.registry.info(name)
+        stage.load(ratings, split=split)
+
     _emit("judge-agreement", lambda: run_judge_agreement(ratings, strategies=_split(strategies), split=split,
                                                          limit=limit, lm=lm, n_boot=n_boot, seed=seed, progress=True),
           params=params, data=ratings, lm=lm, uses_lm=lambda: _uses_lm("judge", strategies), cache_dir=cache_dir,
-          no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track)
+          no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track, validate=validate)
 
 
 @app.command("sft-export")

@@ -14,6 +14,7 @@ one-line DataErrors.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 from personalign.errors import DataError
 
 __all__ = [
+    "reading",
     "iter_jsonl",
     "read_json",
     "write_jsonl",
@@ -43,6 +45,20 @@ __all__ = [
 
 MAX_FILE_BYTES = 2 * 1024**3  # whole-document reads
 MAX_LINE_BYTES = 256 * 1024**2  # one JSONL line
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike, *, what: str = "file") -> Iterator[None]:
+    """The one place an input's I/O error becomes a one-line error: any :class:`OSError` raised
+    inside the block (EIO, ESTALE, a file vanishing, permission lost mid-read) is re-raised as a
+    :class:`~personalign.errors.DataError` naming ``path``.
+
+        with reading(path, what="data file"), open(path, "rb") as fh: ...
+    """
+    try:
+        yield
+    except OSError as exc:
+        raise DataError(path, None, None, f"cannot read {what}: {exc.strerror or exc}") from None
 
 
 def check_input(path: str | os.PathLike, *, what: str = "data file", allow_dir: bool = False) -> Path:
@@ -85,11 +101,8 @@ def read_bounded(path: str | os.PathLike, *, what: str = "data file", max_bytes:
     :data:`MAX_FILE_BYTES`). Raises DataError (missing, not a regular file, unreadable, too big)."""
     p = check_input(path, what=what)
     limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
-    try:
-        with p.open("rb") as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise DataError(p, None, None, f"cannot read {what}: {exc.strerror or exc}") from None
+    with reading(p, what=what), p.open("rb") as fh:
+        data = fh.read(limit + 1)
     if len(data) > limit:
         raise DataError(p, None, None, f"{what} is larger than {limit} bytes")
     return data
@@ -140,11 +153,7 @@ def iter_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> Iterato
     """
     p = check_file(path)
     n = 0
-    try:
-        fh = p.open("rb")
-    except OSError as exc:
-        raise DataError(p, None, None, f"cannot read file: {exc.strerror or exc}") from None
-    with fh:
+    with reading(p), p.open("rb") as fh:
         lineno = 0
         while True:
             raw = fh.readline(MAX_LINE_BYTES + 1)

