@@ -44,6 +44,22 @@ class DataError(PersonalignError):
         super().__init__(f"{where}: {what}{problem}")
 
 
+class Interrupted(KeyboardInterrupt):
+    """The process got SIGTERM (or SIGINT) and unwinds as from Ctrl-C: ``finally`` blocks and
+    context managers run (MLflow runs are closed KILLED, temporary files removed) and the CLI
+    exits ``128 + signal`` (130 for SIGINT, 143 for SIGTERM) with one line on stderr.
+
+    Attributes:
+        signum: the signal number.
+    """
+
+    def __init__(self, signum: int):
+        import signal
+
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
 def find_personalign_error(exc: BaseException | None) -> PersonalignError | None:
     """Return the first :class:`PersonalignError` in an exception's cause/context chain.
 

@@ -180,13 +180,16 @@ def ui(
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app; input errors become one line on stderr and exit code 2."""
+    from personalign.cli import _signals
+
+    _signals.handle_signals()
     try:
         app(args=argv, standalone_mode=True)
     except SystemExit:
         raise
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        raise SystemExit(130) from None
+    except KeyboardInterrupt as exc:
+        sys.stderr.write(_signals.message(exc) + "\n")
+        raise SystemExit(_signals.exit_code(exc)) from None
     except BaseException as exc:  # noqa: BLE001
         ours = find_personalign_error(exc)
         if ours is None:
