@@ -185,11 +185,12 @@ def main(argv: list[str] | None = None) -> None:
     _signals.handle_signals()
     try:
         app(args=argv, standalone_mode=True)
-    except SystemExit:
-        raise
-    except KeyboardInterrupt as exc:
-        sys.stderr.write(_signals.message(exc) + "\n")
-        raise SystemExit(_signals.exit_code(exc)) from None
+    except (SystemExit, KeyboardInterrupt) as exc:
+        interrupt = _signals.interrupt_of(exc)  # typer turns Ctrl-C into a silent exit 130
+        if interrupt is None:
+            raise
+        sys.stderr.write(_signals.message(interrupt) + "\n")
+        raise SystemExit(_signals.exit_code(interrupt)) from None
     except BaseException as exc:  # noqa: BLE001
         ours = find_personalign_error(exc)
         if ours is None:

@@ -42,6 +42,18 @@ def handle_signals() -> None:
         signal.signal(sig, _handler)
 
 
+def interrupt_of(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The ``KeyboardInterrupt`` in ``exc``'s cause/context chain (typer turns Ctrl-C into
+    ``typer.Exit(130)`` raised from it), or None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def exit_code(exc: KeyboardInterrupt) -> int:
     """``128 + signal``: 130 for Ctrl-C / SIGINT, 143 for SIGTERM."""
     return 128 + getattr(exc, "signum", signal.SIGINT)
@@ -53,4 +65,4 @@ def message(exc: KeyboardInterrupt) -> str:
     return f"interrupted ({name}): open MLflow runs closed as KILLED, no result written"
 
 
-__all__ = ["exit_code", "handle_signals", "message"]
+__all__ = ["exit_code", "handle_signals", "interrupt_of", "message"]
