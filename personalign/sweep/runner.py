@@ -10,6 +10,7 @@ pruner=optuna.pruners.NopPruner())``. The defaults are multivariate TPE seeded p
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 import time
@@ -141,6 +142,7 @@ class Sweep:
         :meth:`Budget.claim` turns a trial that lost a race into a (workless) surplus FAIL."""
         todo = missing
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        _quiet_interrupts()
         while todo > 0 and self._failures <= self.max_failures:
             ran_before = len(self._ran)
             # teleprompters print to stdout: keep stdout for the result (--json). Redirected once
@@ -242,6 +244,22 @@ class Sweep:
                     out["export_error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
                     print(f"warning: could not export the best program: {out['export_error']}", file=sys.stderr)
         return out
+
+
+class _NoInterruptTraceback(logging.Filter):
+    """Drops Optuna's "Trial N failed ... KeyboardInterrupt" record (a traceback): on Ctrl-C or
+    SIGTERM the trial is marked FAIL by Optuna and the CLI prints the one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, KeyboardInterrupt)
+
+
+def _quiet_interrupts() -> None:
+    """Install :class:`_NoInterruptTraceback` on Optuna's log handlers (once)."""
+    for handler in logging.getLogger("optuna").handlers:
+        if not any(isinstance(f, _NoInterruptTraceback) for f in handler.filters):
+            handler.addFilter(_NoInterruptTraceback())
 
 
 def _short(value: Any) -> str:
