@@ -7,6 +7,10 @@ is a :class:`PersonalignError`. The CLI prints its message on one line and exits
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+E = TypeVar("E", bound=BaseException)
+
 
 class PersonalignError(Exception):
     """Base class of errors caused by input or configuration; message is one line."""
@@ -60,15 +64,20 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(signal.Signals(signum).name)
 
 
+def find_in_chain(exc: BaseException | None, kind: type[E]) -> E | None:
+    """The first exception of type ``kind`` in ``exc``'s cause/context chain (``exc`` included), or None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, kind):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def find_personalign_error(exc: BaseException | None) -> PersonalignError | None:
     """Return the first :class:`PersonalignError` in an exception's cause/context chain.
 
     LM libraries (litellm, DSPy) wrap errors raised inside a provider; this recovers ours.
     """
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, PersonalignError):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
+    return find_in_chain(exc, PersonalignError)

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 
-from personalign.errors import Interrupted
+from personalign.errors import Interrupted, find_in_chain
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -45,13 +45,7 @@ def handle_signals() -> None:
 def interrupt_of(exc: BaseException | None) -> KeyboardInterrupt | None:
     """The ``KeyboardInterrupt`` in ``exc``'s cause/context chain (typer turns Ctrl-C into
     ``typer.Exit(130)`` raised from it), or None."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
+    return find_in_chain(exc, KeyboardInterrupt)
 
 
 def exit_code(exc: KeyboardInterrupt) -> int:
