@@ -92,6 +92,10 @@ SPACE_CASES: list[tuple[str, str, str, str, str]] = [
      "'evil_mod:C'"),
     ("setting chooses the model", "s.toml", 'strategies = ["yes-prob"]\n[strategy.yes-prob]\n'
      'model = "openai/gpt-4o-mini"\n', "[strategy.yes-prob] model", "--lm"),
+    ("key with a newline", "s.toml", _BM25 + '[strategy."bm\\n25"]\nx = 1\n', "[strategy.'bm\\n25']",
+     "a name is"),
+    ("yaml python tag", "s.yaml", "strategies: [bm25]\nfit: !!python/object/apply:os.system [id]\n", "invalid YAML",
+     "python/object"),
     # the loader itself
     ("yaml billion laughs", "s.yaml", billion_laughs(), "aliases", "*name"),
     ("yaml alias", "s.yaml", "base: &b [bm25]\nstrategies: *b\n", "aliases", "*name"),

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictInt, StrictStr,
-                      Tag, ValidationError, model_validator)
+                      StringConstraints, Tag, ValidationError, model_validator)
 
 from personalign.errors import ConfigurationError, DataError
 
@@ -117,7 +117,10 @@ DimensionSpec = Annotated[
     Discriminator(_dimension_kind)]
 """One dimension: choices, a range, ``{value = ...}`` or a fixed scalar."""
 
-Settings = dict[str, DimensionSpec]
+Key = Annotated[StrictStr, StringConstraints(pattern=r"^[\w.:/@+-]{1,100}$")]
+"""A name used as a key (strategy, teleprompter, setting): printable, no spaces, at most 100 characters."""
+
+Settings = dict[Key, DimensionSpec]
 
 
 class EvaluationSpec(_Strict):
@@ -155,9 +158,9 @@ class SpaceFile(_Strict):
     evaluation: EvaluationSpec = EvaluationSpec()
     pruner: PrunerSpec = PrunerSpec()
     lm: LMSpec = LMSpec()
-    optimizer: dict[str, Settings] = {}
+    optimizer: dict[Key, Settings] = {}
     fit: Settings = {}
-    strategy: dict[str, Settings] = {}
+    strategy: dict[Key, Settings] = {}
 
 
 # --- errors: one line naming the file, the key and the value ----------------------------------------
@@ -175,8 +178,8 @@ _UNION_MESSAGES = {
 
 def _key_parts(loc: tuple) -> list[str]:
     """The keys of a pydantic error location: list indices, union members and dimension tags dropped."""
-    return [str(p) for p in loc if not isinstance(p, int) and p not in _TAGS and p not in _TYPE_TAGS
-            and "[" not in str(p)]
+    return [p if p.isprintable() and len(p) <= 60 else repr(p)[:60] for p in map(str, (
+        p for p in loc if not isinstance(p, int) and p not in _TAGS and p not in _TYPE_TAGS and "[" not in str(p)))]
 
 
 def key_name(loc: tuple) -> str:
@@ -208,6 +211,8 @@ def _message(err: dict) -> str:
         return "unknown key"
     if err["type"] in ("model_type", "model_attributes_type", "dict_type"):
         return "must be a table"
+    if err["type"] == "string_pattern_mismatch":
+        return "a name is 1 to 100 letters, digits or _ . : / @ + -"
     if err["type"] in ("int_type", "int_parsing", "int_from_float"):
         return "must be an integer"
     if err["type"] in ("float_type", "float_parsing"):
