@@ -182,9 +182,9 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app; input errors become one line on stderr and exit code 2."""
     from personalign.cli import _signals
 
-    _signals.handle_signals()
     try:
-        app(args=argv, standalone_mode=True)
+        with _signals.handle_signals():
+            app(args=argv, standalone_mode=True)
     except (SystemExit, KeyboardInterrupt) as exc:
         interrupt = _signals.interrupt_of(exc)  # typer turns Ctrl-C into a silent exit 130
         if interrupt is None:

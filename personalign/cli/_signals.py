@@ -11,9 +11,11 @@ signal while unwinding exits at once (``os._exit``); the next command closes wha
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+from typing import Iterator
 
 from personalign.errors import Interrupted, find_in_chain
 
@@ -32,14 +34,23 @@ def _again(signum: int, frame) -> None:
     os._exit(128 + signum)
 
 
-def handle_signals() -> None:
-    """Install the handler for SIGINT and SIGTERM (main thread only; a no-op elsewhere)."""
+@contextlib.contextmanager
+def handle_signals() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` (main thread only; elsewhere a
+    no-op); the previous handlers are restored after it (callers in the same process, e.g. tests)."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
+        yield
         return
+    previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
     for sig in SIGNALS:
         signal.signal(sig, _handler)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def interrupt_of(exc: BaseException | None) -> KeyboardInterrupt | None:
