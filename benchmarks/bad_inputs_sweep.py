@@ -52,6 +52,8 @@ SPACE_CASES: list[tuple[str, str, str, str, str]] = [
      "[optimizer.labeled] k", "'step': 0"),
     ("step negative", "s.toml", _ZS + "[optimizer.labeled]\nk = { low = 0, high = 4, step = -2 }\n",
      "[optimizer.labeled] k", "'step': -2"),
+    ("step not dividing the range", "s.toml", _ZS + "[optimizer.labeled]\nk = { low = 0, high = 5, step = 2 }\n",
+     "[optimizer.labeled] k", "not a multiple of step"),
     ("step with log", "s.toml", _LOGREG + "C = { low = 0.01, high = 1.0, log = true, step = 0.1 }\n",
      "[strategy.minilm-logreg] C", "'log': True"),
     ("range unknown key", "s.toml", _LOGREG + "C = { low = 0.01, high = 1.0, scale = 2 }\n",

@@ -74,6 +74,9 @@ class RangeSpec(_Strict):
                 raise ValueError("a log range takes no step")
             if self.is_int and not isinstance(self.step, int):
                 raise ValueError(f"an int range (integer low and high) needs an integer step, got {self.step}")
+            steps = (self.high - self.low) / self.step
+            if not math.isclose(steps, round(steps), rel_tol=0, abs_tol=1e-9):  # Optuna would move high
+                raise ValueError(f"high - low ({self.high} - {self.low}) is not a multiple of step ({self.step})")
         return self
 
     @property
