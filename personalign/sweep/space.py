@@ -152,7 +152,7 @@ class SearchSpace:
         if isinstance(strategies, str):
             strategies = [s.strip() for s in strategies.split(",") if s.strip()]
         if not strategies:
-            raise ConfigurationError(f"{source}: strategies = []: empty; list at least one of "
+            raise ConfigurationError(f"{source}: strategies = {spec.strategies!r}: empty; list at least one of "
                                      f"{', '.join(registry.names())} (or omit it for the stage's defaults)")
         for name in strategies:
             check_name(source, "strategies", name, registry.__contains__,
