@@ -251,6 +251,10 @@ def cases() -> list[tuple[str, object]]:
             p.chmod(0)
             return ["data", "validate", str(p), "--kind", "relevance"]
         out.append(("data validate unreadable", unreadable))
+    # --- sweep search-space files (issue 28): benchmarks/bad_inputs_sweep.py ---
+    from bad_inputs_sweep import cases as sweep_space_cases
+
+    out += sweep_space_cases(_write)
     return out
 
 

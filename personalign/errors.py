@@ -7,6 +7,10 @@ is a :class:`PersonalignError`. The CLI prints its message on one line and exits
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+E = TypeVar("E", bound=BaseException)
+
 
 class PersonalignError(Exception):
     """Base class of errors caused by input or configuration; message is one line."""
@@ -44,15 +48,36 @@ class DataError(PersonalignError):
         super().__init__(f"{where}: {what}{problem}")
 
 
+class Interrupted(KeyboardInterrupt):
+    """The process got SIGTERM (or SIGINT) and unwinds as from Ctrl-C: ``finally`` blocks and
+    context managers run (MLflow runs are closed KILLED, temporary files removed) and the CLI
+    exits ``128 + signal`` (130 for SIGINT, 143 for SIGTERM) with one line on stderr.
+
+    Attributes:
+        signum: the signal number.
+    """
+
+    def __init__(self, signum: int):
+        import signal
+
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+def find_in_chain(exc: BaseException | None, kind: type[E]) -> E | None:
+    """The first exception of type ``kind`` in ``exc``'s cause/context chain (``exc`` included), or None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, kind):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def find_personalign_error(exc: BaseException | None) -> PersonalignError | None:
     """Return the first :class:`PersonalignError` in an exception's cause/context chain.
 
     LM libraries (litellm, DSPy) wrap errors raised inside a provider; this recovers ours.
     """
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, PersonalignError):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
+    return find_in_chain(exc, PersonalignError)

@@ -182,22 +182,45 @@ class Tracker:
     @contextlib.contextmanager
     def run(self, name: str, *, params: dict[str, Any] | None = None, tags: dict[str, str] | None = None,
             nested: bool = False) -> Iterator["Tracker"]:
-        """Open a run (a child of the active run when ``nested``); closes it FAILED on an exception."""
+        """Open a run (a child of the active run when ``nested``). It is closed FINISHED, FAILED
+        on an exception, KILLED on an interrupt (``KeyboardInterrupt``: Ctrl-C, or SIGTERM through
+        :class:`personalign.errors.Interrupted`) -- MLflow's ``mlflow.end_run(status=...)``."""
         if not self.enabled:
             yield self
             return
         mlflow = self._setup()
         previous = getattr(self, "run_id", None)
         tags = {WORKER_TAG: _worker(), **(tags or {})}
-        with mlflow.start_run(run_name=name, nested=nested, tags=tags) as active:
-            self.run_id = active.info.run_id
+        active = mlflow.start_run(run_name=name, nested=nested, tags=tags)
+        self.run_id = active.info.run_id
+        status = "FINISHED"
+        try:
             if params:
                 self.log_params(params)
-            try:
-                yield self
-            finally:
-                if nested:
-                    self.run_id = previous
+            yield self
+        except BaseException as exc:
+            status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+            raise
+        finally:
+            run_id = self.run_id
+            if nested:
+                self.run_id = previous
+            self._end_active(mlflow, run_id, status)
+
+    def _end_active(self, mlflow, run_id: str, status: str) -> None:
+        """``mlflow.end_run(status)`` of the active run ``run_id``; when MLflow's fluent state fails
+        (an interrupt landed inside a store call), close the run by id on a fresh client."""
+        try:
+            mlflow.end_run(status=status)
+            return
+        except Exception:  # noqa: BLE001 -- retried below by id; the command's own exception matters
+            pass
+        try:
+            mlflow.MlflowClient(tracking_uri=self.tracking_uri).set_terminated(run_id, status)
+        except Exception as exc:  # noqa: BLE001 -- the next command closes it (close_orphaned_runs)
+            import logging
+
+            logging.getLogger(__name__).warning("could not close MLflow run %s: %s", run_id, exc)
 
     def log_params(self, params: dict[str, Any]) -> None:
         if not self.enabled:

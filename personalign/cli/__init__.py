@@ -189,13 +189,17 @@ def ui(
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app; input errors become one line on stderr and exit code 2."""
+    from personalign.cli import _signals
+
     try:
-        app(args=argv, standalone_mode=True)
-    except SystemExit:
-        raise
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        raise SystemExit(130) from None
+        with _signals.handle_signals():
+            app(args=argv, standalone_mode=True)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        interrupt = _signals.interrupt_of(exc)  # typer turns Ctrl-C into a silent exit 130
+        if interrupt is None:
+            raise
+        sys.stderr.write(_signals.message(interrupt) + "\n")
+        raise SystemExit(_signals.exit_code(interrupt)) from None
     except BaseException as exc:  # noqa: BLE001
         ours = find_personalign_error(exc)
         if ours is None:

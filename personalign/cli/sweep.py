@@ -86,7 +86,7 @@ def _print(result: dict, tracker) -> None:
     from rich.console import Console
 
     console = Console() if sys.stdout.isatty() else Console(width=160)
-    metric = result["metric"]
+    metric = result.get("objective") or result["metric"]  # the best value is the set objective (f1, f2, kappa)
     console.print(f"study {result['study']} in {result['storage']}: {result['n_complete']} complete, "
                   f"{result['n_pruned']} pruned, {result['n_fail']} failed of {result['n_trials']} requested "
                   f"(this run: {result['ran']} trials, {result['seconds']:.1f} s, {result['lm_calls']} LM calls)",

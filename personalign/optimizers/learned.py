@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Sequence
 
@@ -49,6 +50,10 @@ class LearnedSelectorFit(Optimizer):
         self.max_folds = int(max_folds)
         self.label = label
         self.positive = bool(positive)
+        if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta) or beta <= 0:
+            raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
+        if isinstance(max_folds, bool) or not isinstance(max_folds, int) or max_folds < 2:
+            raise ValueError(f"max_folds must be an integer >= 2, got {max_folds!r}")
         self.beta = float(beta)
 
     def config(self) -> dict:

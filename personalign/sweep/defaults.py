@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from personalign.sweep.space import _init_params
+from personalign.sweep.space_check import init_params
 
 COMMON_SPACE: dict[str, Any] = {
     "evaluation": {"minibatch_size": 8},
@@ -50,7 +50,7 @@ def default_space(stage) -> dict[str, Any]:
     for name in strategies:
         opt_cls = stage.registry.load(name, "optimizer")
         if opt_cls is not None:
-            accepted |= _init_params(opt_cls)
+            accepted |= init_params(opt_cls)
     if "beta" in accepted:
         space["fit"] = copy.deepcopy(_FIT_BETA)
     space.update(copy.deepcopy(STAGE_SPACES.get(stage.name, {})))

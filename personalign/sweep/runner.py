@@ -10,6 +10,7 @@ pruner=optuna.pruners.NopPruner())``. The defaults are multivariate TPE seeded p
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 import time
@@ -31,8 +32,12 @@ from personalign.sweep.workers import Budget, Surplus, counts, worker_alive, wor
 
 
 def objective_name(stage, split: str) -> str:
-    """The objective's name shown by Optuna (``study.metric_names``): ``"<metric> (<split>)"``, e.g. ``"f1 (val)"``."""
-    return f"{stage.metric_name} ({split})"
+    """The objective's name shown by Optuna (``study.metric_names``): ``"<objective> (<split>)"``,
+    e.g. ``"f1 (val)"``, ``"f2 (dev)"``, ``"kappa (dev)"`` -- the set objective the trial values
+    are (:func:`personalign.objectives.objective_name`), not the stage's report metric."""
+    from personalign.objectives import objective_name as set_objective_name
+
+    return f"{set_objective_name(stage)} ({split})"
 
 
 def default_study_name(stage: str, data: Path, split: str, space: SearchSpace) -> str:
@@ -115,7 +120,9 @@ class Sweep:
             study.stop()
 
     def _print_trial(self, t) -> None:
-        metric = self.stage.metric_name
+        from personalign.objectives import objective_name as set_objective_name
+
+        metric = set_objective_name(self.stage)  # what t.value is
         report = t.user_attrs.get("report") or {}
         value = f"{metric} {t.value:.3f}" if t.value is not None else ""
         ci = report.get(f"{metric}_ci")
@@ -135,6 +142,7 @@ class Sweep:
         :meth:`Budget.claim` turns a trial that lost a race into a (workless) surplus FAIL."""
         todo = missing
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        _quiet_interrupts()
         while todo > 0 and self._failures <= self.max_failures:
             ran_before = len(self._ran)
             # teleprompters print to stdout: keep stdout for the result (--json). Redirected once
@@ -199,12 +207,15 @@ class Sweep:
         return result
 
     def _result(self, study, before, closed_runs, missing, t0) -> dict[str, Any]:
+        from personalign.objectives import objective_name as set_objective_name
+
         trials = study.get_trials(deepcopy=False)
         n = counts(trials)
         out: dict[str, Any] = {
             "stage": self.stage.name, "study": self.study_name, "storage": redact_url(self.storage_url),
             "data": str(self.data), "split": self.split, "n": len(self.splits.evalset),
-            "n_train": len(self.splits.trainset), "metric": self.stage.metric_name, "n_trials": self.n_trials,
+            "n_train": len(self.splits.trainset), "metric": self.stage.metric_name,
+            "objective": set_objective_name(self.stage), "n_trials": self.n_trials,
             "n_jobs": self.n_jobs, "seed": self.seed, "lm": self.lm_name if self.splits.uses_lm else None,
             "worker": self.worker, "at_start": {k.lower(): v for k, v in before.items() if v},
             "missing_at_start": max(0, missing), "ran": len(self._ran), "ran_trials": sorted(self._ran),
@@ -233,6 +244,22 @@ class Sweep:
                     out["export_error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
                     print(f"warning: could not export the best program: {out['export_error']}", file=sys.stderr)
         return out
+
+
+class _NoInterruptTraceback(logging.Filter):
+    """Drops Optuna's "Trial N failed ... KeyboardInterrupt" record (a traceback): on Ctrl-C or
+    SIGTERM the trial is marked FAIL by Optuna and the CLI prints the one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, KeyboardInterrupt)
+
+
+def _quiet_interrupts() -> None:
+    """Install :class:`_NoInterruptTraceback` on Optuna's log handlers (once)."""
+    for handler in logging.getLogger("optuna").handlers:
+        if not any(isinstance(f, _NoInterruptTraceback) for f in handler.filters):
+            handler.addFilter(_NoInterruptTraceback())
 
 
 def _short(value: Any) -> str:

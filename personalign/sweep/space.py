@@ -11,18 +11,14 @@ of each stage is data in :mod:`personalign.sweep.defaults`.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from personalign.errors import ConfigurationError, DataError
-
-_TOP_KEYS = {"strategies", "evaluation", "pruner", "lm", "optimizer", "fit", "strategy"}
-_PRUNER_KEYS = {"kind", "n_startup_trials", "n_warmup_steps", "interval_steps", "n_min_trials"}
-_TELEPROMPTER_COMMON = {"metric", "lm", "seed", "num_threads", "calls_per_run", "score", "label_field", "n_boot",
-                        "on_event", "feedback_metric"}
+from personalign.errors import ConfigurationError
+from personalign.sweep.space_check import TELEPROMPTER_COMMON, check_name, check_setting, init_params
+from personalign.sweep.space_schema import FixedSpec, RangeSpec, read_space_file, validate_space
 
 
 @dataclass
@@ -51,37 +47,24 @@ class Dimension:
         """The value of this dimension in the params of a finished trial."""
         return self.value if self.kind == "fixed" else params[self.name]
 
+    def candidates(self) -> list:
+        """Values that bound what a trial can get: each choice, both ends of a range, the fixed value."""
+        if self.kind == "categorical":
+            return list(self.choices)
+        if self.kind == "fixed":
+            return [self.value]
+        return [self.low, self.high]
 
-def _dimension(source: str, name: str, spec: Any) -> Dimension:
-    where = f"{source}: '{name}'"
+
+def _dimension(name: str, spec: Any, *, real: bool = False) -> Dimension:
+    """A :class:`Dimension` of a schema-validated ``spec`` (``real``: a range is a float range even
+    with integer bounds, e.g. the temperature)."""
     if isinstance(spec, list):
-        if not spec:
-            raise ConfigurationError(f"{where}: an empty list of choices")
-        if not all(v is None or isinstance(v, (bool, int, float, str)) for v in spec):
-            raise ConfigurationError(f"{where}: choices must be strings, numbers, booleans or null")
         return Dimension(name, "categorical", choices=list(spec))
-    if isinstance(spec, dict):
-        unknown = set(spec) - {"low", "high", "log", "step"}
-        if unknown or not {"low", "high"} <= set(spec):
-            raise ConfigurationError(f"{where}: a range is {{low, high[, log][, step]}}, got keys {sorted(spec)}")
-        low, high = spec["low"], spec["high"]
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)):
-            raise ConfigurationError(f"{where}: low and high must be numbers")
-        if low > high:
-            raise ConfigurationError(f"{where}: low ({low}) > high ({high})")
-        log = bool(spec.get("log", False))
-        if log and low <= 0:
-            raise ConfigurationError(f"{where}: a log range needs low > 0")
-        kind = "int" if isinstance(low, int) and isinstance(high, int) else "float"
-        return Dimension(name, kind, low=low, high=high, log=log, step=spec.get("step"))
-    return Dimension(name, "fixed", value=spec)
-
-
-def _init_params(cls) -> set[str]:
-    """Keyword parameters of ``cls.__init__`` (not ``self``/``**kwargs``)."""
-    sig = inspect.signature(cls.__init__)
-    return {n for n, p in sig.parameters.items()
-            if n != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    if isinstance(spec, RangeSpec):
+        kind = "int" if spec.is_int and not real else "float"
+        return Dimension(name, kind, low=spec.low, high=spec.high, log=spec.log, step=spec.step)
+    return Dimension(name, "fixed", value=spec.value if isinstance(spec, FixedSpec) else spec)
 
 
 @dataclass
@@ -145,152 +128,113 @@ class SearchSpace:
         """Read ``path`` (``.toml``, ``.yaml``/``.yml``) or, when None, the stage's default space.
 
         Raises:
-            DataError: unreadable or unparsable file (with the line when the parser gives one).
-            ConfigurationError: unknown section, key, strategy or optimizer; bad range.
+            DataError: unreadable, too large or unparsable file (with the line when the parser gives one).
+            ConfigurationError: a key, value, strategy, teleprompter or setting the space language
+                or the stage does not accept (one line: file, key, value).
         """
         if path is None:
             from personalign.sweep.defaults import default_space
 
             return cls.from_dict(stage, default_space(stage), "the default search space")
-        from personalign.data.files import read_text
-
-        path = Path(path)
-        text = read_text(path, what="search space file", max_bytes=1024**2)
-        if path.suffix.lower() == ".toml":
-            import tomllib
-
-            try:
-                raw = tomllib.loads(text)
-            except tomllib.TOMLDecodeError as exc:
-                import re
-
-                m = re.search(r"\s*\(at line (\d+), column (\d+)\)", str(exc))
-                line = getattr(exc, "lineno", None) or (int(m.group(1)) if m else None)
-                msg = str(exc)[: m.start()] + f" (column {m.group(2)})" if m else str(exc)
-                raise DataError(path, line, None, f"invalid TOML: {msg}") from None
-            except (RecursionError, ValueError) as exc:  # nesting too deep, an integer too long
-                raise DataError(path, None, None, f"invalid TOML: {type(exc).__name__}") from None
-        elif path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            try:
-                raw = yaml.safe_load(text) or {}
-            except yaml.YAMLError as exc:
-                mark = getattr(exc, "problem_mark", None)
-                raise DataError(path, None if mark is None else mark.line + 1, None,
-                                f"invalid YAML: {getattr(exc, 'problem', exc)}") from None
-            except (RecursionError, ValueError) as exc:
-                raise DataError(path, None, None, f"invalid YAML: {type(exc).__name__}") from None
-        else:
-            raise ConfigurationError(f"{path}: a search space is a .toml or .yaml file")
-        if not isinstance(raw, dict):
-            raise DataError(path, None, None, "the search space must be a mapping of sections")
-        return cls.from_dict(stage, raw, str(path))
+        return cls.from_dict(stage, read_space_file(path), str(path))
 
     @classmethod
     def from_dict(cls, stage, raw: dict[str, Any], source: str = "search space") -> "SearchSpace":
+        """Validate ``raw`` with the schema (:class:`~personalign.sweep.space_schema.SpaceFile`),
+        then against ``stage`` (:mod:`personalign.sweep.space_check`)."""
         from personalign.optimizers import OPTIMIZERS
 
-        unknown = set(raw) - _TOP_KEYS
-        if unknown:
-            raise ConfigurationError(f"{source}: unknown section(s) {sorted(unknown)}; known: {sorted(_TOP_KEYS)}")
+        spec = validate_space(raw, source)
         registry = stage.registry
-        strategies = raw.get("strategies")
+        strategies = spec.strategies
         if strategies is None:  # absent: the stage's defaults
-            strategies = [s.strip() for s in stage.default_strategies.split(",") if s.strip()]
+            strategies = stage.default_strategies
         if isinstance(strategies, str):
             strategies = [s.strip() for s in strategies.split(",") if s.strip()]
-        if not isinstance(strategies, list) or not all(isinstance(s, str) for s in strategies):
-            raise ConfigurationError(f"{source}: 'strategies' must be a list of strategy names, got "
-                                     f"{type(strategies).__name__} {strategies!r:.60}")
         if not strategies:
-            raise ConfigurationError(f"{source}: 'strategies' is empty; list at least one of "
+            raise ConfigurationError(f"{source}: strategies = {spec.strategies!r}: empty; list at least one of "
                                      f"{', '.join(registry.names())} (or omit it for the stage's defaults)")
         for name in strategies:
-            try:
-                registry.info(name)
-            except ConfigurationError as exc:
-                raise ConfigurationError(f"{source}: 'strategies': {exc}") from None
+            check_name(source, "strategies", name, registry.__contains__,
+                       lambda: f"unknown {registry.what}; available: {', '.join(registry.names())}")
         if len(set(strategies)) != len(strategies):
-            raise ConfigurationError(f"{source}: 'strategies' lists a strategy twice")
+            raise ConfigurationError(f"{source}: strategies = {strategies!r}: lists a strategy twice")
 
-        def section(name: str) -> dict:
-            value = raw.get(name) or {}
-            if not isinstance(value, dict):
-                raise ConfigurationError(f"{source}: [{name}] must be a table")
-            return value
+        teleprompters = OPTIMIZERS.names(kind="teleprompter")
 
-        evaluation = section("evaluation")
-        if set(evaluation) - {"minibatch_size"}:
-            raise ConfigurationError(f"{source}: [evaluation] knows only 'minibatch_size'")
-        minibatch = evaluation.get("minibatch_size", 8)
-        if not isinstance(minibatch, int) or minibatch < 1:
-            raise ConfigurationError(f"{source}: [evaluation] minibatch_size must be an integer >= 1")
-        pruner = {"kind": "median", "n_startup_trials": 4, "n_warmup_steps": 1, **section("pruner")}
-        if pruner["kind"] not in ("median", "none"):
-            raise ConfigurationError(f"{source}: [pruner] kind must be 'median' or 'none'")
-        if set(pruner) - _PRUNER_KEYS:
-            raise ConfigurationError(f"{source}: [pruner] unknown key(s) {sorted(set(pruner) - _PRUNER_KEYS)}")
+        def teleprompter(key: str, name: str) -> None:
+            check_name(source, key, name, lambda n: n in teleprompters,
+                       lambda: f"not a teleprompter; choose from none, {', '.join(teleprompters)}")
 
-        lm = section("lm")
-        if set(lm) - {"temperature", "optimizer"}:
-            raise ConfigurationError(f"{source}: [lm] knows only 'temperature' and 'optimizer'")
-        temperature = _dimension(source, "temperature", lm["temperature"]) if "temperature" in lm else None
+        temperature = None if spec.lm.temperature is None else _dimension("temperature", spec.lm.temperature,
+                                                                          real=True)
         optimizers = None
-        if "optimizer" in lm:
-            choices = lm["optimizer"] if isinstance(lm["optimizer"], list) else [lm["optimizer"]]
+        if spec.lm.optimizer is not None:
+            choices = spec.lm.optimizer if isinstance(spec.lm.optimizer, list) else [spec.lm.optimizer]
             for name in choices:
-                if name != "none" and (name not in OPTIMIZERS or OPTIMIZERS.info(name).kind != "teleprompter"):
-                    raise ConfigurationError(f"{source}: [lm] optimizer '{name}' is not a teleprompter; choose from "
-                                             f"none, {', '.join(OPTIMIZERS.names(kind='teleprompter'))}")
-            optimizers = _dimension(source, "optimizer", list(choices))
+                if name != "none":
+                    teleprompter("[lm] optimizer", name)
+            optimizers = _dimension("optimizer", list(choices))
 
         opt_settings: dict[str, list[Dimension]] = {}
-        for opt_name, settings in section("optimizer").items():
-            if opt_name not in OPTIMIZERS or OPTIMIZERS.info(opt_name).kind != "teleprompter":
-                raise ConfigurationError(f"{source}: [optimizer.{opt_name}]: not a teleprompter; known: "
-                                         f"{', '.join(OPTIMIZERS.names(kind='teleprompter'))}")
-            if not isinstance(settings, dict):
-                raise ConfigurationError(f"{source}: [optimizer.{opt_name}] must be a table")
-            accepted = (_init_params(OPTIMIZERS.load(opt_name)) - _TELEPROMPTER_COMMON) | {"decision_rule"}
-            for key in settings:
+        for opt_name, settings in spec.optimizer.items():
+            teleprompter(f"[optimizer.{opt_name}]", opt_name)
+            opt_cls = OPTIMIZERS.load(opt_name)
+            accepted = (init_params(opt_cls) - TELEPROMPTER_COMMON) | {"decision_rule"}
+            dims = []
+            for key, value in settings.items():
+                label = f"[optimizer.{opt_name}] {key}"
                 if key not in accepted:
-                    raise ConfigurationError(f"{source}: [optimizer.{opt_name}] '{key}' is not a setting of "
-                                             f"{opt_name}; settings: {', '.join(sorted(accepted))}")
-            opt_settings[opt_name] = [_dimension(source, f"{opt_name}.{k}", v) for k, v in settings.items()]
+                    raise ConfigurationError(f"{source}: {label}: '{key}' is not a setting of {opt_name}; "
+                                             f"settings: {', '.join(sorted(accepted))}")
+                dim = _dimension(f"{opt_name}.{key}", value)
+                if key == "decision_rule":
+                    for v in dim.candidates():
+                        if v not in ("auto", "none"):
+                            raise ConfigurationError(f"{source}: {label} = {v!r}: must be 'auto' or 'none'")
+                else:
+                    check_setting(source, label, opt_cls, key, dim.candidates(), lambda kw, c=opt_cls: c(**kw))
+                dims.append(dim)
+            opt_settings[opt_name] = dims
 
-        fit = section("fit")
-        fit_dims = [_dimension(source, f"fit.{k}", v) for k, v in fit.items()]
-        if fit:
-            accepted_any: set[str] = set()
-            for name in registry.names():  # every strategy of the stage: a space may list only some
-                opt_cls = registry.load(name, "optimizer")
-                if opt_cls is not None:
-                    accepted_any |= _init_params(opt_cls) - {"seed"}
-            bad = sorted(set(fit) - accepted_any)
-            if bad:
-                raise ConfigurationError(f"{source}: [fit] '{bad[0]}' is accepted by no fit of a {stage.name} "
-                                         f"strategy; accepted: {', '.join(sorted(accepted_any)) or 'none'}")
+        fit_dims = []
+        if spec.fit:
+            fits = {name: registry.load(name, "optimizer") for name in registry.names()}  # a space may list only some
+            fits = {name: c for name, c in fits.items() if c is not None}
+            for key, value in spec.fit.items():
+                dim = _dimension(f"fit.{key}", value)
+                takers = [c for c in fits.values() if key in init_params(c) - {"seed"}]
+                if not takers:
+                    accepted_any = sorted(set().union(*(init_params(c) - {"seed"} for c in fits.values())))
+                    raise ConfigurationError(f"{source}: [fit] {key}: accepted by no fit of a {stage.name} strategy; "
+                                             f"accepted: {', '.join(accepted_any) or 'none'}")
+                for fit_cls in dict.fromkeys(takers):
+                    check_setting(source, f"[fit] {key}", fit_cls, key, dim.candidates(),
+                                  lambda kw, c=fit_cls: c(**kw))
+                fit_dims.append(dim)
 
         strat_settings: dict[str, list[Dimension]] = {}
-        for name, settings in section("strategy").items():
-            try:
-                registry.info(name)
-            except ConfigurationError as exc:
-                raise ConfigurationError(f"{source}: [strategy.{name}]: {exc}") from None
-            if not isinstance(settings, dict):
-                raise ConfigurationError(f"{source}: [strategy.{name}] must be a table")
-            accepted = _init_params(registry.load(name))
-            for key in settings:
+        for name, settings in spec.strategy.items():
+            check_name(source, f"[strategy.{name}]", name, registry.__contains__,
+                       lambda: f"unknown {registry.what}; available: {', '.join(registry.names())}")
+            strat_cls = registry.load(name)
+            accepted = init_params(strat_cls)
+            dims = []
+            for key, value in settings.items():
+                label = f"[strategy.{name}] {key}"
                 if key not in accepted:
-                    raise ConfigurationError(f"{source}: [strategy.{name}] '{key}' is not an argument of {name}; "
+                    raise ConfigurationError(f"{source}: {label}: '{key}' is not an argument of {name}; "
                                              f"arguments: {', '.join(sorted(accepted)) or 'none'}")
-            strat_settings[name] = [_dimension(source, f"{name}.{k}", v) for k, v in settings.items()]
+                dim = _dimension(f"{name}.{key}", value)
+                check_setting(source, label, strat_cls, key, dim.candidates(), lambda kw, c=strat_cls: c(**kw))
+                dims.append(dim)
+            strat_settings[name] = dims
 
         normalized = dict(raw)
         normalized["strategies"] = list(strategies)
-        return cls(stage=stage, source=source, raw=normalized, strategies=list(strategies), minibatch_size=minibatch,
-                   pruner=pruner, temperature=temperature, optimizers=optimizers, optimizer_settings=opt_settings,
+        return cls(stage=stage, source=source, raw=normalized, strategies=list(strategies),
+                   minibatch_size=spec.evaluation.minibatch_size, pruner=spec.pruner.model_dump(),
+                   temperature=temperature, optimizers=optimizers, optimizer_settings=opt_settings,
                    fit_settings=fit_dims, strategy_settings=strat_settings)
 
     # --- define-by-run sampling; the same function rebuilds a finished trial's configuration ---
@@ -313,7 +257,7 @@ class SearchSpace:
                 optimizer_settings[dim.name.split(".", 1)[1]] = pick(dim)
         if info.trainable and self.fit_settings:
             opt_cls = registry.load(strategy, "optimizer")
-            accepted = _init_params(opt_cls) if opt_cls is not None else set()
+            accepted = init_params(opt_cls) if opt_cls is not None else set()
             for dim in self.fit_settings:
                 key = dim.name.split(".", 1)[1]
                 if key in accepted:

@@ -26,7 +26,7 @@ from optuna.storages import JournalStorage, RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from personalign.errors import ConfigurationError
-from personalign.sweep.workers import WORKER_ATTR, worker_alive
+from personalign.sweep.workers import WORKER_ATTR, worker_alive, worker_id
 
 HEARTBEAT_INTERVAL = 10  # seconds between heartbeats of a running trial
 GRACE_PERIOD = 40  # seconds without a heartbeat after which a trial of an unknown worker is stale
@@ -44,10 +44,36 @@ BaseHeartbeat = next(c for c in RDBStorage.__mro__ if c.__name__ == "BaseHeartbe
 class WorkerLiveness:
     """Mixin of the sweep's storages: which RUNNING trials belong to dead workers.
 
-    Subclasses set ``grace_period`` and implement :meth:`heartbeat_stale`.
+    A trial records its worker (:data:`~personalign.sweep.workers.WORKER_ATTR`) in the same write
+    that makes it RUNNING (:meth:`create_new_trial`; a WAITING trial popped by ``study.ask()``: in
+    the write right after, :meth:`set_trial_state_values`), so a worker killed anywhere inside
+    ``study.ask()`` -- while the sampler works, before any heartbeat -- leaves a trial known dead
+    at once, never a RUNNING trial nobody can judge. Subclasses set ``grace_period`` and
+    implement :meth:`heartbeat_stale`.
     """
 
     grace_period: int | None
+
+    @staticmethod
+    def with_worker(template_trial: FrozenTrial | None) -> FrozenTrial | None:
+        """The template of a new trial: for ``study.ask()``'s fresh RUNNING trial (no template), a
+        RUNNING template carrying this process's worker; other templates (enqueued, retried) as given."""
+        if template_trial is not None:
+            return template_trial
+        from optuna.trial import create_trial
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return create_trial(state=TrialState.RUNNING, system_attrs={WORKER_ATTR: worker_id()})
+
+    def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
+        return super().create_new_trial(study_id, self.with_worker(template_trial))
+
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values=None) -> bool:
+        popped = super().set_trial_state_values(trial_id, state, values)
+        if popped and state == TrialState.RUNNING:  # a WAITING trial taken by this worker
+            self.set_trial_system_attr(trial_id, WORKER_ATTR, worker_id())
+        return popped
 
     def heartbeat_stale(self, trial: FrozenTrial, now: float) -> bool:
         """Whether ``trial``'s heartbeat stopped (used only when its worker's liveness is unknown)."""
@@ -61,14 +87,19 @@ class WorkerLiveness:
             return not alive
         return self.heartbeat_stale(trial, time.time() if now is None else now)
 
-    def stale_trial_ids(self, study_id: int, only_dead_workers: bool = False) -> list[int]:
+    def stale_trial_ids(self, study_id: int, only_dead_workers: bool = False, only_unrecorded: bool = False) -> list[int]:
         """Storage ids of the stale RUNNING trials of ``study_id`` (only those of known-dead
-        workers of this machine when ``only_dead_workers``)."""
+        workers of this machine when ``only_dead_workers``; only those without a recorded worker,
+        by :meth:`heartbeat_stale`, when ``only_unrecorded``)."""
         now = time.time()
         out = []
         for t in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
-            stale = (worker_alive(t.system_attrs.get(WORKER_ATTR)) is False if only_dead_workers
-                     else self.is_stale(t, now))
+            if only_dead_workers:
+                stale = worker_alive(t.system_attrs.get(WORKER_ATTR)) is False
+            elif only_unrecorded:
+                stale = WORKER_ATTR not in t.system_attrs and self.heartbeat_stale(t, now)
+            else:
+                stale = self.is_stale(t, now)
             if stale:
                 out.append(self.get_trial_id_from_study_id_trial_number(study_id, t.number))
         return out
@@ -122,12 +153,23 @@ class LivenessRDBStorage(WorkerLiveness, RDBStorage):
     """``RDBStorage`` whose stale trials are those of its heartbeat plus those of workers known
     dead on this machine (failed at once instead of after the grace period)."""
 
+    def _create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> FrozenTrial:
+        # what Optuna's cache in front of every RDBStorage (study._storage) calls to create a trial
+        return super()._create_new_trial(study_id, self.with_worker(template_trial))
+
     def heartbeat_stale(self, trial: FrozenTrial, now: float) -> bool:
-        return False  # RDBStorage's heartbeat table decides, in _get_stale_trial_ids
+        """A trial with no recorded worker (a worker killed between taking a WAITING trial and
+        recording itself) started over ``grace_period`` seconds ago; with a worker, RDBStorage's
+        heartbeat table decides (in ``_get_stale_trial_ids``)."""
+        if WORKER_ATTR in trial.system_attrs or trial.datetime_start is None:
+            return False
+        grace = self.grace_period if self.grace_period is not None else 2 * (self.get_heartbeat_interval() or 0)
+        return now - trial.datetime_start.timestamp() > grace
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:  # BaseHeartbeat's interface
         found = super()._get_stale_trial_ids(study_id) if self.get_heartbeat_interval() is not None else []
-        return sorted(set(found) | set(self.stale_trial_ids(study_id, only_dead_workers=True)))
+        return sorted(set(found) | set(self.stale_trial_ids(study_id, only_dead_workers=True))
+                      | set(self.stale_trial_ids(study_id, only_unrecorded=True)))
 
 
 def is_stale(trial: FrozenTrial, storage, *, now: float | None = None) -> bool:

@@ -82,17 +82,17 @@ def test_a_space_can_name_the_decision_rule():
 
 @pytest.mark.parametrize("text, needle", [
     ('strategies = ["bm25"]\n[bogus]\nx = 1\n', "unknown section"),
-    ('strategies = ["no-such"]\n', "unknown relevance strategy 'no-such'"),
+    ('strategies = ["no-such"]\n', "strategies = 'no-such': unknown relevance strategy"),
     ('strategies = ["zero-shot"]\n[lm]\noptimizer = ["threshold-fit"]\n', "not a teleprompter"),
     ('strategies = ["zero-shot"]\n[optimizer.labeled]\nkk = 3\n', "'kk' is not a setting of labeled"),
     ('strategies = ["bm25"]\n[strategy.bm25]\nC = 1.0\n', "'C' is not an argument of bm25"),
-    ('strategies = ["bm25"]\n[strategy.no-such]\nC = 1.0\n', "[strategy.no-such]: unknown relevance strategy"),
+    ('strategies = ["bm25"]\n[strategy.no-such]\nC = 1.0\n', "[strategy.no-such] = 'no-such': unknown relevance strategy"),
     ('strategies = ["minilm-logreg"]\n[strategy.minilm-logreg]\nC = { low = 1.0, high = 0.1 }\n', "low (1.0) > high (0.1)"),
     ('strategies = ["minilm-logreg"]\n[strategy.minilm-logreg]\nC = { low = 0.0, high = 1.0, log = true }\n',
      "a log range needs low > 0"),
-    ('strategies = ["bm25"]\n[fit]\ngamma = 2\n', "[fit] 'gamma' is accepted by no fit of a relevance strategy"),
-    ('strategies = ["bm25"]\n[pruner]\nkind = "hyperband"\n', "kind must be 'median' or 'none'"),
-    ('strategies = ["bm25"]\n[evaluation]\nminibatch_size = 0\n', "minibatch_size must be an integer >= 1"),
+    ('strategies = ["bm25"]\n[fit]\ngamma = 2\n', "[fit] gamma: accepted by no fit of a relevance strategy"),
+    ('strategies = ["bm25"]\n[pruner]\nkind = "hyperband"\n', "[pruner] kind = 'hyperband': must be 'median' or 'none'"),
+    ('strategies = ["bm25"]\n[evaluation]\nminibatch_size = 0\n', "[evaluation] minibatch_size = 0: must be greater than or equal to 1"),
 ])
 def test_bad_space_files_name_the_file_and_the_key(tmp_path, text, needle):
     path = tmp_path / "space.toml"

@@ -15,6 +15,7 @@ pickle) scores exactly as the fitted one.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,14 @@ def check_feature_groups(groups, known) -> None:
     bad = [g for g in groups if g not in known]
     if bad:
         raise ValueError(f"unknown feature group(s) {bad}; choose from {tuple(known)}")
+
+
+def check_c(C) -> float:
+    """``C`` (scikit-learn's inverse regularization strength) as a float; ``ValueError`` unless
+    it is a finite number > 0 (scikit-learn's constraint on ``LogisticRegression(C)``)."""
+    if isinstance(C, bool) or not isinstance(C, (int, float)) or not math.isfinite(C) or C <= 0:
+        raise ValueError(f"C must be a finite number > 0, got {C!r}")
+    return float(C)
 
 
 class LogisticHead:

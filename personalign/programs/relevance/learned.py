@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from personalign.programs.common.embed import embed_cached
-from personalign.programs.common.logistic import LogisticSelector, check_feature_groups
+from personalign.programs.common.logistic import LogisticSelector, check_c, check_feature_groups
 from personalign.programs.relevance._scorer import RelevanceScorer
 
 FEATURE_GROUPS = ("attribute", "prompt", "product", "absdiff", "cosine")
@@ -78,8 +78,9 @@ class MiniLMLogReg(LogisticSelector, RelevanceScorer):
     def __init__(self, features: Sequence[str] = DEFAULT_FEATURES, C: float = 0.01,
                  threshold: float | None = None) -> None:
         super().__init__()
+        check_feature_groups(features, FEATURE_GROUPS)
         self.features = list(features)
-        self.C = float(C)
+        self.C = check_c(C)
         self.threshold = threshold
         self.head = None  # LogisticHead once fitted or loaded
 

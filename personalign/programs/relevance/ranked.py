@@ -49,7 +49,7 @@ import re
 from typing import Sequence
 
 from personalign.programs.common.embed import embed_cached
-from personalign.programs.common.logistic import LogisticHead, LogisticSelector, check_feature_groups
+from personalign.programs.common.logistic import LogisticHead, LogisticSelector, check_c, check_feature_groups
 from personalign.programs.relevance._scorer import RelevanceScorer
 
 FEATURE_GROUPS = ("attribute", "cosine", "sentence_cosine", "cosine_z", "style")
@@ -194,7 +194,7 @@ class RankedSelector(LogisticSelector, RelevanceScorer):
         if labels not in LABEL_MODES:
             raise ValueError(f"labels must be one of {LABEL_MODES}, got {labels!r}")
         self.features = list(features)
-        self.C = float(C)
+        self.C = check_c(C)
         self.labels = labels
         self.min_group = int(min_group)
         self.top_fraction = top_fraction
