@@ -79,6 +79,7 @@ def compare_stage(
     progress: bool = True,
     out_dir: str | Path | None = None,
     on_ready=None,
+    cv: str | None = None,
 ) -> dict[str, Any]:
     """Compare strategies of ``stage`` on one split and return the result as a JSON-serializable dict.
 
@@ -108,6 +109,9 @@ def compare_stage(
             or a random suffix) and logged as artifacts.
         on_ready: called once every input is validated, before anything is written (the CLI
             configures the DSPy cache there, so bad input leaves no cache directory behind).
+        cv: ``"groups"``: leave-one-group-out over every labelled row, all splits pooled
+            (:func:`personalign.crossval.compare_stage_groups`; ``split``/``train_split`` unused);
+            None: the single split.
 
     Returns:
         ``{"stage", "kind", "metric", "objective" (its name), "data", "data_sha256", "split", "n", "lm", "seed",
@@ -132,6 +136,13 @@ def compare_stage(
     from personalign.tracking_native import (link_traces, lm_traces, log_dataset, log_predictions, log_summary,
                                              register_prompt, run_name)
 
+    if cv is not None:
+        if cv != "groups":
+            raise ConfigurationError(f"--cv must be 'groups' (leave-one-group-out), got {cv!r}")
+        from personalign.crossval import compare_stage_groups
+
+        return compare_stage_groups(stage, data=data, strategies=strategies, lm=lm, seed=seed, n_boot=n_boot,
+                                    limit=limit, tracker=tracker, progress=progress, out_dir=out_dir, on_ready=on_ready)
     st = get_stage(stage)
     registry = st.registry
     if n_boot < 1:
@@ -200,7 +211,7 @@ def compare_stage(
                 warnings.simplefilter("always")
                 report = evaluate_stage(st, program, evalset, lm=lm_obj if info.uses_lm else None, n_boot=n_boot,
                                         seed=seed, progress=progress, description=name)
-            hidden = {"correct", "gold_positive", "predicted_positive", "scores"}
+            hidden = {"correct", "gold_positive", "predicted_positive", "scores", "cluster_levels"}
             objective = report.get(st.metric_name) if objective_spec(st) == "mean" else \
                 objective_score(st, evalset, report["predictions"], scores=report.get("scores"))
             row = {
@@ -243,6 +254,12 @@ def compare_stage(
                         row["prompt"] = prompt
 
     def outputs():
+        from personalign.crossval import add_holm, result_record
+
+        add_holm([r for r in result["strategies"] if "vs_first" not in r or "permutation" in r["vs_first"]["diff"]],
+                 key=lambda r: r["vs_first"]["diff"])
+        result["uses_lm"] = uses_lm
+        result["run_record"] = result_record(result)
         if out_dir is None:
             return
         unique = (result.get("mlflow_run_id") or uuid.uuid4().hex)[:12]  # two runs in one second never collide
@@ -255,8 +272,12 @@ def compare_stage(
 
     if tracker is not None:
         tracker.check()  # a bad tracking URI fails here, before any strategy runs
+        from personalign.crossval import result_record
+        from personalign.record import mlflow_tags
+
         with tracker.run(run_name("compare", st.name, data=data, split=split, lm=model if uses_lm else None),
-                         params=params, tags={"command": "compare", "stage": st.name}):
+                         params=params, tags={"command": "compare", "stage": st.name,
+                                              **mlflow_tags(result_record({**result, "uses_lm": uses_lm}))}):
             log_dataset(tracker, st, evalset, data=data, sha256=result["data_sha256"], split=split)
             log_dataset(tracker, st, trainset, data=data, sha256=result["data_sha256"], split=train_split,
                         context="training")
@@ -285,8 +306,9 @@ def plot_result(result: dict[str, Any], path: Path) -> Path:
     key = result.get("metric", "f1")
     names = [r["name"] for r in rows]
     f1s = [r[key] for r in rows]
-    lo = [r[key] - r[f"{key}_ci"][0] for r in rows]
-    hi = [r[f"{key}_ci"][1] - r[key] for r in rows]
+    bars = [r.get(f"{key}_ci") or r.get(f"{key}_range") or [r[key], r[key]] for r in rows]  # CI, else group range
+    lo = [r[key] - b[0] for r, b in zip(rows, bars)]
+    hi = [b[1] - r[key] for r, b in zip(rows, bars)]
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(rows) + 2), 3.6))
     ax.bar(names, f1s, yerr=[lo, hi], capsize=4, color="#4c72b0")
     if key == "f1" and "gold_yes_rate" in result:

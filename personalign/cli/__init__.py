@@ -109,6 +109,7 @@ def compare(
     tracking_uri: TrackingOpt = None,
     no_track: NoTrackOpt = False,
     json_out: JsonOpt = False,
+    cv: Optional[str] = typer.Option(None, "--cv", help="'groups': leave-one-group-out over every labelled row (all splits pooled): each strategy is fitted on all groups but one and scored on it; headline: the mean per-group figure, with the pooled figure and the worst group."),
 ) -> None:
     """Compare strategies of a stage on one split against the human labels (table, JSON, PNG, MLflow)."""
     from personalign.cli._compare import run_compare
@@ -116,7 +117,7 @@ def compare(
     run_compare(
         stage=stage, data=data, split=split, train_split=train_split, strategies=strategies, lm=lm, seed=seed,
         n_boot=n_boot, limit=limit, cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
-        no_track=no_track, json_out=json_out,
+        no_track=no_track, json_out=json_out, cv=cv,
     )
 
 
