@@ -136,13 +136,6 @@ def compare_stage(
     from personalign.tracking_native import (link_traces, lm_traces, log_dataset, log_predictions, log_summary,
                                              register_prompt, run_name)
 
-    if cv is not None:
-        if cv != "groups":
-            raise ConfigurationError(f"--cv must be 'groups' (leave-one-group-out), got {cv!r}")
-        from personalign.crossval import compare_stage_groups
-
-        return compare_stage_groups(stage, data=data, strategies=strategies, lm=lm, seed=seed, n_boot=n_boot,
-                                    limit=limit, tracker=tracker, progress=progress, out_dir=out_dir, on_ready=on_ready)
     st = get_stage(stage)
     registry = st.registry
     if n_boot < 1:
@@ -153,6 +146,13 @@ def compare_stage(
     names = [f"{n}@{o}" if o else n for n, o in specs]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"a strategy is listed twice: {','.join(names)}")
+    if cv is not None:
+        if cv != "groups":
+            raise ConfigurationError(f"--cv must be 'groups' (leave-one-group-out), got {cv!r}")
+        from personalign.crossval import compare_stage_groups
+
+        return compare_stage_groups(st, specs, names, data=data, lm=lm, seed=seed, n_boot=n_boot, limit=limit,
+                                    tracker=tracker, progress=progress, out_dir=out_dir, on_ready=on_ready)
     model = lm or default_model()
     examples = st.load(data)
     evalset = [ex for ex in examples if getattr(ex, "split", None) == split]
@@ -196,8 +196,9 @@ def compare_stage(
     params = {k: result[k] for k in ("stage", "data", "data_sha256", "split", "train_split", "n", "n_train", "lm",
                                      "seed", "n_boot")}
     params["strategies"] = ",".join(names)
-    metric_keys = (("f1", "f1_ci", "precision", "precision_ci", "recall", "recall_ci", "yes_rate", "yes_rate_ci",
-                    "accuracy") if st.kind == "binary" else (st.metric_name, f"{st.metric_name}_ci"))
+    metric_keys = (("f1", "f1_ci", "f1_range", "precision", "precision_ci", "recall", "recall_ci", "yes_rate",
+                    "yes_rate_ci", "accuracy") if st.kind == "binary"
+                   else (st.metric_name, f"{st.metric_name}_ci", f"{st.metric_name}_range"))
     reports: list[dict] = []
     names_seen: list[str] = []  # strategy names in the order run (reports[i] is names_seen[i])
 

@@ -164,62 +164,62 @@ def compare_groups(stage, examples: list, specs: list[tuple[str, str | None]], n
     result: dict[str, Any] = {"cv": "groups", "group_key": key, "groups": groups, "n_groups": len(groups),
                               "n": len(pooled), "metric": _metric_of(stage), "strategies": [], "complete": False}
     rows: list[dict] = []
-    for (base, opt), name in zip(specs, names):
-        info = stage.registry.info(base)
-        t0 = time.perf_counter()
-        per_fold, calls, compile_calls, failures = [], 0, 0, 0
-        for g, train, test in folds:
-            program, cinfo = compile_program(stage, base, opt, train, lm=lm, seed=seed)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                report = evaluate_stage(stage, program, test, lm=lm if info.uses_lm else None, n_boot=n_boot,
-                                        seed=seed, progress=progress, description=f"{name} [{g}]")
-            calls += report["lm_calls"]
-            failures += report["failures"]
-            compile_calls += int((cinfo or {}).get("actual_lm_calls") or (cinfo or {}).get("lm_calls") or 0)
-            per_fold.append({"group": g, "report": report, "compile_summary": compile_summary(cinfo)})
-        row = summarize_strategy(stage, name, per_fold, pooled, n_boot=n_boot, seed=seed)
-        row.update(uses_lm=info.uses_lm, lm_calls=calls, compile_lm_calls=compile_calls, failures=failures,
-                   seconds=round(time.perf_counter() - t0, 3))
-        if rows:
-            row["vs_first"] = paired_groups(row, rows[0], seed=seed)
-        rows.append(row)
-        add_holm(rows)
-        result["strategies"] = [public_row(r) for r in rows]
-        if on_strategy is not None:
-            on_strategy(result)
+    bar = _progress(progress)
+    task = bar.add_task("leave-one-group-out", total=len(specs) * len(folds))
+    bar.start()
+    try:
+        for (base, opt), name in zip(specs, names):
+            info = stage.registry.info(base)
+            t0 = time.perf_counter()
+            per_fold, calls, compile_calls, failures = [], 0, 0, 0
+            for k, (g, train, test) in enumerate(folds):
+                bar.update(task, description=f"{name}: fit on {len(folds) - 1} {key}s, score {g} ({k + 1}/{len(folds)})")
+                program, cinfo = compile_program(stage, base, opt, train, lm=lm, seed=seed)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    report = evaluate_stage(stage, program, test, lm=lm if info.uses_lm else None, n_boot=n_boot,
+                                            seed=seed, progress=False, description=f"{name} [{g}]")
+                bar.advance(task)
+                calls += report["lm_calls"]
+                failures += report["failures"]
+                compile_calls += int((cinfo or {}).get("actual_lm_calls") or (cinfo or {}).get("lm_calls") or 0)
+                per_fold.append({"group": g, "report": report, "compile_summary": compile_summary(cinfo)})
+            row = summarize_strategy(stage, name, per_fold, pooled, n_boot=n_boot, seed=seed)
+            row.update(uses_lm=info.uses_lm, lm_calls=calls, compile_lm_calls=compile_calls, failures=failures,
+                       seconds=round(time.perf_counter() - t0, 3))
+            if rows:
+                row["vs_first"] = paired_groups(row, rows[0], seed=seed)
+            rows.append(row)
+            add_holm(rows)
+            result["strategies"] = [public_row(r) for r in rows]
+            if on_strategy is not None:
+                on_strategy(result)
+    finally:
+        bar.stop()
     result["complete"] = True
     return result
 
 
-def compare_stage_groups(stage: str, *, data, strategies: str | None = None, lm: str | None = None, seed: int = 0,
-                         n_boot: int = 1000, limit: int | None = None, tracker=None, progress: bool = True,
-                         out_dir=None, on_ready=None, command: str | None = None) -> dict[str, Any]:
-    """``compare STAGE --cv groups``: :func:`compare_groups` on every labelled row of ``data``, as a
-    result dict like :func:`personalign.compare.compare_stage`'s (``stage, kind, metric, data,
-    data_sha256, lm, seed, n_boot, cv, groups, strategies, run_record``); with ``out_dir`` the JSON
-    (rewritten after each strategy, ``"complete": false`` until the end) and a chart are written
-    there and logged to the tracker's run.
+def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[str], *, data, lm: str | None = None,
+                         seed: int = 0, n_boot: int = 1000, limit: int | None = None, tracker=None,
+                         progress: bool = True, out_dir=None, on_ready=None, command: str | None = None) -> dict[str, Any]:
+    """``compare STAGE --cv groups`` (called by :func:`personalign.compare.compare_stage` with the
+    stage and its parsed strategies): :func:`compare_groups` on every labelled row of ``data``, as a
+    result dict like ``compare_stage``'s (``stage, kind, metric, data, data_sha256, lm, seed,
+    n_boot, cv, groups, strategies, run_record``); with ``out_dir`` the JSON (rewritten after each
+    strategy, ``"complete": false`` until the end) and a chart are written there and logged to the
+    tracker's run.
 
     Raises:
-        ConfigurationError: bad strategies, no group key or fewer than 3 groups, ``n_boot < 1``.
+        ConfigurationError: no group key or fewer than 3 groups.
         DataError: unreadable data; a training fold with one class for a learned strategy.
     """
     from pathlib import Path
 
-    from personalign.compare import parse_strategy_specs, write_result
-    from personalign.errors import ConfigurationError
     from personalign.lm import default_model, make_lm
-    from personalign.programs.stages import get_stage
+    from personalign.record import write_json
     from personalign.tracking_native import log_dataset, run_name
 
-    st = get_stage(stage)
-    if n_boot < 1:
-        raise ConfigurationError(f"--n-boot must be >= 1, got {n_boot}")
-    specs = parse_strategy_specs(strategies, st.default_strategies, st.registry)
-    names = [f"{n}@{o}" if o else n for n, o in specs]
-    if len(set(names)) != len(names):
-        raise ConfigurationError(f"a strategy is listed twice: {','.join(names)}")
     examples = st.limit(st.load(data), limit, seed)
     groups_of(st, examples, data)
     uses_lm = any(st.registry.info(n).uses_lm for n, _ in specs)
@@ -240,7 +240,7 @@ def compare_stage_groups(stage: str, *, data, strategies: str | None = None, lm:
         result["run_record"] = result_record(result, command=command)
         if out_dir is not None:
             stem = stem or f"{st.name}-lo{st.group_key}o-{_stamp()}-{(getattr(tracker, 'run_id', None) or '')[:6]}"
-            result["result_file"] = str(write_result(result, Path(out_dir), stem=stem.rstrip("-")))
+            result["result_file"] = str(write_json(Path(out_dir) / f"{stem.rstrip('-')}.json", result))
 
     result: dict[str, Any] = dict(head)
 
@@ -360,6 +360,15 @@ def _stamp() -> str:
     from datetime import datetime, timezone
 
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _progress(enabled: bool):
+    """The one progress display of a cross-validation (stderr, cleared when done)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True), disable=not enabled, transient=True)
 
 
 def public_row(row: dict) -> dict:

@@ -180,10 +180,15 @@ def write_record(path: str | os.PathLike, record: dict) -> Path:
     Raises:
         ValueError: the record is malformed (nothing is written)."""
     validate(record)
+    return write_json(path, record)
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as indented JSON at ``path`` atomically (tmp file + rename); return the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path
 
@@ -202,4 +207,4 @@ def mlflow_tags(record: dict) -> dict[str, str]:
 
 
 __all__ = ["PACKAGES", "versions", "git_commit", "machine", "model_info", "data_info", "figure", "validate",
-           "run_record", "write_record", "mlflow_tags"]
+           "run_record", "write_record", "write_json", "mlflow_tags"]

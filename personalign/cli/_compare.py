@@ -135,6 +135,10 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
         from personalign.cli._crossval import print_groups
 
         print_groups(console, result)
+        console.print(f"results: {path}\nchart: {result.get('chart_file')}", markup=False, highlight=False)
+        if tracker is not None:
+            console.print(f"MLflow run {result.get('mlflow_run_id')} in {tracker.tracking_uri}", markup=False,
+                          highlight=False)
         return
     console.print(render_table(result))
     line = resampling_line(result)
