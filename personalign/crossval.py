@@ -202,13 +202,14 @@ def compare_groups(stage, examples: list, specs: list[tuple[str, str | None]], n
 
 def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[str], *, data, lm: str | None = None,
                          seed: int = 0, n_boot: int = 1000, limit: int | None = None, tracker=None,
-                         progress: bool = True, out_dir=None, on_ready=None, command: str | None = None) -> dict[str, Any]:
+                         progress: bool = True, out_dir=None, on_ready=None, command: str | None = None,
+                         on_strategy: Callable[[dict], None] | None = None) -> dict[str, Any]:
     """``compare STAGE --cv groups`` (called by :func:`personalign.compare.compare_stage` with the
     stage and its parsed strategies): :func:`compare_groups` on every labelled row of ``data``, as a
     result dict like ``compare_stage``'s (``stage, kind, metric, data, data_sha256, lm, seed,
     n_boot, cv, groups, strategies, run_record``); with ``out_dir`` the JSON (rewritten after each
     strategy, ``"complete": false`` until the end) and a chart are written there and logged to the
-    tracker's run.
+    tracker's run. ``on_strategy`` is called with the result after each strategy (partial results).
 
     Raises:
         ConfigurationError: no group key or fewer than 3 groups.
@@ -238,6 +239,8 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
         nonlocal stem
         result.update(partial)
         result["run_record"] = result_record(result, command=command)
+        if on_strategy is not None and not result.get("complete"):
+            on_strategy(result)
         if out_dir is not None:
             stem = stem or f"{st.name}-lo{st.group_key}o-{_stamp()}-{(getattr(tracker, 'run_id', None) or '')[:6]}"
             result["result_file"] = str(write_json(Path(out_dir) / f"{stem.rstrip('-')}.json", result))

@@ -61,6 +61,9 @@ def notes(result: dict) -> list[str]:
                    + (f" (smallest reachable p = {p_min:.3g})" if p_min else "")
                    + ("; Holm-adjusted over the comparisons" if len(result["strategies"]) > 2 else "")
                    + "; MDE = (1.96 + 0.84) × SE of the difference over resampled groups")
+    out.append(f"reproducible: the same data, seed ({result.get('seed')}) and model give the same figures (LM calls "
+               "at temperature 0, in a fixed order; bootstrap seeded); what varies run to run is the seconds and the LM "
+               "call counts (0 when the DSPy cache already holds a call)")
     if result.get("complete") is False:
         out.append("partial result: not every strategy has run yet")
     return out
