@@ -80,6 +80,8 @@ def compare_stage(
     out_dir: str | Path | None = None,
     on_ready=None,
     cv: str | None = None,
+    repeats: int = 1,
+    temperature: float | None = None,
 ) -> dict[str, Any]:
     """Compare strategies of ``stage`` on one split and return the result as a JSON-serializable dict.
 
@@ -112,6 +114,10 @@ def compare_stage(
         cv: ``"groups"``: leave-one-group-out over every labelled row, all splits pooled
             (:func:`personalign.crossval.compare_stage_groups`; ``split``/``train_split`` unused);
             None: the single split.
+        repeats: runs of each sampling strategy (LM at ``temperature`` > 0; distinct ``rollout_id``),
+            resampled inside every cluster resample (:func:`personalign.evaluation.evaluate_repeats`);
+            deterministic strategies run once and say so (``repeat_note``).
+        temperature: sampling temperature of the LM (default: the model's, 0 for embedded models).
 
     Returns:
         ``{"stage", "kind", "metric", "objective" (its name), "data", "data_sha256", "split", "n", "lm", "seed",
@@ -129,7 +135,7 @@ def compare_stage(
     from personalign.compile_service import compile_program
     from personalign.compile_service import summary as compile_summary
     from personalign.errors import ConfigurationError
-    from personalign.evaluation import evaluate_stage, paired_comparison
+    from personalign.evaluation import evaluate_repeats, paired_comparison
     from personalign.lm import default_model, make_lm
     from personalign.objectives import objective_name, objective_score, objective_spec
     from personalign.programs.stages import get_stage, splits_present
@@ -146,13 +152,16 @@ def compare_stage(
     names = [f"{n}@{o}" if o else n for n, o in specs]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"a strategy is listed twice: {','.join(names)}")
+    if repeats < 1:
+        raise ConfigurationError(f"--repeats must be >= 1, got {repeats}")
     if cv is not None:
         if cv != "groups":
             raise ConfigurationError(f"--cv must be 'groups' (leave-one-group-out), got {cv!r}")
         from personalign.crossval import compare_stage_groups
 
         return compare_stage_groups(st, specs, names, data=data, lm=lm, seed=seed, n_boot=n_boot, limit=limit,
-                                    tracker=tracker, progress=progress, out_dir=out_dir, on_ready=on_ready)
+                                    tracker=tracker, progress=progress, out_dir=out_dir, on_ready=on_ready,
+                                    repeats=repeats, temperature=temperature)
     model = lm or default_model()
     examples = st.load(data)
     evalset = [ex for ex in examples if getattr(ex, "split", None) == split]
@@ -168,7 +177,7 @@ def compare_stage(
     if any(registry.info(b).trainable for b, _ in specs):
         st.check_fittable(trainset, data, train_split)
     uses_lm = any(registry.info(n).uses_lm for n, _ in specs)
-    lm_obj = make_lm(model) if uses_lm else None
+    lm_obj = make_lm(model, temperature=temperature) if uses_lm else None
     if on_ready is not None:
         on_ready()  # every input is valid: the caller may now create caches and stores
 
@@ -210,9 +219,10 @@ def compare_stage(
             with warnings.catch_warnings(record=True) as caught, \
                     lm_traces(tracker, tags={"stage": st.name, "strategy": name}) as traced:
                 warnings.simplefilter("always")
-                report = evaluate_stage(st, program, evalset, lm=lm_obj if info.uses_lm else None, n_boot=n_boot,
-                                        seed=seed, progress=progress, description=name)
+                report = evaluate_repeats(st, program, evalset, lm=lm_obj if info.uses_lm else None, n_boot=n_boot,
+                                          seed=seed, progress=progress, description=name, repeats=repeats)
             hidden = {"correct", "gold_positive", "predicted_positive", "scores", "cluster_levels"}
+            hidden |= {"predictions_by_repeat"} if report.get("repeats", 1) == 1 else set()
             objective = report.get(st.metric_name) if objective_spec(st) == "mean" else \
                 objective_score(st, evalset, report["predictions"], scores=report.get("scores"))
             row = {

@@ -89,7 +89,8 @@ def summarize_strategy(stage, name: str, folds: list[dict], examples: list, *, n
         warnings.simplefilter("ignore")
         pooled = stage_report(stage, examples, preds, n_boot=n_boot, seed=seed)
     worst = int(np.argmin(values))
-    hidden = {"correct", "gold_positive", "predicted_positive", "scores", "cluster_levels", "predictions"}
+    hidden = {"correct", "gold_positive", "predicted_positive", "scores", "cluster_levels", "predictions",
+              "predictions_by_repeat"}
     by_group = [{"group": f["group"], **{k: v for k, v in f["report"].items() if k not in hidden},
                  "compile_summary": f.get("compile_summary")} for f in folds]
     return {"name": name, "metric": key,
@@ -130,7 +131,7 @@ def add_holm(rows: list[dict], key: Callable[[dict], dict] = lambda r: r["vs_fir
 
 def compare_groups(stage, examples: list, specs: list[tuple[str, str | None]], names: list[str], *, data,
                    lm=None, seed: int = 0, n_boot: int = 1000, progress: bool = True,
-                   on_strategy: Callable[[dict], None] | None = None) -> dict[str, Any]:
+                   on_strategy: Callable[[dict], None] | None = None, repeats: int = 1) -> dict[str, Any]:
     """Leave-one-group-out comparison of ``specs`` (``(strategy, optimizer or None)``, shown as ``names``).
 
     Args:
@@ -138,6 +139,8 @@ def compare_groups(stage, examples: list, specs: list[tuple[str, str | None]], n
         examples: every labelled example of the data file (all splits are pooled).
         lm: a ``dspy.LM`` for LLM strategies (None when none uses one).
         on_strategy: called with the partial result after each strategy (``"complete": False``).
+        repeats: runs of each sampling strategy per fold (:func:`personalign.evaluation.evaluate_repeats`;
+            the per-group figures are means over runs); deterministic ones run once (``repeat_note``).
 
     Returns:
         ``{"cv": "groups", "group_key", "groups", "n_groups", "n", "metric", "strategies": [...],
@@ -151,7 +154,7 @@ def compare_groups(stage, examples: list, specs: list[tuple[str, str | None]], n
     """
     from personalign.compile_service import compile_program
     from personalign.compile_service import summary as compile_summary
-    from personalign.evaluation import evaluate_stage
+    from personalign.evaluation import evaluate_repeats
 
     groups = groups_of(stage, examples, data)
     key = stage.group_key
@@ -177,8 +180,8 @@ def compare_groups(stage, examples: list, specs: list[tuple[str, str | None]], n
                 program, cinfo = compile_program(stage, base, opt, train, lm=lm, seed=seed)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    report = evaluate_stage(stage, program, test, lm=lm if info.uses_lm else None, n_boot=n_boot,
-                                            seed=seed, progress=False, description=f"{name} [{g}]")
+                    report = evaluate_repeats(stage, program, test, lm=lm if info.uses_lm else None, n_boot=n_boot,
+                                              seed=seed, progress=False, description=f"{name} [{g}]", repeats=repeats)
                 bar.advance(task)
                 calls += report["lm_calls"]
                 failures += report["failures"]
@@ -186,7 +189,8 @@ def compare_groups(stage, examples: list, specs: list[tuple[str, str | None]], n
                 per_fold.append({"group": g, "report": report, "compile_summary": compile_summary(cinfo)})
             row = summarize_strategy(stage, name, per_fold, pooled, n_boot=n_boot, seed=seed)
             row.update(uses_lm=info.uses_lm, lm_calls=calls, compile_lm_calls=compile_calls, failures=failures,
-                       seconds=round(time.perf_counter() - t0, 3))
+                       seconds=round(time.perf_counter() - t0, 3), repeats=per_fold[0]["report"]["repeats"],
+                       repeat_note=per_fold[0]["report"]["repeat_note"])
             if rows:
                 row["vs_first"] = paired_groups(row, rows[0], seed=seed)
             rows.append(row)
@@ -203,7 +207,8 @@ def compare_groups(stage, examples: list, specs: list[tuple[str, str | None]], n
 def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[str], *, data, lm: str | None = None,
                          seed: int = 0, n_boot: int = 1000, limit: int | None = None, tracker=None,
                          progress: bool = True, out_dir=None, on_ready=None, command: str | None = None,
-                         on_strategy: Callable[[dict], None] | None = None) -> dict[str, Any]:
+                         on_strategy: Callable[[dict], None] | None = None, repeats: int = 1,
+                         temperature: float | None = None) -> dict[str, Any]:
     """``compare STAGE --cv groups`` (called by :func:`personalign.compare.compare_stage` with the
     stage and its parsed strategies): :func:`compare_groups` on every labelled row of ``data``, as a
     result dict like ``compare_stage``'s (``stage, kind, metric, data, data_sha256, lm, seed,
@@ -225,7 +230,7 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
     groups_of(st, examples, data)
     uses_lm = any(st.registry.info(n).uses_lm for n, _ in specs)
     model = (lm or default_model()) if uses_lm else None
-    lm_obj = make_lm(model) if uses_lm else None
+    lm_obj = make_lm(model, temperature=temperature) if uses_lm else None
     if on_ready is not None:
         on_ready()
     from personalign.data.digest import file_sha256
@@ -249,7 +254,7 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
 
     def body():
         save(compare_groups(st, examples, specs, names, data=data, lm=lm_obj, seed=seed, n_boot=n_boot,
-                            progress=progress, on_strategy=save))
+                            progress=progress, on_strategy=save, repeats=repeats))
         if out_dir is not None:
             result["chart_file"] = str(plot_groups(result, Path(out_dir) / f"{stem.rstrip('-')}.png"))
             save({})

@@ -185,6 +185,63 @@ def evaluate_stage(stage, program, examples: Sequence, *, lm=None, n_boot: int =
             "seconds": round(outcome.seconds, 3), "predictions": preds, "scores": outcome.scores}
 
 
+def evaluate_repeats(stage, program, examples: Sequence, *, lm=None, repeats: int = 1, n_boot: int = 1000,
+                     seed: int = 0, progress: bool = True, description: str = "predict") -> dict[str, Any]:
+    """:func:`evaluate_stage`, run ``repeats`` times when the program samples: an LM at temperature
+    > 0 gets a distinct DSPy cache key per run (``lm.copy(rollout_id=r)``). Deterministic programs
+    (no LM, or temperature 0) run once and say so in ``repeat_note``.
+
+    Binary stages: figures are :func:`personalign.metrics.repeats.repeated_binary_report` (means over
+    runs; intervals resample clusters x runs); ``predictions`` / ``correct`` are the first run's
+    (paired comparisons use them), ``predictions_by_repeat`` holds every run. Scored stages: the
+    per-example scores are averaged over runs before the cluster bootstrap.
+
+    Returns the report plus ``repeats`` (runs made) and ``repeat_note``; ``lm_calls``/``failures``/``seconds`` summed.
+    """
+    import numpy as np
+
+    temperature = float((getattr(lm, "kwargs", None) or {}).get("temperature") or 0.0)
+    if repeats < 1:
+        from personalign.errors import ConfigurationError
+
+        raise ConfigurationError(f"--repeats must be >= 1, got {repeats}")
+    if repeats == 1 or lm is None or temperature == 0.0:
+        report = evaluate_stage(stage, program, examples, lm=lm, n_boot=n_boot, seed=seed, progress=progress,
+                                description=description)
+        note = None if repeats == 1 else ("deterministic (no LM)" if lm is None else "deterministic (temperature 0)") \
+            + f": ran once, not {repeats} times"
+        return {**report, "repeats": 1, "repeat_note": note}
+    runs = [evaluate_stage(stage, program, examples, lm=lm.copy(rollout_id=r), n_boot=n_boot, seed=seed,
+                           progress=progress, description=f"{description} (run {r + 1}/{repeats})")
+            for r in range(repeats)]
+    first = runs[0]
+    totals = {k: sum(r[k] for r in runs) for k in ("lm_calls", "failures", "seconds")}
+    note = f"{repeats} runs at temperature {temperature:g} (rollout_id 0..{repeats - 1}); intervals resample clusters x runs"
+    if stage.kind == "binary":
+        from personalign.metrics.cluster import make_clusters
+        from personalign.metrics.repeats import repeated_binary_report
+
+        levels = first["cluster_levels"]
+        rep = repeated_binary_report(first["gold_positive"], np.array([r["predicted_positive"] for r in runs]),
+                                     n_boot=n_boot, seed=seed,
+                                     clusters=make_clusters(levels["levels"], len(examples), levels["names"]))
+        return {**first, **rep, **totals, "repeats": repeats, "repeat_note": note,
+                "predictions_by_repeat": [r["predictions"] for r in runs]}
+    mean_scores = list(np.mean([r["correct"] for r in runs], axis=0))
+    from personalign.metrics import bootstrap_ci
+    from personalign.metrics.cluster import make_clusters
+
+    levels = first["cluster_levels"]
+    cl = make_clusters(levels["levels"], len(examples), levels["names"])
+    arr = np.asarray(mean_scores, dtype=float)
+    ci = bootstrap_ci(np.mean, arr, n_boot=n_boot, seed=seed, clusters=cl)
+    name = stage.metric_name
+    return {**first, **totals, name: float(arr.mean()), f"{name}_ci": None if (not cl.singletons and cl.n_clusters < 5)
+            else [float(x) for x in ci], "correct": mean_scores, "repeats": repeats,
+            "repeat_note": note + " (scored: per-example scores averaged over runs)",
+            "predictions_by_repeat": [r["predictions"] for r in runs]}
+
+
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
@@ -198,4 +255,4 @@ def _jsonable(value: Any) -> Any:
 
 
 __all__ = ["EvalOutcome", "run_program", "evaluate_metric", "score_of", "fatal_lm_error", "filled_predictions", "stage_report", "stage_clusters", "paired_comparison",
-           "evaluate_stage", "PersonalignError"]
+           "evaluate_stage", "evaluate_repeats", "PersonalignError"]

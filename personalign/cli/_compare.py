@@ -106,7 +106,7 @@ def run_stages(*, json_out: bool) -> None:
 
 
 def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, seed, n_boot, limit, cache_dir,
-                no_cache, tracking_uri, no_track, json_out, cv=None) -> None:
+                no_cache, tracking_uri, no_track, json_out, cv=None, repeats=1, temperature=None) -> None:
     from rich.console import Console
 
     from personalign.compare import compare_stage
@@ -122,7 +122,7 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
     err = Console(stderr=True, soft_wrap=True)
     result = compare_stage(stage, data=data, split=split, train_split=train_split, strategies=strategies, lm=lm,
                            seed=seed, n_boot=n_boot, limit=limit, tracker=tracker, progress=not json_out,
-                           out_dir=runs_dir() / "compare", cv=cv,
+                           out_dir=runs_dir() / "compare", cv=cv, repeats=repeats, temperature=temperature,
                            on_ready=lambda: configure_cache(cache_dir, enabled=not no_cache))
     path = result["result_file"]
     if json_out:
@@ -157,6 +157,9 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
             console.print(f"{row['name']} vs {vs['against']} (compiled vs uncompiled, paired on the same examples): "
                           f"Δ{key} {_fmt_ci(d['diff'], d.get('ci'), d.get('range'), '+')}, p {_p_cell(d, vs.get('mcnemar'))}",
                           markup=False, highlight=False)
+    for row in result["strategies"]:
+        if row.get("repeat_note"):
+            console.print(f"{row['name']}: {row['repeat_note']}", markup=False, highlight=False)
     for row in result["strategies"]:
         for line in row["errors"][:3] + row.get("warnings", []):
             err.print(f"{row['name']}: {line}", style="yellow", markup=False, highlight=False)

@@ -42,6 +42,9 @@ def print_groups(console, result: dict) -> None:
             cells.append(f"{g[key]:.2f}" + (f" [{_short(ci[0])}, {_short(ci[1])}]" if ci else ""))
         groups.add_row(row["name"], *cells)
     console.print(groups)
+    for row in result["strategies"]:
+        if row.get("repeat_note"):
+            console.print(f"{row['name']}: {row['repeat_note']}", markup=False, highlight=False)
     for line in notes(result):
         console.print(line, markup=False, highlight=False)
 

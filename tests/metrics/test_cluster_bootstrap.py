@@ -140,3 +140,21 @@ def test_holm_matches_statsmodels_and_hand_computation():
 def test_mde_is_z_times_sd():
     s = np.array([0.0, 0.1, -0.1, 0.2])
     assert minimum_detectable_effect(s) == pytest.approx(2.8 * s.std(ddof=1))
+
+
+def test_repeats_spread_widens_the_interval_and_one_repeat_equals_the_report():
+    from personalign.metrics.repeats import repeated_binary_report
+
+    rng = np.random.default_rng(11)
+    y, p, cl = _clustered(rng, g=20)
+    one = repeated_binary_report(y, p[None, :], n_boot=300, seed=2, clusters=[cl])
+    plain = binary_report(y, p, n_boot=300, seed=2, clusters=[cl])
+    assert one["accuracy"] == plain["accuracy"] and one["repeats"] == 1
+    # five noisy runs: each flips a random 40% of the predictions
+    runs = np.array([np.where(rng.random(p.size) < 0.4, ~p, p) for _ in range(5)])
+    rep = repeated_binary_report(y, runs, n_boot=300, seed=2, clusters=[cl])
+    assert rep["accuracy"] == pytest.approx(np.mean([r.mean() for r in runs]))
+    assert rep["resampling"]["repeats"] == 5 and len(rep["f1_by_repeat"]) == 5
+    assert rep["accuracy_ci"][0] <= rep["accuracy"] <= rep["accuracy_ci"][1]
+    with pytest.raises(ValueError, match=r"\(repeats, n\)"):
+        repeated_binary_report(y, p, n_boot=10)
