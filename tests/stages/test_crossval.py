@@ -139,3 +139,16 @@ def test_cli_cv_bad_value_and_too_few_groups_are_one_line(tmp_path):
     lines = [l for l in proc.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and "at least 3" in lines[0] and str(two) in lines[0]
     assert not (tmp_path / "runs" / "compare").exists()
+
+
+def test_same_seed_same_figures(demo_examples):
+    from personalign.crossval import compare_groups
+    from personalign.programs.stages import get_stage
+
+    st = get_stage("relevance")
+    specs = [("all-yes", None), ("style-rank", None)]
+    runs = [compare_groups(st, demo_examples, specs, ["all-yes", "style-rank"], data=DEMO, n_boot=200, seed=3,
+                           progress=False) for _ in range(2)]
+    for a, b in zip(runs[0]["strategies"], runs[1]["strategies"]):
+        assert a["headline"] == b["headline"] and a["pooled"] == b["pooled"] and a["predictions"] == b["predictions"]
+        assert a.get("vs_first") == b.get("vs_first")
