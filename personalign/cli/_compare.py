@@ -56,7 +56,8 @@ def render_table(result: dict):
         cols += ["precision", "recall", f"{result.get('positive_name', 'yes')}-rate"]
     cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", "p (sign-flip over clusters)"]
     for col in cols:
-        table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
+        table.add_column(col, justify="left" if col == "strategy" else "right",
+                         no_wrap=not col.startswith(("p (", f"Δ{key}")), min_width=len(col) if col == "strategy" else None)
     for row in result["strategies"]:
         cells = [row["name"], _fmt_ci(row[key], row.get(f"{key}_ci"), row.get(f"{key}_range"))]
         if extra:
