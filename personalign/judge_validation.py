@@ -191,7 +191,8 @@ def validate_violation_judge(pairs: Sequence, *, lm=None, judge=None, n_boot: in
            "violates_rate": round(float(pred.mean()), 4) if pred.size else None,
            "flip_rate": None, "flip_rate_note": "one response per call: no order to swap",
            "failures": out.failures, "errors": out.errors[:3], "lm_calls": out.lm_calls,
-           "seconds": round(time.perf_counter() - t0, 2)}
+           "seconds": round(time.perf_counter() - t0, 2),
+           "resampling": {"unit": "pair", "n_clusters": len(ok), "n_boot": n_boot}}
     if pred.size:  # per-item verdicts: what a judge-corrected rate (corrected_follow_rate) needs
         rep["sensitivity_follows"] = round(float((~pred[:, 0]).mean()), 4)  # says follows | follows
         rep["specificity_follows"] = round(float(pred[:, 1].mean()), 4)  # says violates | violates
@@ -293,7 +294,8 @@ def validate_pairwise_judge(pairs: Sequence, *, lm=None, strategy: str = "pairwi
            "n_scored": len(gold), "gold_a_rate": round(float(np.mean(g == "A")), 4) if g.size else None,
            "before": before, "after": aft, "accuracy": aft["accuracy"], "accuracy_ci": aft["accuracy_ci"],
            "kappa": aft["kappa"], "kappa_ci": aft["kappa_ci"], "failures": out.failures, "errors": out.errors[:3],
-           "lm_calls": out.lm_calls, "seconds": round(time.perf_counter() - t0, 2)}
+           "lm_calls": out.lm_calls, "seconds": round(time.perf_counter() - t0, 2),
+           "resampling": {"unit": "pair", "n_clusters": len(gold), "n_boot": n_boot}}
     rep["usable"] = usable(rep)
     return rep
 
