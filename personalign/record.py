@@ -55,15 +55,16 @@ def versions() -> dict[str, str]:
 
 
 def git_commit(root: str | os.PathLike | None = None) -> str:
-    """``git rev-parse HEAD`` of the source tree (``+dirty`` when it has uncommitted changes;
-    ``"unknown"`` outside a git checkout or without git)."""
+    """``git rev-parse HEAD`` of the source tree (``+dirty`` when it has uncommitted changes outside
+    ``benchmarks/results/``, which results files themselves change; ``"unknown"`` outside a git
+    checkout or without git)."""
     cwd = Path(root) if root else Path(__file__).resolve().parents[1]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)benchmarks/results"], cwd=cwd, capture_output=True, text=True, timeout=10)
         return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
