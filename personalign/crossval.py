@@ -174,10 +174,13 @@ def compare_groups(stage, examples: list, specs: list[tuple[str, str | None]], n
         for (base, opt), name in zip(specs, names):
             info = stage.registry.info(base)
             t0 = time.perf_counter()
-            per_fold, calls, compile_calls, failures = [], 0, 0, 0
+            per_fold, calls, compile_calls, failures, notes = [], 0, 0, 0, set()
             for k, (g, train, test) in enumerate(folds):
                 bar.update(task, description=f"{name}: fit on {len(folds) - 1} {key}s, score {g} ({k + 1}/{len(folds)})")
-                program, cinfo = compile_program(stage, base, opt, train, lm=lm, seed=seed)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    program, cinfo = compile_program(stage, base, opt, train, lm=lm, seed=seed)
+                notes |= {f"{g}: {w.message}" for w in caught if "site-packages" not in str(w.filename)}
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     report = evaluate_repeats(stage, program, test, lm=lm if info.uses_lm else None, n_boot=n_boot,
@@ -190,7 +193,7 @@ def compare_groups(stage, examples: list, specs: list[tuple[str, str | None]], n
             row = summarize_strategy(stage, name, per_fold, pooled, n_boot=n_boot, seed=seed)
             row.update(uses_lm=info.uses_lm, lm_calls=calls, compile_lm_calls=compile_calls, failures=failures,
                        seconds=round(time.perf_counter() - t0, 3), repeats=per_fold[0]["report"]["repeats"],
-                       repeat_note=per_fold[0]["report"]["repeat_note"])
+                       repeat_note=per_fold[0]["report"]["repeat_note"], warnings=sorted(notes))
             if rows:
                 row["vs_first"] = paired_groups(row, rows[0], seed=seed)
             rows.append(row)

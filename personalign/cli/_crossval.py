@@ -45,6 +45,9 @@ def print_groups(console, result: dict) -> None:
     for row in result["strategies"]:
         if row.get("repeat_note"):
             console.print(f"{row['name']}: {row['repeat_note']}", markup=False, highlight=False)
+        if row.get("warnings"):
+            console.print(f"{row['name']}: {len(row['warnings'])} note(s) from fitting, in the results file "
+                          "(strategies[].warnings)", markup=False, highlight=False)
     for line in notes(result):
         console.print(line, markup=False, highlight=False)
 
