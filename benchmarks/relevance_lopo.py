@@ -11,7 +11,7 @@ Writes ``benchmarks/results/<--name>.json`` (run-record format, rewritten after 
 with ``extra.complete`` false until the end: ``--partial`` results of a long run survive an
 interruption) and prints the JSON object on stdout.
 
-Usage: ``python benchmarks/relevance_lopo.py [--strategies all-yes,bm25,...] [--name relevance_lopo_lmfree]
+Usage: ``python benchmarks/relevance_lopo.py [--strategies all-yes,bm25,...] [--name relevance-lopo-lmfree]
 [--lm MODEL] [--n-boot 1000] [--data FILE]``. LLM strategies: run under
 ``flock /tmp/personalign-model.lock`` (one model job on the machine at a time).
 """
@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=None)
     ap.add_argument("--strategies", default=LM_FREE)
-    ap.add_argument("--name", default="relevance_lopo_lmfree")
+    ap.add_argument("--name", default="relevance-lopo-lmfree")
     ap.add_argument("--lm", default=None)
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)

@@ -320,7 +320,7 @@ def result_figures(result: dict) -> list[dict]:
 def result_record(result: dict, command: str | None = None) -> dict:
     """The :mod:`personalign.record` run record of a compare result (figures included)."""
     from personalign.lm import adapter_for
-    from personalign.record import run_record
+    from personalign.record import run_record, slug
 
     model = result.get("lm")
     uses_lm = result.get("uses_lm", True) and model
@@ -329,7 +329,7 @@ def result_record(result: dict, command: str | None = None) -> dict:
         resampling = {"unit": result["group_key"], "n_clusters": result["n_groups"], "n_boot": result["n_boot"]}
     else:
         resampling = next((r.get("resampling") for r in rows if r.get("resampling")), None)
-    return run_record(f"compare-{result['stage']}", result_figures(result), command=command,
+    return run_record(slug(f"compare-{result['stage']}"), result_figures(result), command=command,
                       title=f"compare {result['stage']} ({'leave-one-group-out' if result.get('cv') else 'single split'})",
                       model=model if uses_lm else None,
                       adapter=type(adapter_for(model)).__name__ if uses_lm else None, data=result.get("data"),

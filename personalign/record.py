@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -38,9 +39,16 @@ PACKAGES = {"personalign": "personalign", "dspy": "dspy", "optuna": "optuna", "m
             "litellm": "litellm", "llama_cpp_python": "llama-cpp-python"}
 """Record key -> distribution name of the versions every record carries."""
 
+NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+"""A record's name: its file stem and its anchor on the results page (benchmarks/report.py)."""
 KEYS = ("name", "title", "command", "git_commit", "date", "machine", "versions", "model", "adapter", "sampler",
         "data", "resampling", "stage", "figures", "extra")
 FIGURE_KEYS = ("key", "label", "strategy", "metric", "value", "ci", "n", "note")
+
+
+def slug(text: str) -> str:
+    """``text`` as a record name: lower case, runs of other characters as single hyphens (``"x"`` if none left)."""
+    return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-") or "x"
 
 
 def versions() -> dict[str, str]:
@@ -142,6 +150,9 @@ def validate(record: dict) -> None:
     for k in ("name", "title", "command", "git_commit", "date"):
         if not isinstance(record[k], str) or not record[k]:
             raise ValueError(f"run record: {k} must be a non-empty string, got {record[k]!r}")
+    if not NAME.match(record["name"]):
+        raise ValueError(f"run record: name {record['name']!r} must be lower-case letters, digits and single hyphens "
+                         "(the record's anchor in docs/results.md)")
     if set(record["versions"]) != set(PACKAGES):
         raise ValueError(f"run record: versions must name {', '.join(PACKAGES)}")
     if not isinstance(record["figures"], list):
@@ -176,11 +187,14 @@ def run_record(name: str, figures: Sequence[dict], *, title: str | None = None, 
 
 
 def write_record(path: str | os.PathLike, record: dict) -> Path:
-    """Validate ``record`` and write it as JSON at ``path`` atomically; return the path.
+    """Validate ``record`` and write it as JSON at ``path`` (whose stem must be the record's name)
+    atomically; return the path.
 
     Raises:
-        ValueError: the record is malformed (nothing is written)."""
+        ValueError: the record is malformed or its name is not the file's stem (nothing is written)."""
     validate(record)
+    if Path(path).stem != record["name"]:
+        raise ValueError(f"run record: name {record['name']!r} differs from the file name {Path(path).stem!r}")
     return write_json(path, record)
 
 
@@ -207,5 +221,5 @@ def mlflow_tags(record: dict) -> dict[str, str]:
     return tags
 
 
-__all__ = ["PACKAGES", "versions", "git_commit", "machine", "model_info", "data_info", "figure", "validate",
+__all__ = ["PACKAGES", "slug", "versions", "git_commit", "machine", "model_info", "data_info", "figure", "validate",
            "run_record", "write_record", "write_json", "mlflow_tags"]

@@ -76,3 +76,31 @@ def test_benchmarks_write_results(tmp_path, monkeypatch):
     rec = json.loads(path.read_text())
     assert path.name == "unit.json" and rec["name"] == "unit" and rec["figures"][0]["value"] == 0.7
     assert rec["data"]["sha256"] and rec["stage"] == "relevance"
+
+
+def test_name_is_a_slug_and_the_file_stem(tmp_path):
+    from personalign.record import run_record, write_record
+
+    with pytest.raises(ValueError, match="lower-case letters, digits and single hyphens"):
+        run_record("relevance_lopo", [_fig()], command="c")
+    rec = run_record("relevance-lopo", [_fig()], command="c")
+    with pytest.raises(ValueError, match="differs from the file name"):
+        write_record(tmp_path / "other.json", rec)
+    assert write_record(tmp_path / "relevance-lopo.json", rec).exists()
+
+
+def test_shipped_records_pass_the_contract():
+    from personalign.record import validate
+
+    for path in (ROOT / "benchmarks" / "results").glob("*.json"):
+        rec = json.loads(path.read_text())
+        validate(rec)
+        assert rec["name"] == path.stem
+
+
+def test_slug_makes_any_stage_or_study_name_a_record_name():
+    from personalign.record import NAME, slug
+
+    for text in ("compare-My_Stage", "sweep-study 1/2", "___"):
+        assert NAME.match(slug(text)), slug(text)
+    assert slug("sweep-My_Study") == "sweep-my-study"

@@ -66,12 +66,12 @@ class Sweep:
     def _record_tags(self, study) -> dict[str, str]:
         """The run record's provenance (:mod:`personalign.record`) as tags: versions, git commit,
         model and its sha256, data sha256, and the sampler with its settings."""
-        from personalign.record import mlflow_tags, run_record
+        from personalign.record import mlflow_tags, run_record, slug
 
         sampler = {"name": type(study.sampler).__name__, "seed": self.seed, "pruner": type(study.pruner).__name__}
         if self.sampler is None:  # the default (sweep/sampler.py: default_sampler)
             sampler["inner"] = "TPESampler(multivariate=True, group=True, constant_liar=True), seeded seed + trial"
-        return mlflow_tags(run_record(f"sweep-{self.study_name}", [], model=self.lm_name, sampler=sampler,
+        return mlflow_tags(run_record(slug(f"sweep-{self.study_name}"), [], model=self.lm_name, sampler=sampler,
                                       data=self.data, data_sha256=self.splits.data_sha256, stage=self.stage.name))
 
     def _open_study(self):
