@@ -229,6 +229,9 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
     from personalign.record import write_json
     from personalign.tracking_native import log_dataset, run_name
 
+    from personalign.record import git_commit
+
+    git_commit()  # the commit this run starts at is the one its record names
     examples = st.limit(st.load(data), limit, seed)
     groups_of(st, examples, data)
     uses_lm = any(st.registry.info(n).uses_lm for n, _ in specs)

@@ -22,6 +22,7 @@ atomically (tmp + rename): a bad record raises ``ValueError`` naming the key and
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -62,10 +63,12 @@ def versions() -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def git_commit(root: str | os.PathLike | None = None) -> str:
     """``git rev-parse HEAD`` of the source tree (``+dirty`` when it has uncommitted changes outside
     ``benchmarks/results/``, which results files themselves change; ``"unknown"`` outside a git
-    checkout or without git)."""
+    checkout or without git). Read once per process: a long run records the commit it first asked
+    for (commands call it when they start), not one made while it ran."""
     cwd = Path(root) if root else Path(__file__).resolve().parents[1]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
