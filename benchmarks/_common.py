@@ -95,3 +95,23 @@ def judge_reports(paths, lm: str, pairwise_strategy: str) -> dict:
                 continue
             out[name] = {**rep, "source": str(path), "n_questions": data.get("n_pairs")}
     return out
+
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def write_results(name: str, figures: list[dict], *, title: str | None = None, command: str | None = None,
+                  model: str | None = None, adapter: str | None = None, sampler: dict | None = None,
+                  data=None, data_sha256: str | None = None, resampling: dict | None = None,
+                  stage: str | None = None, extra: dict | None = None, out_dir=None) -> Path:
+    """Write ``benchmarks/results/<name>.json`` in the run-record format (:mod:`personalign.record`:
+    command, git commit, versions, model sha256, data sha256, resampling, figures) atomically; return
+    its path. ``figures``: :func:`personalign.record.figure` dicts.
+
+    Raises:
+        ValueError: a malformed figure or record (nothing is written)."""
+    from personalign.record import run_record, write_record
+
+    record = run_record(name, figures, title=title, command=command, model=model, adapter=adapter, sampler=sampler,
+                        data=data, data_sha256=data_sha256, resampling=resampling, stage=stage, extra=extra)
+    return write_record(Path(out_dir or RESULTS) / f"{name}.json", record)

@@ -228,7 +228,7 @@ def main(argv=None) -> None:
             else:
                 cmp = paired_comparison(st, report, reference, n_boot=args.n_boot, seed=args.seed)
                 row["vs_uncompiled"] = {"against": base, "diff": round(cmp["diff"]["diff"], 4),
-                                        "ci": [round(x, 4) for x in cmp["diff"]["ci"]],
+                                        "ci": [round(x, 4) for x in cmp["diff"]["ci"] or [float("nan")] * 2],
                                         "mcnemar_p": (cmp["mcnemar"] or {}).get("p_value")}
             rows.append(row)
             print(table([row], "f1").splitlines()[-1], file=sys.stderr, flush=True)

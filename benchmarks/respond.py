@@ -11,7 +11,9 @@ Sections (all measured in one run, same model, fixed seeded samples):
   persona-driven conversation most similar (MiniLM) to the question.
 * ``generation`` -- ``--gen-limit`` explicit-preference questions answered by ``generic``,
   ``personalized`` and ``personalized-implicit``; violation rate by the typed judge, explicit
-  mention rate (lexical detector), mean length.
+  mention rate (lexical detector), mean length; ``follow_rate_corrected``: the follow rate
+  corrected for the violation judge's sensitivity and specificity on PrefEval's labels
+  (Rogan-Gladen, interval carrying the validation set's uncertainty; docs/figures.md).
 * ``judge`` -- the position-debiased pairwise judge rates each personalized response (B)
   against the generic one (A) on the preference; explicit mentions by the lexical and the typed
   detectors; the judge's rating gap between mention and no-mention responses; judge position
@@ -151,9 +153,30 @@ def section_generation(root, args, lm, refused: str | None = None) -> tuple[dict
     res = run_generation(examples, ["generic", "personalized", "personalized-implicit"], lm=lm, n_boot=args.n_boot,
                          seed=args.seed, keep_responses=True, score=refused is None)
     responses = {r["name"]: r.pop("responses") for r in res["strategies"]}
+    verdicts = {r["name"]: r.pop("verdicts", None) for r in res["strategies"]}
     res["judge"] = refused or "violation judge validated (see judge_validation)"
+    res["_verdicts"] = verdicts
     res["seconds"] = round(time.perf_counter() - t0, 2)
     return res, examples, responses
+
+
+def judge_corrected(gen: dict, report: dict | None, args) -> None:
+    """Add each strategy's follow rate (1 - violation rate) corrected for the violation judge's
+    sensitivity and specificity on PrefEval's labels (Rogan-Gladen,
+    :func:`personalign.judge_validation.corrected_follow_rate`), or why not."""
+    from personalign.judge_validation import JudgeUnusable, corrected_follow_rate
+
+    verdicts = gen.pop("_verdicts", {})
+    for row in gen["strategies"]:
+        v = verdicts.get(row["name"])
+        if not v or not report:
+            row["follow_rate_corrected"] = None
+            continue
+        try:
+            row["follow_rate_corrected"] = corrected_follow_rate([not x for x in v], report, n_boot=args.n_boot,
+                                                                 seed=args.seed)
+        except (JudgeUnusable, ValueError) as exc:
+            row["follow_rate_corrected"] = f"not corrected: {exc}"
 
 
 def judge_gates(root, args, lm, sections) -> tuple[dict, dict]:
@@ -322,6 +345,7 @@ def main() -> None:
             out["mcq"] = section_mcq(root, args, lm)
         if sections & {"generation", "judge"}:
             gen, examples, responses = section_generation(root, args, lm, gates["violation"])
+            judge_corrected(gen, out["judge_validation"].get("violation"), args)
             out["generation"] = gen
             if "judge" in sections:
                 out["judge"] = section_judge(examples, responses, args, lm, gates["pairwise"])

@@ -79,6 +79,9 @@ def compare_stage(
     progress: bool = True,
     out_dir: str | Path | None = None,
     on_ready=None,
+    cv: str | None = None,
+    repeats: int = 1,
+    temperature: float | None = None,
 ) -> dict[str, Any]:
     """Compare strategies of ``stage`` on one split and return the result as a JSON-serializable dict.
 
@@ -108,6 +111,13 @@ def compare_stage(
             or a random suffix) and logged as artifacts.
         on_ready: called once every input is validated, before anything is written (the CLI
             configures the DSPy cache there, so bad input leaves no cache directory behind).
+        cv: ``"groups"``: leave-one-group-out over every labelled row, all splits pooled
+            (:func:`personalign.crossval.compare_stage_groups`; ``split``/``train_split`` unused);
+            None: the single split.
+        repeats: runs of each sampling strategy (LM at ``temperature`` > 0; distinct ``rollout_id``),
+            resampled inside every cluster resample (:func:`personalign.evaluation.evaluate_repeats`);
+            deterministic strategies run once and say so (``repeat_note``).
+        temperature: sampling temperature of the LM (default: the model's, 0 for embedded models).
 
     Returns:
         ``{"stage", "kind", "metric", "objective" (its name), "data", "data_sha256", "split", "n", "lm", "seed",
@@ -125,7 +135,7 @@ def compare_stage(
     from personalign.compile_service import compile_program
     from personalign.compile_service import summary as compile_summary
     from personalign.errors import ConfigurationError
-    from personalign.evaluation import evaluate_stage, paired_comparison
+    from personalign.evaluation import evaluate_repeats, paired_comparison
     from personalign.lm import default_model, make_lm
     from personalign.objectives import objective_name, objective_score, objective_spec
     from personalign.programs.stages import get_stage, splits_present
@@ -142,6 +152,16 @@ def compare_stage(
     names = [f"{n}@{o}" if o else n for n, o in specs]
     if len(set(names)) != len(names):
         raise ConfigurationError(f"a strategy is listed twice: {','.join(names)}")
+    if repeats < 1:
+        raise ConfigurationError(f"--repeats must be >= 1, got {repeats}")
+    if cv is not None:
+        if cv != "groups":
+            raise ConfigurationError(f"--cv must be 'groups' (leave-one-group-out), got {cv!r}")
+        from personalign.crossval import compare_stage_groups
+
+        return compare_stage_groups(st, specs, names, data=data, lm=lm, seed=seed, n_boot=n_boot, limit=limit,
+                                    tracker=tracker, progress=progress, out_dir=out_dir, on_ready=on_ready,
+                                    repeats=repeats, temperature=temperature)
     model = lm or default_model()
     examples = st.load(data)
     evalset = [ex for ex in examples if getattr(ex, "split", None) == split]
@@ -157,7 +177,7 @@ def compare_stage(
     if any(registry.info(b).trainable for b, _ in specs):
         st.check_fittable(trainset, data, train_split)
     uses_lm = any(registry.info(n).uses_lm for n, _ in specs)
-    lm_obj = make_lm(model) if uses_lm else None
+    lm_obj = make_lm(model, temperature=temperature) if uses_lm else None
     if on_ready is not None:
         on_ready()  # every input is valid: the caller may now create caches and stores
 
@@ -185,8 +205,9 @@ def compare_stage(
     params = {k: result[k] for k in ("stage", "data", "data_sha256", "split", "train_split", "n", "n_train", "lm",
                                      "seed", "n_boot")}
     params["strategies"] = ",".join(names)
-    metric_keys = (("f1", "f1_ci", "precision", "precision_ci", "recall", "recall_ci", "yes_rate", "yes_rate_ci",
-                    "accuracy") if st.kind == "binary" else (st.metric_name, f"{st.metric_name}_ci"))
+    metric_keys = (("f1", "f1_ci", "f1_range", "precision", "precision_ci", "recall", "recall_ci", "yes_rate",
+                    "yes_rate_ci", "accuracy") if st.kind == "binary"
+                   else (st.metric_name, f"{st.metric_name}_ci", f"{st.metric_name}_range"))
     reports: list[dict] = []
     names_seen: list[str] = []  # strategy names in the order run (reports[i] is names_seen[i])
 
@@ -198,9 +219,10 @@ def compare_stage(
             with warnings.catch_warnings(record=True) as caught, \
                     lm_traces(tracker, tags={"stage": st.name, "strategy": name}) as traced:
                 warnings.simplefilter("always")
-                report = evaluate_stage(st, program, evalset, lm=lm_obj if info.uses_lm else None, n_boot=n_boot,
-                                        seed=seed, progress=progress, description=name)
-            hidden = {"correct", "gold_positive", "predicted_positive", "scores"}
+                report = evaluate_repeats(st, program, evalset, lm=lm_obj if info.uses_lm else None, n_boot=n_boot,
+                                          seed=seed, progress=progress, description=name, repeats=repeats)
+            hidden = {"correct", "gold_positive", "predicted_positive", "scores", "cluster_levels"}
+            hidden |= {"predictions_by_repeat"} if report.get("repeats", 1) == 1 else set()
             objective = report.get(st.metric_name) if objective_spec(st) == "mean" else \
                 objective_score(st, evalset, report["predictions"], scores=report.get("scores"))
             row = {
@@ -243,6 +265,12 @@ def compare_stage(
                         row["prompt"] = prompt
 
     def outputs():
+        from personalign.crossval import add_holm, result_record
+
+        add_holm([r for r in result["strategies"] if "vs_first" not in r or "permutation" in r["vs_first"]["diff"]],
+                 key=lambda r: r["vs_first"]["diff"])
+        result["uses_lm"] = uses_lm
+        result["run_record"] = result_record(result)
         if out_dir is None:
             return
         unique = (result.get("mlflow_run_id") or uuid.uuid4().hex)[:12]  # two runs in one second never collide
@@ -255,8 +283,12 @@ def compare_stage(
 
     if tracker is not None:
         tracker.check()  # a bad tracking URI fails here, before any strategy runs
+        from personalign.crossval import result_record
+        from personalign.record import mlflow_tags
+
         with tracker.run(run_name("compare", st.name, data=data, split=split, lm=model if uses_lm else None),
-                         params=params, tags={"command": "compare", "stage": st.name}):
+                         params=params, tags={"command": "compare", "stage": st.name,
+                                              **mlflow_tags(result_record({**result, "uses_lm": uses_lm}))}):
             log_dataset(tracker, st, evalset, data=data, sha256=result["data_sha256"], split=split)
             log_dataset(tracker, st, trainset, data=data, sha256=result["data_sha256"], split=train_split,
                         context="training")
@@ -285,8 +317,9 @@ def plot_result(result: dict[str, Any], path: Path) -> Path:
     key = result.get("metric", "f1")
     names = [r["name"] for r in rows]
     f1s = [r[key] for r in rows]
-    lo = [r[key] - r[f"{key}_ci"][0] for r in rows]
-    hi = [r[f"{key}_ci"][1] - r[key] for r in rows]
+    bars = [r.get(f"{key}_ci") or r.get(f"{key}_range") or [r[key], r[key]] for r in rows]  # CI, else group range
+    lo = [r[key] - b[0] for r, b in zip(rows, bars)]
+    hi = [b[1] - r[key] for r, b in zip(rows, bars)]
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(rows) + 2), 3.6))
     ax.bar(names, f1s, yerr=[lo, hi], capsize=4, color="#4c72b0")
     if key == "f1" and "gold_yes_rate" in result:

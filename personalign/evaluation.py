@@ -41,16 +41,21 @@ def stage_report(stage, examples: Sequence, predictions: Sequence[Any], *, n_boo
 
     from personalign.metrics import binary_report, bootstrap_ci
 
+    from personalign.metrics.cluster import make_clusters, summarize
+
+    levels = stage_clusters(stage, examples)
+    clusters = make_clusters(levels["levels"], len(examples), levels["names"])
     if stage.kind == "binary":
         gold = [bool(stage.is_positive(stage.gold(ex))) for ex in examples]
         pred = [stage.is_positive(p) for p in predictions]
         filled = filled_predictions(gold, pred)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            report = binary_report(gold, filled, n_boot=n_boot, seed=seed)
+            report = binary_report(gold, filled, n_boot=n_boot, seed=seed, clusters=clusters)
         report["correct"] = [float(g == p) for g, p in zip(gold, filled)]
         report["gold_positive"] = gold
         report["predicted_positive"] = filled
+        report["cluster_levels"] = levels
         return report
     from personalign.lm import CallCounter, use
 
@@ -74,32 +79,88 @@ def stage_report(stage, examples: Sequence, predictions: Sequence[Any], *, n_boo
                     raise fatal from None
                 scores.append(0.0)
     arr = np.asarray(scores, dtype=float)
-    ci = bootstrap_ci(np.mean, arr, n_boot=n_boot, seed=seed) if arr.size else [float("nan")] * 2
-    return {"n": int(arr.size), stage.metric_name: float(arr.mean()) if arr.size else float("nan"),
-            f"{stage.metric_name}_ci": [float(x) for x in ci], "correct": scores, "metric_lm_calls": counter.calls}
+    name = stage.metric_name
+    out = {"n": int(arr.size), name: float(arr.mean()) if arr.size else float("nan"), f"{name}_ci": None}
+    if arr.size:
+        ci = bootstrap_ci(np.mean, arr, n_boot=n_boot, seed=seed, clusters=clusters)
+        out[f"{name}_ci"] = [float(x) for x in ci]
+        if not clusters.singletons:
+            by_group = {str(lab): float(arr[clusters.top == c].mean()) for c, lab in enumerate(clusters.labels)}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fig = summarize(out[name], np.array([]), by_group, clusters)
+            out[f"{name}_by_group"], out[f"{name}_range"] = by_group, fig["range"]
+            if fig["ci"] is None and clusters.n_clusters < 5:
+                out[f"{name}_ci"] = None
+    return {**out, "resampling": clusters.describe(n_boot), "correct": scores, "metric_lm_calls": counter.calls,
+            "cluster_levels": levels}
+
+
+def stage_clusters(stage, examples: Sequence) -> dict:
+    """The cluster levels a stage's intervals resample: its ``group_key``, then the first of its
+    ``decision_keys`` that is not the group key (relevance: prompts, then users within prompts).
+    A level whose field no example has is dropped; none left: items.
+
+    Returns:
+        ``{"names": [field, ...], "levels": [[value per example], ...]}`` (JSON-friendly).
+    """
+    keys = [stage.group_key] if stage.group_key else []
+    inner = [k for k in (stage.decision_keys or ()) if k and k not in keys]
+    keys += inner[:1] if keys else []
+    names, levels = [], []
+    for k in keys:
+        values = [getattr(ex, k, None) for ex in examples]
+        if any(v is not None for v in values):
+            names.append(k)
+            levels.append([None if v is None else str(v) for v in values])
+    return {"names": names, "levels": levels}
 
 
 def paired_comparison(stage, report_a: dict, report_b: dict, *, n_boot: int = 1000, seed: int = 0) -> dict:
-    """System a minus system b on the same examples: the paired-bootstrap difference of the main
-    metric with its 95% CI, and McNemar's exact test on per-example correctness (when 0/1).
+    """System a minus system b on the same examples: the paired cluster-bootstrap difference of the
+    main metric with its 95% CI (None below 5 top-level clusters), the sign-flip permutation test
+    of the per-cluster differences, the minimum detectable effect, and McNemar's exact test on
+    per-example correctness (when 0/1; item-level, kept for reference).
 
-    Returns ``{"metric", "diff": {"diff", "ci", ...}, "mcnemar": {"b", "c", "p_value"} | None}``.
+    The clusters are those of ``report_a`` (:func:`stage_report`'s ``cluster_levels``; items when absent).
+
+    Returns ``{"metric", "diff": {"diff", "ci", "se", "mde", "permutation", ...}, "mcnemar":
+    {"b", "c", "p_value", "level": "item"} | None}``.
     """
+    import warnings
+
     import numpy as np
 
-    from personalign.metrics import bootstrap_ci, mcnemar_exact, paired_bootstrap_diff
+    from personalign.metrics import mcnemar_exact, paired_bootstrap_diff
+    from personalign.metrics.cluster import (MIN_CLUSTERS, make_clusters, minimum_detectable_effect, percentile_ci,
+                                             resample_weights, sign_flip_test)
 
     ca = np.asarray(report_a["correct"], dtype=float)
     cb = np.asarray(report_b["correct"], dtype=float)
     binary01 = bool(np.isin(ca, (0.0, 1.0)).all() and np.isin(cb, (0.0, 1.0)).all())
     mcnemar = mcnemar_exact([True] * len(ca), ca.astype(bool), cb.astype(bool)) if binary01 else None
+    if mcnemar is not None:
+        mcnemar["level"] = "item"
+    levels = report_a.get("cluster_levels") or {"names": [], "levels": []}
+    cl = make_clusters(levels["levels"], int(ca.size), levels["names"])
     if stage.kind == "binary":
-        diff = paired_bootstrap_diff(report_a["gold_positive"], report_a["predicted_positive"],
-                                     report_b["predicted_positive"], metric="f1", n_boot=n_boot, seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            diff = paired_bootstrap_diff(report_a["gold_positive"], report_a["predicted_positive"],
+                                         report_b["predicted_positive"], metric="f1", n_boot=n_boot, seed=seed,
+                                         clusters=cl)
         return {"metric": "f1", "diff": diff, "mcnemar": mcnemar}
-    ci = bootstrap_ci(lambda a, b: float(np.mean(a) - np.mean(b)), ca, cb, n_boot=n_boot, seed=seed)
+    w = resample_weights(cl, n_boot, seed)
+    d = (w @ ca - w @ cb) / np.maximum(w.sum(axis=1), 1)
+    too_few = not cl.singletons and cl.n_clusters < MIN_CLUSTERS
+    ci = None if too_few else percentile_ci(d)
     diff = {"metric": stage.metric_name, "n": int(ca.size), "a": float(ca.mean()), "b": float(cb.mean()),
-            "diff": float(ca.mean() - cb.mean()), "ci": [float(x) for x in ci]}
+            "diff": float(ca.mean() - cb.mean()), "ci": ci, "se": float(d.std(ddof=1)) if d.size > 1 else None,
+            "mde": minimum_detectable_effect(d), "resampling": cl.describe(n_boot)}
+    if not cl.singletons:
+        by = {str(lab): float(ca[cl.top == c].mean() - cb[cl.top == c].mean()) for c, lab in enumerate(cl.labels)}
+        diff.update(diff_by_group=by, range=[min(by.values()), max(by.values())],
+                    permutation=sign_flip_test(list(by.values()), seed=seed))
     return {"metric": stage.metric_name, "diff": diff, "mcnemar": mcnemar}
 
 
@@ -124,6 +185,63 @@ def evaluate_stage(stage, program, examples: Sequence, *, lm=None, n_boot: int =
             "seconds": round(outcome.seconds, 3), "predictions": preds, "scores": outcome.scores}
 
 
+def evaluate_repeats(stage, program, examples: Sequence, *, lm=None, repeats: int = 1, n_boot: int = 1000,
+                     seed: int = 0, progress: bool = True, description: str = "predict") -> dict[str, Any]:
+    """:func:`evaluate_stage`, run ``repeats`` times when the program samples: an LM at temperature
+    > 0 gets a distinct DSPy cache key per run (``lm.copy(rollout_id=r)``). Deterministic programs
+    (no LM, or temperature 0) run once and say so in ``repeat_note``.
+
+    Binary stages: figures are :func:`personalign.metrics.repeats.repeated_binary_report` (means over
+    runs; intervals resample clusters x runs); ``predictions`` / ``correct`` are the first run's
+    (paired comparisons use them), ``predictions_by_repeat`` holds every run. Scored stages: the
+    per-example scores are averaged over runs before the cluster bootstrap.
+
+    Returns the report plus ``repeats`` (runs made) and ``repeat_note``; ``lm_calls``/``failures``/``seconds`` summed.
+    """
+    import numpy as np
+
+    temperature = float((getattr(lm, "kwargs", None) or {}).get("temperature") or 0.0)
+    if repeats < 1:
+        from personalign.errors import ConfigurationError
+
+        raise ConfigurationError(f"--repeats must be >= 1, got {repeats}")
+    if repeats == 1 or lm is None or temperature == 0.0:
+        report = evaluate_stage(stage, program, examples, lm=lm, n_boot=n_boot, seed=seed, progress=progress,
+                                description=description)
+        note = None if repeats == 1 else ("deterministic (no LM)" if lm is None else "deterministic (temperature 0)") \
+            + f": ran once, not {repeats} times"
+        return {**report, "repeats": 1, "repeat_note": note}
+    runs = [evaluate_stage(stage, program, examples, lm=lm.copy(rollout_id=r), n_boot=n_boot, seed=seed,
+                           progress=progress, description=f"{description} (run {r + 1}/{repeats})")
+            for r in range(repeats)]
+    first = runs[0]
+    totals = {k: sum(r[k] for r in runs) for k in ("lm_calls", "failures", "seconds")}
+    note = f"{repeats} runs at temperature {temperature:g} (rollout_id 0..{repeats - 1}); intervals resample clusters x runs"
+    if stage.kind == "binary":
+        from personalign.metrics.cluster import make_clusters
+        from personalign.metrics.repeats import repeated_binary_report
+
+        levels = first["cluster_levels"]
+        rep = repeated_binary_report(first["gold_positive"], np.array([r["predicted_positive"] for r in runs]),
+                                     n_boot=n_boot, seed=seed,
+                                     clusters=make_clusters(levels["levels"], len(examples), levels["names"]))
+        return {**first, **rep, **totals, "repeats": repeats, "repeat_note": note,
+                "predictions_by_repeat": [r["predictions"] for r in runs]}
+    mean_scores = list(np.mean([r["correct"] for r in runs], axis=0))
+    from personalign.metrics import bootstrap_ci
+    from personalign.metrics.cluster import make_clusters
+
+    levels = first["cluster_levels"]
+    cl = make_clusters(levels["levels"], len(examples), levels["names"])
+    arr = np.asarray(mean_scores, dtype=float)
+    ci = bootstrap_ci(np.mean, arr, n_boot=n_boot, seed=seed, clusters=cl)
+    name = stage.metric_name
+    return {**first, **totals, name: float(arr.mean()), f"{name}_ci": None if (not cl.singletons and cl.n_clusters < 5)
+            else [float(x) for x in ci], "correct": mean_scores, "repeats": repeats,
+            "repeat_note": note + " (scored: per-example scores averaged over runs)",
+            "predictions_by_repeat": [r["predictions"] for r in runs]}
+
+
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
@@ -136,5 +254,5 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["EvalOutcome", "run_program", "evaluate_metric", "score_of", "fatal_lm_error", "filled_predictions", "stage_report", "paired_comparison",
-           "evaluate_stage", "PersonalignError"]
+__all__ = ["EvalOutcome", "run_program", "evaluate_metric", "score_of", "fatal_lm_error", "filled_predictions", "stage_report", "stage_clusters", "paired_comparison",
+           "evaluate_stage", "evaluate_repeats", "PersonalignError"]

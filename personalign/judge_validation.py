@@ -17,6 +17,10 @@ follows the stated preference, the other three violate it. Each PrefEval MCQ que
   ``6 - r_ba``); after debiasing the verdict is order-invariant by construction, and the flip
   rate is recomputed to check it.
 
+The violation judge's report also carries its sensitivity and specificity for "follows" and the
+per-item verdicts, from which :func:`corrected_follow_rate` corrects a judged follow rate
+(Rogan–Gladen) with an interval that carries the validation set's uncertainty.
+
 Figures: accuracy, Cohen's kappa (scikit-learn, :func:`personalign.metrics.cohen_kappa`) and
 flip rate, each with a 95% percentile-bootstrap CI over **pairs** (the two items of a pair are
 resampled together). A judge is **usable** when the lower bounds of both its kappa CI and its
@@ -41,7 +45,7 @@ import numpy as np
 from personalign.programs.judge.metrics import verdict  # the stage's verdict, re-exported
 
 __all__ = ["labelled_pairs", "validate_violation_judge", "validate_pairwise_judge", "validate_judges", "usable",
-           "require_usable", "refusal", "JudgeUnusable", "verdict"]
+           "require_usable", "refusal", "JudgeUnusable", "verdict", "corrected_follow_rate"]
 
 
 class JudgeUnusable(RuntimeError):
@@ -187,9 +191,39 @@ def validate_violation_judge(pairs: Sequence, *, lm=None, judge=None, n_boot: in
            "violates_rate": round(float(pred.mean()), 4) if pred.size else None,
            "flip_rate": None, "flip_rate_note": "one response per call: no order to swap",
            "failures": out.failures, "errors": out.errors[:3], "lm_calls": out.lm_calls,
-           "seconds": round(time.perf_counter() - t0, 2)}
+           "seconds": round(time.perf_counter() - t0, 2),
+           "resampling": {"unit": "pair", "n_clusters": len(ok), "n_boot": n_boot}}
+    if pred.size:  # per-item verdicts: what a judge-corrected rate (corrected_follow_rate) needs
+        rep["sensitivity_follows"] = round(float((~pred[:, 0]).mean()), 4)  # says follows | follows
+        rep["specificity_follows"] = round(float(pred[:, 1].mean()), 4)  # says violates | violates
+        rep["items"] = {"gold_follows": [True, False] * len(ok), "judge_follows": [not v for r in ok for v in r],
+                        "pair": [i for i in range(len(ok)) for _ in range(2)]}
     rep["usable"] = usable(rep)
     return rep
+
+
+def corrected_follow_rate(follows: Sequence[bool], report: dict, *, clusters=None, n_boot: int = 2000,
+                          seed: int = 0) -> dict:
+    """The share of responses that follow the preference, corrected for the violation judge's
+    errors measured on PrefEval's labels (:func:`personalign.metrics.judge_correction.corrected_rate`,
+    Rogan–Gladen; the interval resamples the judged responses and, by pair, the validation items).
+
+    Args:
+        follows: (n,) the judge's verdicts on the responses (True = follows, i.e. no violation).
+        report: a :func:`validate_violation_judge` report with ``items`` (refused unless :func:`usable`).
+        clusters: cluster labels of the responses (e.g. their prompt), or None.
+
+    Raises:
+        JudgeUnusable: the report does not clear chance; ValueError: no per-item verdicts in it.
+    """
+    from personalign.metrics.judge_correction import corrected_rate
+
+    require_usable(report, "violation judge")
+    items = report.get("items")
+    if not items:
+        raise ValueError("violation judge report has no per-item verdicts ('items'); re-run its validation")
+    return corrected_rate(follows, items["gold_follows"], items["judge_follows"], clusters=clusters,
+                          val_clusters=[items["pair"]], n_boot=n_boot, seed=seed)
 
 
 def _flip(a, b) -> float:
@@ -260,7 +294,8 @@ def validate_pairwise_judge(pairs: Sequence, *, lm=None, strategy: str = "pairwi
            "n_scored": len(gold), "gold_a_rate": round(float(np.mean(g == "A")), 4) if g.size else None,
            "before": before, "after": aft, "accuracy": aft["accuracy"], "accuracy_ci": aft["accuracy_ci"],
            "kappa": aft["kappa"], "kappa_ci": aft["kappa_ci"], "failures": out.failures, "errors": out.errors[:3],
-           "lm_calls": out.lm_calls, "seconds": round(time.perf_counter() - t0, 2)}
+           "lm_calls": out.lm_calls, "seconds": round(time.perf_counter() - t0, 2),
+           "resampling": {"unit": "pair", "n_clusters": len(gold), "n_boot": n_boot}}
     rep["usable"] = usable(rep)
     return rep
 

@@ -118,6 +118,9 @@ def compare(
     tracking_uri: TrackingOpt = None,
     no_track: NoTrackOpt = False,
     json_out: JsonOpt = False,
+    repeats: int = typer.Option(1, "--repeats", min=1, help="Runs of each sampling strategy (LM at --temperature > 0), each with its own cache key (rollout_id); the spread across runs is inside every interval. Deterministic strategies run once and say so."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Sampling temperature of the LM (default: the model's; 0 for embedded models)."),
+    cv: Optional[str] = typer.Option(None, "--cv", help="'groups': leave-one-group-out over every labelled row (all splits pooled): each strategy is fitted on all groups but one and scored on it; headline: the mean per-group figure, with the pooled figure and the worst group."),
 ) -> None:
     """Compare strategies of a stage on one split against the human labels (table, JSON, PNG, MLflow)."""
     from personalign.cli._compare import run_compare
@@ -125,7 +128,7 @@ def compare(
     run_compare(
         stage=stage, data=data, split=split, train_split=train_split, strategies=strategies, lm=lm, seed=seed,
         n_boot=n_boot, limit=limit, cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
-        no_track=no_track, json_out=json_out,
+        no_track=no_track, json_out=json_out, cv=cv, repeats=repeats, temperature=temperature,
     )
 
 

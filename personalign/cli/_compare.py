@@ -8,10 +8,28 @@ from pathlib import Path
 
 
 
-def _fmt_ci(value, ci) -> str:
-    if ci is None or value is None:
-        return "-" if value is None else f"{value:.3f}"
-    return f"{value:.3f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+def _fmt_ci(value, ci, rng=None, sign: str = "") -> str:
+    """``0.512 [0.40, 0.61]``; without an interval, the per-group range ``0.512 (range 0.30–0.70)``."""
+    if value is None:
+        return "-"
+    if ci is not None:
+        return f"{value:{sign}.3f} [{ci[0]:{sign}.2f}, {ci[1]:{sign}.2f}]"
+    if rng is not None:
+        return f"{value:{sign}.3f} (range {rng[0]:{sign}.2f}–{rng[1]:{sign}.2f})"
+    return f"{value:{sign}.3f}"
+
+
+def _p_cell(d: dict, mcnemar: dict | None = None) -> str:
+    """Sign-flip p over clusters (Holm-adjusted when present, with the smallest reachable p and, when
+    not significant, the minimum detectable effect); else the item-level McNemar p, labelled."""
+    perm = d.get("permutation")
+    if perm is None:
+        return "-" if mcnemar is None else f"{mcnemar['p_value']:.3g} (McNemar, item-level)"
+    p = d.get("p_holm", perm["p_value"])
+    cell = f"{p:.3g}{' Holm' if 'p_holm' in d else ''} (min {perm['p_min']:.3g})"
+    if p >= 0.05 and d.get("mde") is not None:
+        cell += f"; no difference shown, MDE ±{d['mde']:.2f}"
+    return cell
 
 
 def _vs_first(row: dict) -> tuple[str, str]:
@@ -19,8 +37,7 @@ def _vs_first(row: dict) -> tuple[str, str]:
     if not vs:
         return "(reference)", "-"
     d = vs["diff"]
-    p = vs.get("mcnemar")
-    return f"{d['diff']:+.3f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]", "-" if p is None else f"{p['p_value']:.3g}"
+    return _fmt_ci(d["diff"], d.get("ci"), d.get("range"), "+"), _p_cell(d, vs.get("mcnemar"))
 
 
 def render_table(result: dict):
@@ -37,11 +54,12 @@ def render_table(result: dict):
     cols = ["strategy", f"{key} [95% CI]"] + ([f"{objective} (objective)"] if extra else [])
     if binary:
         cols += ["precision", "recall", f"{result.get('positive_name', 'yes')}-rate"]
-    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", "McNemar p"]
+    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", "p (sign-flip over clusters)"]
     for col in cols:
-        table.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
+        table.add_column(col, justify="left" if col == "strategy" else "right",
+                         no_wrap=not col.startswith(("p (", f"Δ{key}")), min_width=len(col) if col == "strategy" else None)
     for row in result["strategies"]:
-        cells = [row["name"], _fmt_ci(row[key], row.get(f"{key}_ci"))]
+        cells = [row["name"], _fmt_ci(row[key], row.get(f"{key}_ci"), row.get(f"{key}_range"))]
         if extra:
             value = row.get("objective")
             cells.append("-" if value is None or value != value else f"{value:.3f}")
@@ -51,6 +69,19 @@ def render_table(result: dict):
                   *_vs_first(row)]
         table.add_row(*cells)
     return table
+
+
+def resampling_line(result: dict) -> str:
+    """What the intervals of a single-split result resample, and how many top-level clusters."""
+    res = next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None)
+    if not res:
+        return ""
+    line = f"intervals resample {res['unit']} ({res['n_clusters']} top-level clusters, {res['n_boot']} resamples)"
+    if res["unit"] != "item" and res["n_clusters"] < 5:
+        line += "; fewer than 5: per-group range shown, no percentile interval"
+    if " within one " in res["unit"]:
+        line += f"; single split: says nothing about another {res['unit'].split(' within one ')[1]}"
+    return line
 
 
 def run_stages(*, json_out: bool) -> None:
@@ -76,7 +107,7 @@ def run_stages(*, json_out: bool) -> None:
 
 
 def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, seed, n_boot, limit, cache_dir,
-                no_cache, tracking_uri, no_track, json_out) -> None:
+                no_cache, tracking_uri, no_track, json_out, cv=None, repeats=1, temperature=None) -> None:
     from rich.console import Console
 
     from personalign.compare import compare_stage
@@ -92,7 +123,7 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
     err = Console(stderr=True, soft_wrap=True)
     result = compare_stage(stage, data=data, split=split, train_split=train_split, strategies=strategies, lm=lm,
                            seed=seed, n_boot=n_boot, limit=limit, tracker=tracker, progress=not json_out,
-                           out_dir=runs_dir() / "compare",
+                           out_dir=runs_dir() / "compare", cv=cv, repeats=repeats, temperature=temperature,
                            on_ready=lambda: configure_cache(cache_dir, enabled=not no_cache))
     path = result["result_file"]
     if json_out:
@@ -101,7 +132,19 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
         sys.stdout.write(json.dumps(summary, default=str) + "\n")
         return
     console = Console() if sys.stdout.isatty() else Console(width=180)
+    if result.get("cv") == "groups":
+        from personalign.cli._crossval import print_groups
+
+        print_groups(console, result)
+        console.print(f"results: {path}\nchart: {result.get('chart_file')}", markup=False, highlight=False)
+        if tracker is not None:
+            console.print(f"MLflow run {result.get('mlflow_run_id')} in {tracker.tracking_uri}", markup=False,
+                          highlight=False)
+        return
     console.print(render_table(result))
+    line = resampling_line(result)
+    if line:
+        console.print(line, markup=False, highlight=False)
     from personalign.compile_service import summary_line
 
     key = result.get("metric", "f1")
@@ -111,10 +154,13 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
             console.print(line, markup=False, highlight=False)
         vs = row.get("vs_uncompiled")
         if vs:
-            d, p = vs["diff"], vs.get("mcnemar")
+            d = vs["diff"]
             console.print(f"{row['name']} vs {vs['against']} (compiled vs uncompiled, paired on the same examples): "
-                          f"Δ{key} {d['diff']:+.3f} [{d['ci'][0]:+.2f}, {d['ci'][1]:+.2f}]"
-                          + (f", McNemar p = {p['p_value']:.3g}" if p else ""), markup=False, highlight=False)
+                          f"Δ{key} {_fmt_ci(d['diff'], d.get('ci'), d.get('range'), '+')}, p {_p_cell(d, vs.get('mcnemar'))}",
+                          markup=False, highlight=False)
+    for row in result["strategies"]:
+        if row.get("repeat_note"):
+            console.print(f"{row['name']}: {row['repeat_note']}", markup=False, highlight=False)
     for row in result["strategies"]:
         for line in row["errors"][:3] + row.get("warnings", []):
             err.print(f"{row['name']}: {line}", style="yellow", markup=False, highlight=False)

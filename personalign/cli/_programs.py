@@ -13,7 +13,7 @@ from personalign.errors import ConfigurationError
 
 def _metric_keys(stage) -> tuple[str, ...]:
     if stage.kind == "binary":
-        return ("f1", "f1_ci", "precision", "precision_ci", "recall", "recall_ci", "yes_rate", "yes_rate_ci",
+        return ("f1", "f1_ci", "f1_range", "precision", "precision_ci", "recall", "recall_ci", "yes_rate", "yes_rate_ci",
                 "accuracy")
     return (stage.metric_name, f"{stage.metric_name}_ci")
 
@@ -143,7 +143,7 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
         with lm_traces(tracker, tags={"stage": st.name, "strategy": meta["strategy"]}):
             report = evaluate_stage(st, prog, evalset, lm=lm_obj, n_boot=n_boot, seed=seed, progress=not json_out,
                                     description=meta["strategy"])
-        hidden = {"correct", "gold_positive", "predicted_positive", "scores", "predictions", "errors"}
+        hidden = {"correct", "gold_positive", "predicted_positive", "scores", "predictions", "errors", "cluster_levels"}
         out.update({"stage": st.name, "program": str(program), "strategy": meta["strategy"],
                     **({"warnings": [leak]} if leak else {}),
                     "optimizer": (meta.get("compile") or {}).get("optimizer"), "data": str(data), "split": split,
@@ -171,10 +171,16 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
         return
     from rich.console import Console
 
+    from personalign.cli._compare import _fmt_ci
+
     key = st.metric_name
-    line = (f"{out['strategy']} on {split} (n={out['n']}): {key} {out[key]:.3f} "
-            f"[{out[key + '_ci'][0]:.2f}, {out[key + '_ci'][1]:.2f}]")
+    line = (f"{out['strategy']} on {split} (n={out['n']}): {key} "
+            f"{_fmt_ci(out[key], out.get(key + '_ci'), out.get(key + '_range'))}")
     if st.kind == "binary":
         line += (f", precision {out['precision']:.3f}, recall {out['recall']:.3f}, "
                  f"{st.positive_name}-rate {out['yes_rate']:.1%}")
-    Console().print(line + f", LM calls {out['lm_calls']}, failures {out['failures']}", markup=False, highlight=False)
+    res = out.get("resampling") or {}
+    line += f", LM calls {out['lm_calls']}, failures {out['failures']}"
+    if res:
+        line += f" (intervals resample {res['unit']}: {res['n_clusters']} top-level clusters)"
+    Console().print(line, markup=False, highlight=False)

@@ -11,11 +11,14 @@ Edge-case policy (pinned by tests):
   ``zero_division``).
 * Empty input raises ``ValueError``.
 
-Confidence intervals are percentile bootstrap intervals over items (Efron & Tibshirani 1993,
-ch. 13): ``n_boot`` resamples of the n items with replacement, drawn from
-``numpy.random.default_rng(seed)``; every metric of one report uses the same resamples.
-Resampled statistics are computed from confusion counts with the same zero-division policy
-(0.0) as the point estimates, vectorized over resamples.
+Confidence intervals are percentile bootstrap intervals (Efron & Tibshirani 1993, ch. 13) over
+**clusters** when ``clusters`` is given (:mod:`personalign.metrics.cluster`: top-level clusters,
+then inner units within them), else over items; ``n_boot`` resamples drawn from
+``numpy.random.default_rng(seed)``, every metric of one report on the same resamples. Resampled
+statistics are computed from weighted confusion counts with the same zero-division policy (0.0)
+as the point estimates, vectorized over resamples. Every report says what was resampled
+(``resampling``: unit, number of top-level clusters, n_boot); with fewer than 5 top-level
+clusters the intervals are None and the per-group figures and their range are reported instead.
 """
 
 from __future__ import annotations
@@ -150,16 +153,32 @@ def _stats_from_counts(tp, fp, fn, tn, beta: float = 1.0) -> dict[str, np.ndarra
             "accuracy": _div(tp + tn, n), "yes_rate": _div(tp + fp, n), "gold_yes_rate": _div(tp + fn, n)}
 
 
-def _resampled_counts(t: np.ndarray, p: np.ndarray, idx: np.ndarray):
-    tt, pp = t[idx], p[idx]
-    tp = (tt & pp).sum(axis=-1)
-    fp = (~tt & pp).sum(axis=-1)
-    fn = (tt & ~pp).sum(axis=-1)
-    tn = (~tt & ~pp).sum(axis=-1)
+def _resampled_counts(t: np.ndarray, p: np.ndarray, weights: np.ndarray):
+    """Confusion counts (each shaped like ``weights.shape[:-1]``) of item ``weights`` (..., n)."""
+    w = np.asarray(weights)
+    tp = w @ (t & p).astype(np.int64)
+    fp = w @ (~t & p).astype(np.int64)
+    fn = w @ (t & ~p).astype(np.int64)
+    tn = w @ (~t & ~p).astype(np.int64)
     return tp, fp, fn, tn
 
 
+def _clusters(clusters, n: int):
+    """A :class:`~personalign.metrics.cluster.Clusters` of n items from ``clusters`` (None: items;
+    a Clusters; or a list of up to two label sequences, outermost first)."""
+    from personalign.metrics.cluster import Clusters, make_clusters
+
+    if isinstance(clusters, Clusters):
+        if clusters.n != n:
+            raise ValueError(f"clusters cover {clusters.n} items, not {n}")
+        return clusters
+    if clusters is not None and len(clusters) and np.ndim(clusters[0]) == 0:
+        clusters = [clusters]  # one level given as a flat sequence of labels
+    return make_clusters(clusters, n)
+
+
 def _indices(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """Item-bootstrap index draws (n_boot, n): the draws of singleton-cluster :func:`resample_weights`."""
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     rng = np.random.default_rng(seed)
@@ -174,15 +193,25 @@ def _ci(samples: np.ndarray, confidence: float) -> list[float]:
     return [float(lo), float(hi)]
 
 
-def bootstrap_ci(statistic, *arrays, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> list[float]:
+def bootstrap_ci(statistic, *arrays, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95,
+                 clusters=None) -> list[float]:
     """Percentile bootstrap CI ``[low, high]`` of ``statistic(*resampled_arrays)`` for any
-    statistic of item-aligned arrays (items resampled jointly). Slow path (one call per
-    resample); the binary metrics use a vectorized path instead."""
+    statistic of item-aligned arrays (items resampled jointly; with ``clusters``, whole clusters:
+    :func:`personalign.metrics.cluster.resample_weights`). Slow path (one call per resample); the
+    binary metrics use a vectorized path instead."""
+    from personalign.metrics.cluster import resample_weights
+
     arrays = [np.asarray(a) for a in arrays]
     n = len(arrays[0])
     if any(len(a) != n for a in arrays):
         raise ValueError("arrays must have the same length")
-    idx = _indices(n, n_boot, seed)
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    if clusters is None:
+        idx = list(_indices(n, n_boot, seed))
+    else:
+        items = np.arange(n)
+        idx = [np.repeat(items, w) for w in resample_weights(_clusters(clusters, n), n_boot, seed)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         vals = np.array([statistic(*(a[i] for a in arrays)) for i in idx], dtype=float)
@@ -192,72 +221,121 @@ def bootstrap_ci(statistic, *arrays, n_boot: int = 1000, seed: int = 0, confiden
     return _ci(vals, confidence)
 
 
+def _per_group(t: np.ndarray, p: np.ndarray, cl, key: str, beta: float = 1.0) -> dict:
+    """``{str(label): metric on that top-level cluster's items}``."""
+    onehot = (cl.top[None, :] == np.arange(cl.n_clusters)[:, None]).astype(np.int64)  # (G, n)
+    vals = _stats_from_counts(*_resampled_counts(t, p, onehot), beta=beta)[key]
+    return {str(lab): float(v) for lab, v in zip(cl.labels, vals)}
+
+
 def binary_report(y_true: ArrayLike, y_pred: ArrayLike, *, n_boot: int = 1000, seed: int = 0,
-                  confidence: float = 0.95) -> dict:
+                  confidence: float = 0.95, clusters=None) -> dict:
     """Binary metrics with percentile-bootstrap confidence intervals.
 
     Args:
         y_true, y_pred: 1-D arrays of n labels (bool or 0/1); positives are "relevant".
-        n_boot: number of bootstrap resamples of the n items.
+        n_boot: number of bootstrap resamples.
         seed: seed of the ``numpy.random.default_rng`` drawing the resamples.
         confidence: CI level (0.95 → 2.5th and 97.5th percentiles).
+        clusters: None (resample items), or up to two sequences of n cluster labels, outermost
+            first (``[prompt_ids, user_ids]``: prompts, then users within prompts), or a
+            :class:`~personalign.metrics.cluster.Clusters`.
 
     Returns:
         ``{"n", "f1", "f1_ci", "precision", "precision_ci", "recall", "recall_ci",
-        "yes_rate", "yes_rate_ci", "accuracy", "accuracy_ci", "gold_yes_rate"}`` — floats
-        in [0, 1]; each ``*_ci`` is ``[low, high]``.
+        "yes_rate", "yes_rate_ci", "accuracy", "accuracy_ci", "gold_yes_rate", "resampling"}`` —
+        floats in [0, 1]; each ``*_ci`` is ``[low, high]``; ``resampling`` is ``{"unit",
+        "n_clusters", "n_boot"}``. With clusters, also ``f1_by_group`` (top-level cluster ->
+        F1) and ``f1_range``; below 5 top-level clusters every ``*_ci`` is None (with a warning).
 
     Warns:
-        UserWarning when gold or predictions have no positives (F1 etc. are then 0.0).
+        UserWarning when gold or predictions have no positives (F1 etc. are then 0.0), and when
+        there are fewer than 5 top-level clusters.
     """
+    from personalign.metrics.cluster import MIN_CLUSTERS, resample_weights
+
     t, p = _pair(y_true, y_pred)
     _warn_no_positives(t, p, "binary_report")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        report: dict = {"n": int(t.size), "f1": f1(t, p), "precision": precision(t, p),
-                        "recall": recall(t, p), "yes_rate": yes_rate(p), "accuracy": accuracy(t, p)}
-    boot = _stats_from_counts(*_resampled_counts(t, p, _indices(t.size, n_boot, seed)))
+    cl = _clusters(clusters, t.size)
+    # point values from the confusion counts: equal to scikit-learn's with zero_division=0 (pinned by a test)
+    point = _stats_from_counts(*_resampled_counts(t, p, np.ones((1, t.size), dtype=np.int64)))
+    report: dict = {"n": int(t.size), **{k: float(point[k][0]) for k in ("f1", "precision", "recall", "yes_rate",
+                                                                        "accuracy")}}
+    boot = _stats_from_counts(*_resampled_counts(t, p, resample_weights(cl, n_boot, seed)))
+    too_few = not cl.singletons and cl.n_clusters < MIN_CLUSTERS
     for key in ("f1", "precision", "recall", "yes_rate", "accuracy"):
-        report[f"{key}_ci"] = _ci(boot[key], confidence)
+        report[f"{key}_ci"] = None if too_few else _ci(boot[key], confidence)
     report["gold_yes_rate"] = float(t.mean())
     order = ["n", "f1", "f1_ci", "precision", "precision_ci", "recall", "recall_ci", "yes_rate",
              "yes_rate_ci", "accuracy", "accuracy_ci", "gold_yes_rate"]
-    return {k: report[k] for k in order}
+    out = {k: report[k] for k in order}
+    out["resampling"] = cl.describe(n_boot)
+    if not cl.singletons:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            by_group = _per_group(t, p, cl, "f1")
+        out["f1_by_group"] = by_group
+        out["f1_range"] = [min(by_group.values()), max(by_group.values())]
+        if too_few:
+            warnings.warn(f"binary_report: only {cl.n_clusters} {cl.unit.split(' > ')[0]} cluster(s) (< {MIN_CLUSTERS}):"
+                          " no percentile interval; per-group F1 and its range reported", UserWarning, stacklevel=2)
+    return out
 
 
 _PAIRED_METRICS = ("f1", "precision", "recall", "accuracy", "yes_rate", "f2")
 
 
 def paired_bootstrap_diff(y_true: ArrayLike, pred_a: ArrayLike, pred_b: ArrayLike, metric: str = "f1",
-                          n_boot: int = 1000, seed: int = 0, confidence: float = 0.95) -> dict:
+                          n_boot: int = 1000, seed: int = 0, confidence: float = 0.95, clusters=None) -> dict:
     """Paired bootstrap of ``metric(a) − metric(b)`` for two systems on the same items.
 
-    Both systems are scored on the same resamples of the items, so item difficulty cancels
-    (Koehn 2004; Berg-Kirkpatrick et al. 2012).
+    Both systems are scored on the same resamples (of clusters when ``clusters`` is given, see
+    :func:`binary_report`; else of items), so item difficulty cancels (Koehn 2004;
+    Berg-Kirkpatrick et al. 2012).
 
     Args:
         metric: one of ``f1, precision, recall, accuracy, yes_rate, f2``.
 
     Returns:
-        ``{"metric", "n", "a", "b", "diff", "ci": [low, high], "p_value"}``; ``p_value`` is the
-        two-sided bootstrap p-value ``min(1, 2·min(P*(d ≤ 0), P*(d ≥ 0)))`` over the
-        resampled differences d (a rough check, not a replacement for :func:`mcnemar_exact`).
+        ``{"metric", "n", "a", "b", "diff", "ci": [low, high] | None, "p_value", "se", "mde",
+        "resampling", "permutation"}``. ``p_value`` is the two-sided bootstrap p-value
+        ``min(1, 2·min(P*(d ≤ 0), P*(d ≥ 0)))``; with clusters, ``permutation`` is the sign-flip
+        test of the per-cluster differences (:func:`~personalign.metrics.cluster.sign_flip_test`:
+        ``p_value``, ``p_min``) and ``diff_by_group`` / ``range`` the per-group differences (``ci``
+        None below 5 top-level clusters). ``se``: sd of the bootstrap differences; ``mde``: the
+        minimum detectable effect (1.96 + 0.84) × se.
     """
+    from personalign.metrics.cluster import MIN_CLUSTERS, minimum_detectable_effect, resample_weights, sign_flip_test
+
     if metric not in _PAIRED_METRICS:
         raise ValueError(f"metric must be one of {', '.join(_PAIRED_METRICS)}, got {metric!r}")
     t, a = _pair(y_true, pred_a)
     _, b = _pair(y_true, pred_b)
     beta = 2.0 if metric == "f2" else 1.0
     key = metric
-    point_a = _stats_from_counts(*_resampled_counts(t, a, np.arange(t.size)[None, :]), beta=beta)[key][0]
-    point_b = _stats_from_counts(*_resampled_counts(t, b, np.arange(t.size)[None, :]), beta=beta)[key][0]
-    idx = _indices(t.size, n_boot, seed)
-    da = _stats_from_counts(*_resampled_counts(t, a, idx), beta=beta)[key]
-    db = _stats_from_counts(*_resampled_counts(t, b, idx), beta=beta)[key]
+    ones = np.ones((1, t.size), dtype=np.int64)
+    point_a = _stats_from_counts(*_resampled_counts(t, a, ones), beta=beta)[key][0]
+    point_b = _stats_from_counts(*_resampled_counts(t, b, ones), beta=beta)[key][0]
+    cl = _clusters(clusters, t.size)
+    w = resample_weights(cl, n_boot, seed)
+    da = _stats_from_counts(*_resampled_counts(t, a, w), beta=beta)[key]
+    db = _stats_from_counts(*_resampled_counts(t, b, w), beta=beta)[key]
     d = da - db
     p = min(1.0, 2 * min(float(np.mean(d <= 0)), float(np.mean(d >= 0))))
-    return {"metric": metric, "n": int(t.size), "a": float(point_a), "b": float(point_b),
-            "diff": float(point_a - point_b), "ci": _ci(d, confidence), "p_value": p}
+    too_few = not cl.singletons and cl.n_clusters < MIN_CLUSTERS
+    out = {"metric": metric, "n": int(t.size), "a": float(point_a), "b": float(point_b),
+           "diff": float(point_a - point_b), "ci": None if too_few else _ci(d, confidence), "p_value": p,
+           "se": float(d.std(ddof=1)) if d.size > 1 else None, "mde": minimum_detectable_effect(d),
+           "resampling": cl.describe(n_boot)}
+    if not cl.singletons:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ga, gb = _per_group(t, a, cl, key, beta), _per_group(t, b, cl, key, beta)
+        diffs = {k: ga[k] - gb[k] for k in ga}
+        out["diff_by_group"] = diffs
+        out["range"] = [min(diffs.values()), max(diffs.values())]
+        out["permutation"] = sign_flip_test(list(diffs.values()), seed=seed)
+    return out
 
 
 def mcnemar_exact(y_true: ArrayLike, pred_a: ArrayLike, pred_b: ArrayLike) -> dict:

@@ -161,6 +161,7 @@ def run_generation(examples: Sequence, strategies: Sequence[str] = ("generic", "
                "seconds": round(time.perf_counter() - t0, 2), "errors": out.errors[:3]}
         if keep_responses:
             row["responses"] = list(out.predictions)
+            row["verdicts"] = [bool(v) for v in violations] if score else None  # True = violates
         rows.append(row)
     return {"n": len(examples), "strategies": rows}
 

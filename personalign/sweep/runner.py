@@ -68,6 +68,17 @@ class Sweep:
         self._failures = 0
         self._ran: list[int] = []
 
+    def _record_tags(self, study) -> dict[str, str]:
+        """The run record's provenance (:mod:`personalign.record`) as tags: versions, git commit,
+        model and its sha256, data sha256, and the sampler with its settings."""
+        from personalign.record import mlflow_tags, run_record, slug
+
+        sampler = {"name": type(study.sampler).__name__, "seed": self.seed, "pruner": type(study.pruner).__name__}
+        if self.sampler is None:  # the default (sweep/sampler.py: default_sampler)
+            sampler["inner"] = "TPESampler(multivariate=True, group=True, constant_liar=True), seeded seed + trial"
+        return mlflow_tags(run_record(slug(f"sweep-{self.study_name}"), [], model=self.lm_name, sampler=sampler,
+                                      data=self.data, data_sha256=self.splits.data_sha256, stage=self.stage.name))
+
     def _open_study(self):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.on_stale = RetryStaleTrial(self.tracker)
@@ -189,7 +200,7 @@ class Sweep:
                   "n_jobs": self.n_jobs, "seed": self.seed, "lm": self.lm_name, "study": self.study_name,
                   "storage": redact_url(self.storage_url), "space": self.space.raw, "limit": self.limit}
         tags = {"command": "sweep", "stage": self.stage.name, "personalign.study": self.study_name,
-                "personalign.worker": self.worker}
+                "personalign.worker": self.worker, **self._record_tags(study)}
         with self.tracker.run(f"sweep-{self.study_name}", params=params, tags=tags):
             self.runs.parent_run_id = getattr(self.tracker, "run_id", None)
             self._optimize(study, missing)

@@ -139,7 +139,9 @@ def test_compare_relevance_demo_end_to_end_with_mlflow(tmp_path):
     rows = {r["name"]: r for r in out["strategies"]}
     assert set(rows) == {"zero-shot", "minilm-cosine"}
     for r in rows.values():
-        assert 0.0 <= r["f1"] <= 1.0 and r["f1_ci"][0] <= r["f1"] <= r["f1_ci"][1]
+        # val holds 3 prompts: intervals resample prompts, and with < 5 of them the per-prompt range stands in
+        assert r["resampling"] == {"unit": "prompt_id", "n_clusters": 3, "n_boot": 1000} and r["f1_ci"] is None
+        assert 0.0 <= r["f1_range"][0] <= r["f1"] <= r["f1_range"][1] <= 1.0 and len(r["f1_by_group"]) == 3
         assert 0.0 <= r["yes_rate"] <= 1.0
         assert r["failures"] == 0
     assert rows["zero-shot"]["lm_calls"] == 27  # one call per pair, nothing cached in a fresh runs dir
@@ -148,8 +150,10 @@ def test_compare_relevance_demo_end_to_end_with_mlflow(tmp_path):
     assert Path(out["result_file"]).exists() and Path(out["chart_file"]).read_bytes()[:4] == b"\x89PNG"
     vs = rows["minilm-cosine"]["vs_first"]
     assert vs["against"] == "zero-shot"
-    assert vs["f1_diff"]["ci"][0] <= vs["f1_diff"]["diff"] <= vs["f1_diff"]["ci"][1]
-    assert 0.0 <= vs["mcnemar"]["p_value"] <= 1.0
+    assert vs["f1_diff"]["range"][0] <= vs["f1_diff"]["diff"] <= vs["f1_diff"]["range"][1]
+    assert vs["f1_diff"]["permutation"]["p_min"] == pytest.approx(0.25)  # 3 prompts: 2 / 2^3
+    assert 0.0 <= vs["mcnemar"]["p_value"] <= 1.0 and vs["mcnemar"]["level"] == "item"
+    assert out["run_record"]["model"]["name"] == out["lm"] and out["run_record"]["resampling"]["n_clusters"] == 3
 
     import mlflow
 
@@ -160,7 +164,8 @@ def test_compare_relevance_demo_end_to_end_with_mlflow(tmp_path):
     children = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     assert {c.info.run_name for c in children} == {"zero-shot", "minilm-cosine"}
     for c in children:
-        assert "f1" in c.data.metrics and "f1_ci_low" in c.data.metrics and c.info.status == "FINISHED"
+        assert "f1" in c.data.metrics and "f1_range_low" in c.data.metrics and c.info.status == "FINISHED"
+    assert parent.data.tags["personalign.version.dspy"] and parent.data.tags["personalign.git_commit"]
 
     # the fake key never reaches the MLflow store (database or artifacts)
     for path in runs.rglob("*"):

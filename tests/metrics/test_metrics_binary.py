@@ -40,12 +40,28 @@ def test_point_metrics_by_hand():
 def test_report_keys_and_ci_contain_point():
     r = binary_report(Y, P, n_boot=500, seed=3)
     assert list(r) == ["n", "f1", "f1_ci", "precision", "precision_ci", "recall", "recall_ci", "yes_rate",
-                       "yes_rate_ci", "accuracy", "accuracy_ci", "gold_yes_rate"]
+                       "yes_rate_ci", "accuracy", "accuracy_ci", "gold_yes_rate", "resampling"]
+    assert r["resampling"] == {"unit": "item", "n_clusters": 8, "n_boot": 500}
     assert r["n"] == 8 and r["gold_yes_rate"] == 0.5 and r["f1"] == pytest.approx(2 / 3)
     for k in ("f1", "precision", "recall", "yes_rate", "accuracy"):
         lo, hi = r[f"{k}_ci"]
         assert 0.0 <= lo <= r[k] <= hi <= 1.0
         assert isinstance(lo, float) and isinstance(hi, float)
+
+
+def test_report_points_equal_sklearn():
+    from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
+
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        t, p = rng.random(30) < rng.random(), rng.random(30) < rng.random()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = binary_report(t, p, n_boot=10)
+        assert r["f1"] == pytest.approx(f1_score(t, p, zero_division=0))
+        assert r["precision"] == pytest.approx(precision_score(t, p, zero_division=0))
+        assert r["recall"] == pytest.approx(recall_score(t, p, zero_division=0))
+        assert r["accuracy"] == pytest.approx(accuracy_score(t, p)) and r["yes_rate"] == pytest.approx(p.mean())
 
 
 def test_report_is_seeded():
@@ -64,7 +80,8 @@ def test_bootstrap_matches_sklearn_on_a_resample():
     t = rng.random(50) < 0.3
     p = rng.random(50) < 0.4
     idx = rng.integers(0, 50, size=(20, 50))
-    ours = _stats_from_counts(*_resampled_counts(t, p, idx))["f1"]
+    weights = np.stack([np.bincount(i, minlength=50) for i in idx])  # a resample as item weights
+    ours = _stats_from_counts(*_resampled_counts(t, p, weights))["f1"]
     theirs = [f1_score(t[i], p[i], zero_division=0) for i in idx]
     assert np.allclose(ours, theirs)
 

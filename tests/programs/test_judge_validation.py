@@ -153,3 +153,16 @@ def test_generation_without_a_usable_judge_never_calls_it(shared_data):
     row = out["strategies"][0]
     assert row["violation_rate"] is None and row["violation_rate_ci"] is None and row["judge_failures"] == 0
     assert len(lm.history) == 2
+
+
+def test_violation_report_carries_sensitivity_and_corrects_a_follow_rate(pairs):
+    from personalign.judge_validation import JudgeUnusable, corrected_follow_rate
+
+    good = validate_violation_judge(pairs, judge=_Oracle(p.follows for p in pairs), n_boot=100)
+    assert good["sensitivity_follows"] == 1.0 and good["specificity_follows"] == 1.0
+    assert len(good["items"]["gold_follows"]) == good["n_items"] == len(good["items"]["pair"])
+    # a perfect judge needs no correction: the corrected rate is the observed one
+    r = corrected_follow_rate([True, False, True, True], good, n_boot=200)
+    assert r["corrected"] == pytest.approx(0.75) and r["sensitivity"] == 1.0
+    with pytest.raises(JudgeUnusable):
+        corrected_follow_rate([True], {**good, "kappa_ci": [-0.1, 0.2]})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -299,3 +300,17 @@ def test_the_default_sampler_and_pruner_come_from_the_seed_and_the_space(runs_di
     _sweep(runs_dir, space, n_trials=1, limit=3, tracker=None, export=False, study_name="defaults")
     assert isinstance(made["sampler"], PerTrialSeedSampler)
     assert type(made["pruner"]) is optuna.pruners.MedianPruner
+
+
+def test_the_sweep_run_records_sampler_versions_and_data(runs_dir, mock_lm, mock_space):
+    import mlflow
+
+    out = _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="recorded")
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{runs_dir / 'mlflow.db'}")
+    tags = client.get_run(out["mlflow_parent_run_id"]).data.tags
+    sampler = json.loads(tags["personalign.sampler"])
+    assert sampler["name"] == "PerTrialSeedSampler" and sampler["seed"] == 0 and "TPESampler" in sampler["inner"]
+    assert tags["personalign.version.optuna"] and tags["personalign.model"] == MODEL
+    from personalign.data.digest import file_sha256
+
+    assert tags["personalign.data_sha256"] == file_sha256(DEMO)

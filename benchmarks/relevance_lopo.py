@@ -1,0 +1,82 @@
+"""Leave-one-prompt-out figures of the relevance strategies on the shared human labels.
+
+``compare relevance --cv groups`` (:mod:`personalign.crossval`) on every labelled row of
+``../shared/data/recenter_relevance/relevance_labels.jsonl`` (all splits pooled; 4 prompts): each
+strategy is fitted or compiled on three prompts and scored on the fourth. Headline: the mean of
+the per-prompt F1s; beside it the F1 of the pooled out-of-prompt predictions and the worst prompt.
+With 4 prompts there is no percentile interval: the per-prompt range is reported, and the
+smallest reachable sign-flip p is 2 / 2^4 = 0.125.
+
+Writes ``benchmarks/results/<--name>.json`` (run-record format, rewritten after every strategy
+with ``extra.complete`` false until the end: ``--partial`` results of a long run survive an
+interruption) and prints the JSON object on stdout.
+
+Usage: ``python benchmarks/relevance_lopo.py [--strategies all-yes,bm25,...] [--name relevance-lopo-lmfree]
+[--lm MODEL] [--n-boot 1000] [--data FILE]``. LLM strategies: run under
+``flock /tmp/personalign-model.lock`` (one model job on the machine at a time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from _common import emit, log, quiet_logs, shared_data, usage_error, write_results
+
+LM_FREE = "all-yes,bm25,minilm-cosine,minilm-logreg,minilm-rank,style-rank"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=None)
+    ap.add_argument("--strategies", default=LM_FREE)
+    ap.add_argument("--name", default="relevance-lopo-lmfree")
+    ap.add_argument("--lm", default=None)
+    ap.add_argument("--n-boot", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.n_boot < 1:
+        usage_error(f"--n-boot must be >= 1, got {args.n_boot}")
+    data = args.data or str(shared_data() / "recenter_relevance" / "relevance_labels.jsonl")
+    quiet_logs()
+    from personalign.crossval import result_record
+    from personalign.errors import PersonalignError
+    from personalign.lm import configure_cache
+
+    command = shlex.join(["python", "benchmarks/relevance_lopo.py", *(argv if argv is not None else sys.argv[1:])])
+
+    def save(result: dict) -> None:
+        rec = result_record({**result, "uses_lm": bool(result.get("lm"))}, command=command)
+        rows = [{k: v for k, v in r.items() if k != "predictions"} for r in result["strategies"]]
+        extra = {**rec["extra"], "groups": result["groups"], "strategies": rows,
+                 "complete": bool(result.get("complete"))}
+        write_results(args.name, rec["figures"], title="relevance: leave-one-prompt-out on the shared labels",
+                      command=command, model=result.get("lm"), adapter=rec["adapter"], data=result["data"],
+                      data_sha256=result["data_sha256"], resampling=rec["resampling"], stage="relevance", extra=extra)
+        log(f"{len(rows)} strategies written to benchmarks/results/{args.name}.json")
+
+    try:
+        configure_cache(None, enabled=True)
+        from personalign.compare import parse_strategy_specs
+        from personalign.crossval import compare_stage_groups
+        from personalign.programs.stages import get_stage
+
+        st = get_stage("relevance")
+        specs = parse_strategy_specs(args.strategies, st.default_strategies, st.registry)
+        names = [f"{n}@{o}" if o else n for n, o in specs]
+        result = compare_stage_groups(st, specs, names, data=data, lm=args.lm, seed=args.seed, n_boot=args.n_boot,
+                                      progress=sys.stderr.isatty(), command=command, on_strategy=save)
+    except PersonalignError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    save(result)
+    emit({"benchmark": "relevance_lopo", "result": f"benchmarks/results/{args.name}.json",
+          "strategies": [{"name": r["name"], "mean_prompt_f1": r["headline"]["value"],
+                          "range": r["headline"]["range"], "pooled_f1": r["pooled"]["value"],
+                          "worst": r["worst"]} for r in result["strategies"]]})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
