@@ -92,17 +92,26 @@ class StageSpec(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self):
+        def bad(key: str, msg: str):  # a whole-file rule, reported at the key it is about
+            return ValueError(f"{key}{_SEP}{msg}")
+
         if self.output.name in self.inputs:
-            raise ValueError(f"'{self.output.name}' is both an input and the output")
+            raise bad("output.name", f"'{self.output.name}' is both an input and the output")
         t = self.output.type
         if self.kind == "binary" and t != "bool":
-            raise ValueError(f"kind 'binary' needs output type 'bool', got {t!r}")
+            raise bad("output.type", f"kind 'binary' needs output type 'bool', got {t!r}")
         if self.kind == "multiclass" and not isinstance(t, list):
-            raise ValueError("kind 'multiclass' needs output type = a list of allowed strings")
+            raise bad("output.type", "kind 'multiclass' needs output type = a list of allowed strings")
         if self.kind == "scored" and self.metric is None:
-            raise ValueError("kind 'scored' needs a metric = \"module:function\" (example, pred, trace=None) -> [0, 1]")
-        check_objective(self.objective, self.kind)
+            raise bad("metric", "kind 'scored' needs a metric = \"module:function\" (example, pred, trace=None) -> [0, 1]")
+        try:
+            check_objective(self.objective, self.kind)
+        except ValueError as exc:
+            raise bad("objective", str(exc)) from None
         return self
+
+
+_SEP = "\x1f"
 
 
 def check_objective(objective: str | None, kind: str) -> None:
@@ -185,8 +194,11 @@ def spec_from_dict(raw: dict, source: str | Path = "stage", text: str = "") -> S
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = tuple(err.get("loc") or ())
-        key = ".".join(str(k) for k in loc) or None
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if _SEP in msg:  # a whole-file rule names its key
+            where, msg = msg.split(_SEP, 1)
+            loc = tuple(where.split("."))
+        key = ".".join(str(k) for k in loc) or None
         if err.get("type") == "missing":
             msg = "missing" + (" (a [output] table with name and type)" if loc == ("output",) else "")
         elif err.get("type") == "extra_forbidden":
