@@ -367,3 +367,19 @@ def test_a_users_optimizer_by_reference(task, mock_lm, runs_dir):
     row = cmp.rows[1]
     assert row["compile"]["optimizer"] and row["compile"]["config"]["k"] == 2
     assert row["vs_uncompiled"]["against"] == "predict"
+
+
+from personalign.testing import StageTestCase  # noqa: E402
+
+
+class TestOwnStageConformance(StageTestCase):
+    """The conformance suite every built-in stage passes, on the example's stage file."""
+
+    stage = str(EXAMPLE / "stage.toml")
+    slow = ("yes-prob",)  # needs an embedded model's log-probabilities
+
+    def examples(self):
+        from personalign.programs.stage_ref import resolve_stage
+
+        rows = resolve_stage(self.stage).load(EXAMPLE / "data.jsonl")
+        return [r for r in rows if r.split == "train"][:12] + [r for r in rows if r.split == "val"][:6]
