@@ -383,3 +383,24 @@ class TestOwnStageConformance(StageTestCase):
 
         rows = resolve_stage(self.stage).load(EXAMPLE / "data.jsonl")
         return [r for r in rows if r.split == "train"][:12] + [r for r in rows if r.split == "val"][:6]
+
+
+def test_the_stage_files_sweep_section_joins_the_default_space(tmp_path):
+    from personalign.programs.stage_ref import resolve_stage
+    from personalign.sweep.defaults import default_space
+    from personalign.sweep.space import SearchSpace
+
+    (tmp_path / "s.toml").write_text(GOOD + '\n[sweep]\nstrategies = ["majority", "minilm-logreg"]\n'
+                                            '[sweep.strategy.minilm-logreg]\nC = {low = 0.01, high = 1.0, log = true}\n')
+    st = resolve_stage(str(tmp_path / "s.toml"))
+    space = default_space(st)
+    assert space["strategies"] == ["majority", "minilm-logreg"] and "C" in space["strategy"]["minilm-logreg"]
+    SearchSpace.from_dict(st, space)  # a valid space for this stage
+
+
+def test_data_validate_reads_a_file_with_a_users_stage(task, capsys):
+    from personalign.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["data", "validate", str(task / "data.jsonl"), "--kind", str(task / "stage.toml")])
+    assert exc.value.code == 0 and "ok: 60" in capsys.readouterr().out
