@@ -13,7 +13,8 @@ class MajorityFit(Optimizer):
     predicts for every input), e.g. :class:`personalign.programs.common.generic.Majority`.
 
     ``train_score`` is the train share of that label (the accuracy of predicting it everywhere).
-    Deterministic; ``seed`` is recorded for the uniform contract.
+    Deterministic; ``seed`` is recorded for the uniform contract, and ``positive`` (the stage's
+    positive class, passed to every fit) too: the majority is a label, whichever class it is.
 
     Raises:
         ValueError: empty trainset.
@@ -21,9 +22,10 @@ class MajorityFit(Optimizer):
 
     name = "majority-fit"
 
-    def __init__(self, *, label: str = "label", seed: int = 0) -> None:
+    def __init__(self, *, label: str = "label", positive: bool = True, seed: int = 0) -> None:
         super().__init__(seed=seed)
         self.label = label
+        self.positive = positive
 
     def compile(self, program, *, trainset: Sequence, valset: Sequence | None = None):
         if not trainset:

@@ -170,13 +170,13 @@ def declare_stage(**fields: Any):
     Raises:
         DataError: as a stage file would (the key is named).
     """
-    import inspect
+    import sys
 
     from personalign.programs.stage_file import spec_from_dict
 
     strategies = dict(fields.pop("strategies", None) or {})
     refs = {k: v for k, v in strategies.items() if isinstance(v, str)}
-    caller = Path(inspect.stack()[1].filename).resolve()
+    caller = Path(sys._getframe(1).f_code.co_filename).resolve()
     spec = spec_from_dict({**fields, "strategies": refs}, caller)
     return build_stage(spec, source=caller, base_dir=caller.parent,
                        extra_strategies={k: v for k, v in strategies.items() if k not in refs})

@@ -331,3 +331,18 @@ def test_data_validate_reads_a_file_with_a_users_stage(task, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["data", "validate", str(task / "data.jsonl"), "--kind", str(task / "stage.toml")])
     assert exc.value.code == 0 and "ok: 60" in capsys.readouterr().out
+
+
+def test_a_false_positive_class_fits_and_scores_that_class(task, runs_dir):
+    """``positive = false``: F1 is of the 'does not follow' class, majority still fits."""
+    import personalign
+    from personalign.programs.stage_ref import resolve_stage
+
+    (task / "neg.toml").write_text(GOOD.replace("positive = true", "positive = false"))
+    st = resolve_stage(str(task / "neg.toml"))
+    assert st.positive is False and st.positive_name == "not follows"
+    compiled = personalign.compile(st, "majority", task / "data.jsonl")
+    ev = personalign.evaluate(st, compiled, task / "data.jsonl", split="test", n_boot=20)
+    gold_neg = sum(1 for ex in st.load(task / "data.jsonl", "test") if not ex.follows) / 12
+    assert ev["gold_yes_rate"] == pytest.approx(gold_neg)
+    assert ev["yes_rate"] in (0.0, 1.0)  # one label everywhere
