@@ -244,7 +244,7 @@ def test_compile_fits_a_decision_rule_on_yes_prob(task, monkeypatch, runs_dir, t
 
     def margin(model, messages):  # a stand-in score: higher when the option names no ruled-out thing
         text = messages[-1]["content"].lower()
-        option = text.split("one recommended option:")[1].split("\n")[0]
+        option = text.split("\noption:")[1].split("\n")[0]
         return -1.0 if any(w in option for w in ("beef", "chicken", "salmon", "cat", "flight", "jump", "run",
                                                   "espresso", "cola", "car", "drive", "horror")) else 2.0
 
@@ -259,7 +259,7 @@ def test_compile_fits_a_decision_rule_on_yes_prob(task, monkeypatch, runs_dir, t
                               n_boot=20)
     rows = [json.loads(x) for x in (task / "data.jsonl").read_text().splitlines()]
     test = [r for r in rows if r["split"] == "test"]
-    expected = [margin(None, [{"content": f"one recommended option: {r['option'].lower()}\n"}]) >= threshold
+    expected = [margin(None, [{"content": f"\noption: {r['option'].lower()}\n"}]) >= threshold
                 for r in test]
     assert ev["yes_rate"] == pytest.approx(sum(expected) / len(test))
     assert ev["n"] == 12 and ev["failures"] == 0

@@ -121,13 +121,18 @@ class YesProb(_Positive, ThresholdedScorer):
         self.fitted_model: str | None = None
 
     def messages(self, example) -> list[dict]:
+        """The yes/no question: the instructions as the system message; each input on its own line
+        under DSPy's field prefix (``Preference: ...``), then the output's name and description."""
         sig = self.signature
-        fields = "\n".join(f"{f.json_schema_extra.get('desc') or name}: {getattr(example, name)}"
+        fields = "\n".join(f"{f.json_schema_extra.get('prefix') or name + ':'} {getattr(example, name)}"
                            for name, f in sig.input_fields.items())
         out_name, out = next(iter(sig.output_fields.items()))
-        question = out.json_schema_extra.get("desc") or out_name
+        desc = out.json_schema_extra.get("desc")
+        question = (out.json_schema_extra.get("prefix") or f"{out_name}:").rstrip(":") + "?"
+        if desc and desc != out_name:
+            question += f" ({desc})"
         return [{"role": "system", "content": sig.instructions},
-                {"role": "user", "content": f"{fields}\n\nIs this true: {question}? Answer Yes or No."}]
+                {"role": "user", "content": f"{fields}\n\n{question} Answer Yes or No."}]
 
     def fit(self, examples: Sequence, *, seed: int = 0) -> "YesProb":
         self.fitted_model = _lm_model()
