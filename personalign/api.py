@@ -191,6 +191,7 @@ def compare(stage, strategies=None, data=None, *, split: str = "val", train_spli
     """Compare strategies of ``stage`` on one split (:func:`personalign.compare.compare_stage`):
     ``strategies`` is a comma-separated string (``"majority,predict,predict@bootstrap"``) or a list
     of names and ``dspy.Module`` objects; every trainable one is compiled on ``train_split`` only.
+    ``lm``: a model string (a ``dspy.LM`` is used by its ``model`` string: compare builds its own).
 
     Raises:
         ConfigurationError / DataError: as :func:`personalign.compare.compare_stage`.
