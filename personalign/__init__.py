@@ -14,12 +14,15 @@ check_versions()  # one line and exit 2 on an untested dspy/optuna/mlflow/litell
 __version__ = "0.1.0"
 
 
-def load_program(path, *, stage: str | None = None, with_metadata: bool = False):
+def load_program(path, *, stage=None, with_metadata: bool = False):
     """Load a program saved by ``personalign compile`` / ``predict --save`` / a sweep export.
 
     Args:
         path: the saved program's directory, or its ``program.json``.
-        stage: when given, refuse a program of another stage.
+        stage: a stage reference (name, ``Stage``, ``stage.toml``, ``file.py:ATTR``, ...): refuse a
+            program of another stage. Needed for a program of a stage declared in a file or module
+            (a saved program never makes personalign import code on its own); built-in and
+            entry-point stages load without it.
         with_metadata: also return the metadata (stage, strategy, lm, compile info, metrics, state).
 
     Returns:
@@ -44,4 +47,22 @@ def load_program(path, *, stage: str | None = None, with_metadata: bool = False)
     return (program, meta) if with_metadata else program
 
 
-__all__ = ["__version__", "load_program"]
+_VERBS = ("compile", "evaluate", "compare", "sweep")
+
+
+def __getattr__(name: str):
+    """The four verbs (:mod:`personalign.api`), imported on first use so ``import personalign``
+    stays light: ``personalign.compile``, ``personalign.evaluate``, ``personalign.compare``,
+    ``personalign.sweep``."""
+    if name in ("compare", "sweep"):  # modules too: callable as the verb (registry.callable_module)
+        import importlib
+
+        return importlib.import_module(f"personalign.{name}")
+    if name in _VERBS:
+        from personalign import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'personalign' has no attribute {name!r}")
+
+
+__all__ = ["__version__", "load_program", *_VERBS]

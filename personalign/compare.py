@@ -345,3 +345,7 @@ def write_result(result: dict[str, Any], out_dir: Path, stem: str | None = None)
     tmp.write_text(json.dumps(result, indent=2))
     tmp.replace(path)
     return path
+
+from personalign.registry import callable_module as _callable_module  # noqa: E402
+
+_callable_module(__name__, "personalign.api:compare")  # personalign.compare(...) is the verb

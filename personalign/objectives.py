@@ -79,7 +79,10 @@ def objective_score(stage, examples: Sequence, predictions: Sequence, *, scores:
     from personalign.registry import resolve
 
     fn = resolve(spec)
-    kwargs = {"scores": scores} if scores is not None and "scores" in inspect.signature(fn).parameters else {}
+    params = inspect.signature(fn).parameters
+    kwargs = {"scores": scores} if scores is not None and "scores" in params else {}
+    if "stage" in params:  # declared stages' objectives read the label and positive class from it
+        kwargs["stage"] = stage
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return float(fn(examples, predictions, **kwargs))

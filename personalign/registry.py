@@ -158,4 +158,19 @@ class Registry(Generic[E]):
         return len(self._entries)
 
 
-__all__ = ["Entry", "OptimizerInfo", "Registry", "StrategyInfo", "resolve"]
+def callable_module(module_name: str, target: str) -> None:
+    """Make the module ``module_name`` callable as the function ``target`` names (``"module:attr"``,
+    imported on the first call): ``personalign.compare`` and ``personalign.sweep`` are both a
+    module and the verb of the same name (:mod:`personalign.api`), so ``import personalign.sweep.runner``
+    and ``personalign.sweep(stage, data)`` both work."""
+    import sys
+    import types
+
+    class _Verb(types.ModuleType):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return resolve(target)(*args, **kwargs)
+
+    sys.modules[module_name].__class__ = _Verb
+
+
+__all__ = ["Entry", "OptimizerInfo", "Registry", "StrategyInfo", "callable_module", "resolve"]

@@ -18,8 +18,8 @@ LAYERS = {
     2: {"signatures", "programs"},
     3: {"optimizers"},
     4: {"compile_service", "evaluation", "objectives", "predict", "judge_validation", "tracking_native"},
-    5: {"compare", "crossval", "sweep", "runners"},
-    6: {"cli", "testing", "__main__", ""},
+    5: {"compare", "crossval", "sweep", "runners", "workflows"},
+    6: {"cli", "testing", "api", "__main__", ""},
 }
 LAYER = {name: level for level, names in LAYERS.items() for name in names}
 MAX_LINES = 400

@@ -36,6 +36,9 @@ app.add_typer(_predict_app, name="predict", help="Predict with one strategy of a
 from personalign.cli.sweep import sweep as _sweep_cmd  # noqa: E402  (light: typer only)
 app.command("sweep")(_sweep_cmd)
 from personalign.cli.run import app as _runners_app  # noqa: E402  (light: typer only)
+from personalign.cli.stage import app as _stage_app  # noqa: E402  (light: typer only)
+
+app.add_typer(_stage_app, name="stage", help="Your own stage: `stage init NAME` writes a stage file, `stage validate FILE --data DATA` checks it.")
 
 app.add_typer(_runners_app, name="run", help="Benchmark runners: PrefEval MCQ/generation, the end-to-end pipeline, PersonaMem, CUPID, judge agreement, SFT export.")
 
@@ -90,8 +93,9 @@ def doctor(
     run_doctor(json_out=json_out, bench=bench, lm=lm, cache_dir=cache_dir)
 
 
-StageArg = Annotated[str, typer.Argument(help="Stage: relevance, verification, extraction, mcq, perspectives, ... "
-                                             "(`personalign stages` lists them).")]
+StageArg = Annotated[str, typer.Argument(help="Stage: a built-in name (relevance, verification, ...; `personalign stages` "
+                                             "lists them), your stage file path/to/stage.toml, path/to/file.py:STAGE, "
+                                             "module:STAGE, or an installed entry-point name.")]
 
 
 @app.command()

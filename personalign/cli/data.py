@@ -17,7 +17,8 @@ app = typer.Typer(help="Validate and describe data files.", no_args_is_help=True
                   pretty_exceptions_enable=False, rich_markup_mode=None)
 
 _KIND_HELP = ("Data kind: relevance, recenter-raw, verification, extraction, rating, mcq, profile, "
-              "prefeval-explicit, prefeval-persona, prefeval-choice, prefeval-mcq, personamem, cupid.")
+              "prefeval-explicit, prefeval-persona, prefeval-choice, prefeval-mcq, personamem, cupid; or a stage "
+              "(path/to/stage.toml, file.py:STAGE) to read PATH with its loader.")
 
 
 @app.command()
@@ -25,10 +26,17 @@ def validate(
     path: Path = typer.Argument(..., help="File (or PrefEval folder) to check."),
     kind: str = typer.Option(..., "--kind", "-k", help=_KIND_HELP),
 ) -> None:
-    """Read every record of PATH as KIND; print a one-line summary, or fail on the first bad record."""
+    """Read every record of PATH as KIND (a data kind, or a stage: stage.toml, file.py:STAGE, ...);
+    print a one-line summary, or fail on the first bad record."""
+    from personalign.data.kinds import KINDS
     from personalign.data.kinds import validate as _validate
 
-    n = _validate(path, kind)
+    if kind not in KINDS and (kind.endswith(".toml") or ":" in kind):  # a stage of the user's: its loader
+        from personalign.programs.stage_ref import resolve_stage
+
+        n = len(resolve_stage(kind).load(path))
+    else:
+        n = _validate(path, kind)
     typer.echo(f"ok: {n} {kind} records in {path}")
 
 

@@ -20,7 +20,7 @@ _STORAGE_HELP = ("Optuna storage: sqlite:///PATH (default sqlite:///runs/optuna.
 
 
 def sweep(
-    stage: str = typer.Argument(..., help="Stage to sweep (e.g. relevance)."),
+    stage: str = typer.Argument(..., help="Stage to sweep: a built-in name (relevance) or your own (stage.toml, file.py:STAGE, module:STAGE, entry point)."),
     data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL with train and evaluation splits."),
     space: Optional[Path] = typer.Option(None, "--space", help="Search space, TOML or YAML (default: the stage's; "
                                                                 "see examples/sweep_relevance.toml)."),

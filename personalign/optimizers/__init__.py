@@ -13,11 +13,12 @@ metric comes from the stage: wrappers have no stage defaults; normally
 
 from personalign.optimizers.base import CompileResult, Optimizer
 from personalign.optimizers.threshold import ThresholdFit
+from personalign.optimizers.references import OptimizerRegistry
 from personalign.registry import OptimizerInfo, Registry
 
 _P = "personalign.optimizers"
 
-OPTIMIZERS: Registry[OptimizerInfo] = Registry("optimizer", [
+OPTIMIZERS: Registry[OptimizerInfo] = OptimizerRegistry("optimizer", [
     OptimizerInfo("labeled", f"{_P}.labeled:LabeledFewShot",
                   "DSPy LabeledFewShot: k labeled train examples as demos", "teleprompter"),
     OptimizerInfo("bootstrap", f"{_P}.bootstrap:BootstrapFewShot",

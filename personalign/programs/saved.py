@@ -117,7 +117,7 @@ def check_save_target(directory: str | Path) -> Path:
 
 def save_program(program, directory: str | Path, *, stage: str, strategy: str, lm: str | None = None,
                  compile_info: dict | None = None, metrics: dict | None = None,
-                 extra_files: dict[str, str] | None = None) -> Path:
+                 extra_files: dict[str, str] | None = None, stage_ref: str | None = None) -> Path:
     """Save ``program`` as ``directory/program.json`` plus its weight files; returns the directory.
 
     Atomic: written into a sibling temporary directory that then replaces ``directory``, so a save
@@ -143,7 +143,8 @@ def save_program(program, directory: str | Path, *, stage: str, strategy: str, l
             program.save_weights(tmp)
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text)
-        meta: dict[str, Any] = {"format": FORMAT, "stage": stage, "strategy": strategy, "lm": lm,
+        meta: dict[str, Any] = {"format": FORMAT, "stage": stage, "stage_ref": stage_ref or stage,
+                                "strategy": strategy, "lm": lm,
                                 "compile": compile_info, "metrics": metrics, "versions": package_versions(),
                                 "weights": _weight_files(tmp)}
         if rule is not None:
@@ -310,22 +311,23 @@ def _check_weight_hashes(directory: Path, meta: dict, path: Path) -> None:
                                                "(corrupt, or replaced after the save)")
 
 
-def load_program(directory: str | Path, *, stage: str | None = None):
+def load_program(directory: str | Path, *, stage=None):
     """Load and validate a program saved by :func:`save_program`. Returns ``(program, metadata)``.
+
+    ``stage``: a stage reference (:func:`personalign.programs.stage_ref.resolve_stage`); None: the
+    program's recorded ``stage_ref``, only when it is a built-in or entry-point stage (a program
+    never makes personalign import a file or module the caller did not name).
 
     Raises:
         DataError: any problem with ``program.json`` or the weights (names the file and the key).
-        ConfigurationError: a program of another stage than ``stage``; an unknown stage/strategy.
+        ConfigurationError: a program of another stage than ``stage``; an unknown stage/strategy;
+            a file/module stage not passed by the caller.
     """
-    from personalign.programs.stages import get_stage
+    from personalign.programs.stage_ref import stage_for_program
 
     path, doc, meta = _read_document(directory)
-    if meta.get("stage_ref") and stage != meta["stage_ref"]:
-        raise ConfigurationError(f"{path} was compiled for the stage {meta['stage_ref']}, which is not built in; "
-                                 "a saved program never loads code: pass that same stage reference")
-    if stage is not None and meta["stage"] != stage and stage != meta.get("stage_ref"):
-        raise ConfigurationError(f"{path} is a saved {meta['stage']} program, not a {stage} program")
-    registry = get_stage(meta["stage"]).registry
+    st = stage_for_program(meta, stage, path)
+    registry = st.registry
     try:
         program = registry.create(meta["strategy"])
     except ConfigurationError as exc:
@@ -352,7 +354,6 @@ def load_program(directory: str | Path, *, stage: str | None = None):
     if meta.get("decision_rule"):
         from personalign.programs.decision import with_rule
 
-        st = get_stage(meta["stage"])
         try:
             program = with_rule(program, meta["decision_rule"], st.output, st.decision_group)
         except PersonalignError:

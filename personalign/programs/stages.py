@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -58,6 +58,9 @@ class Stage:
         strata_key: example field ``--limit N`` stratifies its seeded sample over
             (:func:`personalign.data.sample.stratified_limit`); None: ``group_key``. MCQ: ``topic``
             (its prompt groups hold one question each).
+        ref: the stage reference it was resolved from (:mod:`personalign.programs.stage_ref`), which
+            saved programs record as ``stage_ref``; None: a built-in stage (its name).
+        sweep_space: sections added to the stage's default sweep space (a stage file's ``[sweep]``).
         feedback_metric: ``"module:function"`` GEPA feedback metric (optional).
         objective: the **set-level** objective compiles maximize on their dev split
             (:mod:`personalign.objectives`): ``"f1"`` or ``"fbeta:B"`` of the positive class
@@ -83,6 +86,8 @@ class Stage:
     objective: str | None = None
     decision_keys: tuple[str, ...] | None = None
     strata_key: str | None = None
+    ref: str | None = None
+    sweep_space: dict | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         validate_spec(objective_spec(self), self.kind)
@@ -288,14 +293,8 @@ def all_stages() -> dict[str, Stage]:
     return dict(sorted(found.items()))
 
 
-def get_stage(name: str) -> Stage:
-    """The stage called ``name``.
-
-    Raises:
-        ConfigurationError: unknown stage (the message lists the available ones).
-    """
-    from personalign.errors import ConfigurationError
-
+def builtin_stage(name: str) -> Stage | None:
+    """The built-in stage called ``name`` (a package ``personalign.programs.<name>``), or None."""
     if name.isidentifier():  # the usual layout: the stage's package has the stage's name
         try:
             stage = getattr(importlib.import_module(f"personalign.programs.{name}"), "STAGE", None)
@@ -305,11 +304,21 @@ def get_stage(name: str) -> Stage:
             stage = None
         if isinstance(stage, Stage) and stage.name == name:
             return stage
-    stages = all_stages()
-    try:
-        return stages[name]
-    except KeyError:
-        raise ConfigurationError(f"unknown stage '{name}'; available: {', '.join(stages)}") from None
+    return all_stages().get(name)
 
 
-__all__ = ["Stage", "all_stages", "get_stage", "KINDS", "objective_spec", "validate_spec"]
+def get_stage(ref) -> Stage:
+    """The stage ``ref`` names: a built-in name, a :class:`Stage`, ``module:ATTR``,
+    ``file.py:ATTR``, a stage ``.toml`` or an entry-point name
+    (:func:`personalign.programs.stage_ref.resolve_stage`).
+
+    Raises:
+        ConfigurationError: unknown stage (the message lists the available ones); DataError: a
+            malformed stage file.
+    """
+    from personalign.programs.stage_ref import resolve_stage
+
+    return resolve_stage(ref)
+
+
+__all__ = ["Stage", "all_stages", "builtin_stage", "get_stage", "KINDS", "objective_spec", "validate_spec"]

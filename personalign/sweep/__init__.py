@@ -69,3 +69,7 @@ __all__ = [
     "default_space", "default_study_name", "fail_stale_trials", "is_stale", "objective_name", "open_storage",
     "redact_url", "run_sweep", "worker_alive", "worker_id",
 ]
+
+from personalign.registry import callable_module as _callable_module  # noqa: E402
+
+_callable_module(__name__, "personalign.api:sweep")  # personalign.sweep(...) is the verb

@@ -53,7 +53,7 @@ def default_space(stage) -> dict[str, Any]:
             accepted |= init_params(opt_cls)
     if "beta" in accepted:
         space["fit"] = copy.deepcopy(_FIT_BETA)
-    space.update(copy.deepcopy(STAGE_SPACES.get(stage.name, {})))
+    space.update(copy.deepcopy(getattr(stage, "sweep_space", None) or STAGE_SPACES.get(stage.name, {})))
     return space
 
 

@@ -8,7 +8,7 @@ classes are not collected because their names do not start with ``Test``)::
         settings = {"max_rounds": 1}        # CPU-tiny settings
 
     class TestMyStage(StageTestCase):
-        stage = "my-stage"                  # its name in personalign.programs.stages.all_stages()
+        stage = "my-stage"                  # a stage reference: a built-in name, "stage.toml", "file.py:STAGE"
         def examples(self):                 # a tiny fixture: dspy.Examples with inputs marked,
             return [...]                    # ``split`` "train" (fits) and anything else (scored)
 
@@ -69,7 +69,8 @@ class StageTestCase:
     """Every strategy of :attr:`stage` on :meth:`examples` (see the module docstring).
 
     Attributes:
-        stage: the stage's name (subclasses set it; the base class runs nothing).
+        stage: a stage reference (:func:`personalign.programs.stage_ref.resolve_stage`: a built-in
+            name, a stage file, ``file.py:ATTR``, ...; subclasses set it; the base class runs nothing).
         skip: ``{strategy: reason}`` strategies not run here (e.g. fine-tuning a cross-encoder).
         slow: strategies marked ``slow`` (e.g. those that need an embedded model, :meth:`make_lm`).
         n_boot: bootstrap resamples of the report's CIs.

@@ -32,7 +32,7 @@ OTHER = "User: My cat keeps scratching the sofa. Any advice?\n\nUser: I live in 
 
 def test_every_stage_has_a_suite():
     suites = {cls.stage for cls in StageTestCase.__subclasses__() if cls.stage}
-    assert suites == set(all_stages())
+    assert set(all_stages()) <= suites  # (a user's stage file may have its suite too: tests/stages)
 
 
 class TestRelevanceStage(StageTestCase):

@@ -1,0 +1,234 @@
+"""Strategies every stage gets from its signature alone (stage files, ``file.py:STAGE`` stages).
+
+:func:`signature_strategies` builds, for one signature, subclasses bound to it:
+
+* ``predict`` -- ``dspy.Predict(signature)``; ``cot`` -- ``dspy.ChainOfThought(signature)``
+  (LLM strategies: ``NAME@OPT`` compiles them with a teleprompter);
+* ``yes-prob`` (bool outputs) -- ``log p(Yes) - log p(No)`` of an embedded model for the question
+  "is the output true for these inputs?", natural-log units; the threshold is fitted by grouped CV
+  on train (:class:`personalign.optimizers.LearnedSelectorFit`, as relevance's ``yes-prob``);
+* ``majority`` -- LM-free: the most frequent train label (:class:`personalign.optimizers.majority.MajorityFit`);
+* ``minilm-logreg`` (bool outputs) -- LM-free: a class-balanced logistic head
+  (:class:`~personalign.programs.common.logistic.LogisticSelector`) on MiniLM embeddings of every
+  input field plus their pairwise cosines, threshold by grouped CV on train.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from typing import Any, Sequence
+
+import dspy
+
+from personalign.programs.common.embed import embed_cached
+from personalign.programs.common.logistic import LogisticSelector
+from personalign.programs.common.scorer import ThresholdedScorer
+from personalign.registry import StrategyInfo
+
+_OPT = "personalign.optimizers"
+_margins: dict[tuple, float] = {}
+
+
+class SignatureModule(dspy.Module):
+    """``module_cls(signature)`` called with the stage's inputs (subclasses bind ``signature``)."""
+
+    signature: Any = None
+    module_cls: Any = dspy.Predict
+    uses_lm = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.predict = self.module_cls(self.signature)
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        return self.predict(**inputs)
+
+
+class Majority(dspy.Module):
+    """The most frequent gold label of train, whatever the inputs (``value`` None until fitted)."""
+
+    output_field = "label"
+    label = "label"
+    uses_lm = False
+
+    def __init__(self, value: Any = None) -> None:
+        super().__init__()
+        self.value = value
+
+    def fit(self, examples: Sequence, *, seed: int = 0) -> "Majority":
+        """``value`` = the most frequent ``label`` of ``examples`` (ties: the first seen).
+
+        Raises:
+            ValueError: no examples."""
+        if not examples:
+            raise ValueError("Majority.fit needs examples")
+        self.value = Counter(getattr(ex, self.label) for ex in examples).most_common(1)[0][0]
+        return self
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        if self.value is None:
+            raise RuntimeError("Majority is not fitted: compile it first")
+        return dspy.Prediction(**{self.output_field: self.value})
+
+    def dump_state(self, *args, **kwargs) -> dict:
+        return {"value": self.value}
+
+    def load_state(self, state: dict) -> "Majority":
+        self.value = state.get("value")
+        return self
+
+
+def _lm_model() -> str:
+    from personalign.errors import ConfigurationError
+    from personalign.lm import default_model, is_local
+
+    lm = dspy.settings.lm
+    model = str(lm.model) if lm is not None and getattr(lm, "model", None) else default_model()
+    if not is_local(model):
+        raise ConfigurationError(f"yes-prob needs next-token log-probabilities of an embedded model (local/...); "
+                                 f"got '{model}'")
+    return model
+
+
+class _Positive:
+    """Mixin: the positive class of a bool-output stage (``label`` field, ``positive`` value)."""
+
+    label = "label"
+    positive = True
+
+    def is_positive(self, example) -> bool:
+        from personalign.metrics.dspy_metrics import to_bool
+
+        return to_bool(getattr(example, self.label)) == self.positive
+
+
+class YesProb(_Positive, ThresholdedScorer):
+    """Positive when the yes/no margin (nats, oriented so that higher = positive class) reaches
+    ``threshold``. One prompt evaluation per example, no generation; embedded models only.
+
+    Raises:
+        ConfigurationError: a non-embedded model. RuntimeError: predicting before compile.
+    """
+
+    signature: Any = None
+    uses_lm = True
+    fit_with = "LearnedSelectorFit"
+
+    def __init__(self, threshold: float | None = None) -> None:
+        super().__init__()
+        self.threshold = threshold
+        self.fitted_model: str | None = None
+
+    def messages(self, example) -> list[dict]:
+        """The yes/no question: the instructions as the system message; each input on its own line
+        under DSPy's field prefix (``Preference: ...``), then the output's name and description."""
+        sig = self.signature
+        fields = "\n".join(f"{f.json_schema_extra.get('prefix') or name + ':'} {getattr(example, name)}"
+                           for name, f in sig.input_fields.items())
+        out_name, out = next(iter(sig.output_fields.items()))
+        desc = out.json_schema_extra.get("desc")
+        question = (out.json_schema_extra.get("prefix") or f"{out_name}:").rstrip(":") + "?"
+        if desc and desc != out_name:
+            question += f" ({desc})"
+        return [{"role": "system", "content": sig.instructions},
+                {"role": "user", "content": f"{fields}\n\n{question} Answer Yes or No."}]
+
+    def fit(self, examples: Sequence, *, seed: int = 0) -> "YesProb":
+        self.fitted_model = _lm_model()
+        return self
+
+    def score_batch(self, examples: Sequence) -> list[float]:
+        from personalign.lm.scoring import yes_no_margin
+
+        model = self.fitted_model or _lm_model()
+        self.fitted_model = model
+        sign = 1.0 if self.positive else -1.0
+        out = []
+        for ex in examples:
+            msgs = self.messages(ex)
+            key = (model, repr(msgs))
+            if key not in _margins:
+                _margins[key] = float(yes_no_margin(model, msgs))
+            out.append(sign * _margins[key])
+        return out
+
+    def dump_state(self, *args, **kwargs) -> dict:
+        return {"threshold": self.threshold, "model": self.fitted_model}
+
+    def load_state(self, state: dict) -> "YesProb":
+        self.threshold = state.get("threshold")
+        self.fitted_model = state.get("model")
+        return self
+
+
+class InputsLogReg(_Positive, LogisticSelector, ThresholdedScorer):
+    """P(positive | MiniLM features of the inputs) >= threshold. Features: the embedding of each
+    input field (384 each) and the cosine of every pair of fields, standardized.
+
+    Args:
+        C: inverse L2 strength of the logistic regression. threshold: None until compiled.
+    """
+
+    input_names: tuple[str, ...] = ()
+    uses_lm = False
+    fit_with = "LearnedSelectorFit"
+    weights_file = "inputs_logreg.npz"
+    classes = ("positive", "negative")
+    max_iter = 2000
+
+    def __init__(self, C: float = 0.05, threshold: float | None = None) -> None:
+        super().__init__()
+        self.C = float(C)
+        self.threshold = threshold
+        self.features = list(self.input_names)
+        self.head = None
+
+    def feature_dim(self) -> int:
+        n = len(self.input_names)
+        return 384 * n + n * (n - 1) // 2
+
+    def feature_matrix(self, examples: Sequence):
+        import numpy as np
+
+        vecs = [embed_cached([str(getattr(ex, k)) for ex in examples]) for k in self.input_names]
+        cos = [np.sum(a * b, axis=1, keepdims=True) for a, b in itertools.combinations(vecs, 2)]
+        return np.concatenate(vecs + cos, axis=1).astype(np.float32)
+
+
+def signature_strategies(signature: type, *, stage: str, label: str, positive: Any = True) -> list[StrategyInfo]:
+    """The strategies of a stage with ``signature`` (first output field = the prediction), each
+    entry's target a class bound to the signature. ``yes-prob`` and ``minilm-logreg`` only when the
+    output is ``bool``."""
+    inputs = tuple(signature.input_fields)
+    output, field = next(iter(signature.output_fields.items()))
+    tag = "".join(c if c.isalnum() else "_" for c in stage)
+    bound = {"signature": signature, "output_field": output, "label": label, "positive": positive,
+             "positive_output": positive, "input_names": inputs}
+
+    def make(base, name):
+        return type(f"{base.__name__}_{tag}", (base,), dict(bound, module_cls=getattr(base, "module_cls", None)))
+
+    out = [
+        StrategyInfo("majority", make(Majority, "majority"), "LM-free: the most frequent train label",
+                     uses_lm=False, trainable=True, optimizer=f"{_OPT}.majority:MajorityFit"),
+        StrategyInfo("predict", type(f"Predict_{tag}", (SignatureModule,), {"signature": signature,
+                                                                           "module_cls": dspy.Predict}),
+                     "LLM: dspy.Predict on the stage's signature", uses_lm=True, trainable=False),
+        StrategyInfo("cot", type(f"ChainOfThought_{tag}", (SignatureModule,),
+                                 {"signature": signature, "module_cls": dspy.ChainOfThought}),
+                     "LLM: dspy.ChainOfThought (reasoning, then the output)", uses_lm=True, trainable=False),
+    ]
+    if field.annotation is bool:
+        out += [
+            StrategyInfo("yes-prob", make(YesProb, "yes-prob"),
+                         "log p(Yes) - log p(No) of an embedded model, threshold fitted by grouped CV on train",
+                         uses_lm=True, trainable=True, optimizer=f"{_OPT}.learned:LearnedSelectorFit"),
+            StrategyInfo("minilm-logreg", make(InputsLogReg, "minilm-logreg"),
+                         "LM-free: logistic regression on MiniLM features of the inputs, threshold by grouped CV",
+                         uses_lm=False, trainable=True, optimizer=f"{_OPT}.learned:LearnedSelectorFit"),
+        ]
+    return out
+
+
+__all__ = ["InputsLogReg", "Majority", "SignatureModule", "YesProb", "signature_strategies"]

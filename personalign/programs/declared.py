@@ -1,0 +1,209 @@
+"""Declared stages: a :class:`~personalign.programs.stage_file.StageSpec` made into a
+:class:`~personalign.programs.stages.Stage` -- signature, canonical-JSONL loader, metric, set
+objective and strategies (:func:`personalign.programs.common.generic.signature_strategies` plus the
+user's own).
+
+:func:`declare_stage` is the Python form of a stage file (``my_task.py``: ``STAGE =
+declare_stage(name=..., inputs={...}, output={...}, strategies={"mine": MyJudge})``).
+A ``multiclass`` stage is a ``scored`` Stage whose per-example metric is exact match (reported as
+``accuracy``) and whose set objective defaults to macro-F1.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Literal
+
+from personalign.errors import ConfigurationError, DataError
+
+_SO = "personalign.programs.common.set_objectives"
+STRATEGY_GROUP = "personalign.strategies"
+
+
+def make_signature(spec) -> type:
+    """The ``dspy.Signature`` of ``spec``: its inputs (str, described) in order, then the output
+    with its type (a list of labels is a ``Literal``), the instructions as the docstring."""
+    import dspy
+
+    typ = spec.output.type
+    out_type = Literal[tuple(typ)] if isinstance(typ, list) else {"bool": bool, "int": int, "float": float,
+                                                                    "str": str}[typ]
+    fields: dict[str, Any] = {k: (str, dspy.InputField(desc=v)) for k, v in spec.inputs.items()}
+    fields[spec.output.name] = (out_type, dspy.OutputField(desc=spec.output.description or spec.output.name))
+    name = "".join(p.capitalize() for p in spec.name.replace("-", "_").replace(".", "_").split("_")) + "Signature"
+    return dspy.make_signature(fields, spec.instructions, signature_name=name)
+
+
+def _check_value(value: Any, typ, path, line: int, field: str) -> None:
+    ok = {"bool": lambda v: isinstance(v, bool), "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+          "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+          "str": lambda v: isinstance(v, str)}
+    if isinstance(typ, list):
+        if value not in typ:
+            raise DataError(path, line, field, f"{value!r} is not one of the allowed labels {typ}")
+    elif not ok[typ](value):
+        raise DataError(path, line, field, f"expected {typ}, got {type(value).__name__} {value!r:.60}")
+
+
+def load_rows(path: str | Path, *, spec) -> list:
+    """Examples of the canonical JSONL ``path`` for ``spec``: every row needs ``id`` and ``split``
+    (strings), each input (a string), the label (of the output type) and the group and decision
+    fields; inputs are marked.
+
+    Raises:
+        DataError: the first bad row (file, line, field).
+    """
+    import dspy
+
+    from personalign.data.files import iter_jsonl
+
+    required = [k for k in (spec.group_key, *(spec.decision_keys or ())) if k]
+    out = []
+    for line, rec in iter_jsonl(path):
+        if not isinstance(rec, dict):
+            raise DataError(path, line, None, "expected a JSON object")
+        for key in ("id", "split", *spec.inputs):
+            if key not in rec:
+                raise DataError(path, line, key, "missing")
+            if not isinstance(rec[key], str):
+                raise DataError(path, line, key, f"expected a string, got {type(rec[key]).__name__}")
+        if spec.label not in rec:
+            raise DataError(path, line, spec.label, "missing (the stage's label field)")
+        _check_value(rec[spec.label], spec.output.type, path, line, spec.label)
+        for key in required:
+            if rec.get(key) is None:
+                raise DataError(path, line, key, "missing (the stage's group field)")
+        out.append(dspy.Example(**rec).with_inputs(*spec.inputs))
+    return out
+
+
+def _objective(spec, base_dir: Path) -> str:
+    """The Stage's objective spec string for the file's ``objective``."""
+    obj = spec.objective
+    if obj is None:
+        return {"binary": "f1", "multiclass": f"{_SO}:macro_f1", "scored": "mean"}[spec.kind]
+    if obj in ("kappa", "accuracy", "macro_f1"):
+        return f"{_SO}:{obj}"
+    if obj == "f1" or obj.startswith("fbeta:") or obj == "mean":
+        return obj
+    fn = _import(obj, base_dir, "objective")
+    return f"{fn.__module__}:{fn.__name__}"  # a user file is registered in sys.modules under its module name
+
+
+def _import(ref: str, base_dir: Path, key: str) -> Any:
+    from personalign.programs.stage_ref import resolve_ref
+
+    try:
+        return resolve_ref(ref, base_dir)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{key} = {ref!r}: {exc}") from None
+
+
+def _user_strategy(name: str, target: Any, base_dir: Path):
+    from personalign.registry import StrategyInfo
+
+    if isinstance(target, str) and ":" not in target:
+        from importlib.metadata import entry_points
+
+        eps = [ep for ep in entry_points(group=STRATEGY_GROUP) if ep.name == target]
+        if not eps:
+            raise ConfigurationError(f"strategies.{name} = {target!r}: no 'module:Class' / 'file.py:Class' and no "
+                                     f"entry point of that name in group {STRATEGY_GROUP}")
+        target = eps[0].load()
+    elif isinstance(target, str):
+        target = _import(target, base_dir, f"strategies.{name}")
+    if not callable(target):
+        raise ConfigurationError(f"strategies.{name}: {target!r} is not a class")
+    optimizer = getattr(target, "optimizer", None)
+    doc = ((getattr(target, "__doc__", None) or "").strip().splitlines() or [f"user strategy {name}"])[0]
+    return StrategyInfo(name, target, doc, uses_lm=bool(getattr(target, "uses_lm", True)),
+                        trainable=bool(optimizer), optimizer=optimizer if isinstance(optimizer, str) else None)
+
+
+def build_stage(spec, *, source: Any = "stage", base_dir: str | Path | None = None, ref: str | None = None,
+                extra_strategies: dict[str, Any] | None = None):
+    """The :class:`~personalign.programs.stages.Stage` of ``spec`` (module docstring).
+
+    Raises:
+        DataError: a metric, objective or strategy reference that does not import (names
+            ``source`` and the key).
+    """
+    from personalign.programs.common.generic import signature_strategies
+    from personalign.programs.common.set_objectives import ExactMatch
+    from personalign.programs.stages import Stage
+    from personalign.registry import Registry
+
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    try:
+        signature = make_signature(spec)
+        entries = signature_strategies(signature, stage=spec.name, label=spec.label, positive=spec.positive)
+        own = {**spec.strategies, **(extra_strategies or {})}
+        names = {e.name for e in entries}
+        entries = [e for e in entries if e.name not in own] + [_user_strategy(n, t, base) for n, t in own.items()]
+        metric = _import(spec.metric, base, "metric") if spec.metric else \
+            ExactMatch(spec.label, spec.output.name, boolean=spec.kind == "binary")
+        objective = _objective(spec, base)
+    except ConfigurationError as exc:
+        key = str(exc).split(" = ", 1)[0] if " = " in str(exc) else None
+        raise DataError(source, None, key, str(exc).split(": ", 1)[-1] if key else str(exc)) from None
+    binary = spec.kind == "binary"
+    default = spec.default_strategies or ",".join(
+        n for n in (("majority", "minilm-logreg", "predict") if binary else ("majority", "predict")) if n in names)
+    positive_name = spec.positive_name or (spec.output.name if spec.positive else f"not {spec.output.name}")
+    return Stage(
+        name=spec.name, summary=spec.summary or spec.instructions, signature=signature,
+        strategies=Registry(f"{spec.name} strategy", entries), default_strategies=default,
+        loader=functools.partial(load_rows, spec=spec), label=spec.label,
+        kind="binary" if binary else "scored", positive=spec.positive, positive_name=positive_name,
+        metric=metric, metric_name="f1" if binary else ("accuracy" if spec.kind == "multiclass"
+                                                        else getattr(metric, "__name__", "score")),
+        group_key=spec.group_key or "id", objective=objective,
+        decision_keys=tuple(spec.decision_keys) if spec.decision_keys else None, ref=ref,
+        sweep_space=spec.sweep)
+
+
+def declare_stage(**fields: Any):
+    """A Stage from the stage file's keys as keyword arguments; ``strategies`` values may be classes.
+    ``ref`` is set when the stage is resolved as ``file.py:ATTR``.
+
+    Raises:
+        DataError: as a stage file would (the key is named).
+    """
+    import sys
+
+    from personalign.programs.stage_file import spec_from_dict
+
+    strategies = dict(fields.pop("strategies", None) or {})
+    refs = {k: v for k, v in strategies.items() if isinstance(v, str)}
+    caller = Path(sys._getframe(1).f_code.co_filename).resolve()
+    spec = spec_from_dict({**fields, "strategies": refs}, caller)
+    return build_stage(spec, source=caller, base_dir=caller.parent,
+                       extra_strategies={k: v for k, v in strategies.items() if k not in refs})
+
+
+def check_data(stage, path: str | Path, *, train_split: str = "train") -> dict[str, Any]:
+    """Load ``path`` with ``stage`` and check what compile needs: a ``train_split`` split, and for
+    binary stages both classes in it. Returns ``{"n", "splits": {split: n}, "labels": {label: n}}``.
+
+    Raises:
+        DataError: a bad row (file, line, field), no train split, one class in train.
+    """
+    from collections import Counter
+
+    from personalign.programs.stages import split_of
+
+    examples = stage.load(path)
+    if not examples:
+        raise DataError(path, None, None, "no rows")
+    splits = Counter(split_of(ex) for ex in examples)
+    train = [ex for ex in examples if split_of(ex) == train_split]
+    if not train:
+        raise DataError(path, None, "split", f"no '{train_split}' rows to compile on (splits present: "
+                                             f"{', '.join(sorted(map(str, splits)))})")
+    stage.check_fittable(train, path, train_split)
+    labels = Counter(str(stage.gold(ex)) for ex in examples)
+    return {"n": len(examples), "splits": dict(splits), "labels": dict(labels)}
+
+
+__all__ = ["build_stage", "check_data", "declare_stage", "load_rows", "make_signature"]
