@@ -217,6 +217,17 @@ class DecidedProgram(dspy.Module):
     def decision_rule(self) -> dict[str, Any]:
         return self.rule.to_dict()
 
+    #: Never read through to the wrapped program: deciding is the wrapper's job.
+    _OWN = frozenset({"predict_batch", "decide", "forward", "undecided", "rule"})
+
+    def __getattr__(self, name: str):
+        """The wrapped program's attributes (``threshold``, ``score_batch``, ``fitted_model``, ...)
+        read through the wrapper; never its decisions (:attr:`_OWN`) or private names."""
+        inner = self.__dict__.get("undecided")
+        if inner is None or name.startswith("_") or name in DecidedProgram._OWN:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(inner, name)
+
     def _decide(self, pred, decision: bool, note: str | None = None):
         if pred is not None and getattr(pred, "score", None) is not None:
             pred[self.output] = decision if self.positive else not decision

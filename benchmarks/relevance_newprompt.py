@@ -29,9 +29,9 @@ cached (the record says so), else the script exits 3 without writing.
 
 Usage (load the model one job at a time)::
 
-    flock /tmp/personalign-model.lock python benchmarks/relevance_lopo.py \\
-        [--lm local/qwen2.5-coder-1.5b-instruct] [--cache runs/relevance_lopo] [--max-new N] [--partial] \\
-        [--n-boot 1000] [--out benchmarks/results/relevance_lopo.json]
+    flock /tmp/personalign-model.lock python benchmarks/relevance_newprompt.py \\
+        [--lm local/qwen2.5-coder-1.5b-instruct] [--cache runs/relevance_newprompt] [--max-new N] [--partial] \\
+        [--n-boot 1000] [--out benchmarks/results/relevance_newprompt.json]
 """
 
 from __future__ import annotations
@@ -70,30 +70,52 @@ def load_cache(path: Path) -> dict[str, dict]:
     return out
 
 
+def hidden_dir(cache_path: Path) -> Path:
+    return cache_path.with_name(cache_path.stem.replace("margins-", "hidden-"))
+
+
 def compute_margins(model: str, rows, cache_path: Path, max_new: int | None) -> dict[str, dict]:
-    """Margins of every pair, from the cache or the model (appended to the cache as computed)."""
-    from personalign.lm.scoring import relevance_messages, sharing_order, yes_no_margin
+    """Margin and final hidden state of every pair, from the cache or the model: margins appended
+    to the JSONL cache, hidden states as ``<key>.npy`` (float32, (n_embd,)) beside it, each written
+    as soon as it is computed. A pair with a cached margin but no hidden state is re-evaluated
+    for its hidden state (its cached margin is kept)."""
+    import numpy as np
+
+    from personalign.lm.probe import margin_and_hidden
+    from personalign.lm.scoring import relevance_messages, sharing_order
 
     cache = load_cache(cache_path)
-    todo = [i for i, r in enumerate(rows) if pair_key(model, r.attribute, r.prompt) not in cache]
+    hdir = hidden_dir(cache_path)
+    hdir.mkdir(parents=True, exist_ok=True)
+
+    def missing(r) -> bool:
+        k = pair_key(model, r.attribute, r.prompt)
+        return k not in cache or not (hdir / f"{k}.npy").is_file()
+
+    todo = [i for i, r in enumerate(rows) if missing(r)]
     order = sharing_order([(rows[i].prompt, str(rows[i].user_id), rows[i].attribute) for i in todo])
-    cache_path.parent.mkdir(parents=True, exist_ok=True)
     done = 0
     with cache_path.open("a") as fh:
         for j in order:
             if max_new is not None and done >= max_new:
                 break
             r = rows[todo[j]]
+            key = pair_key(model, r.attribute, r.prompt)
             t0 = time.perf_counter()
-            m = float(yes_no_margin(model, relevance_messages(r.attribute, r.prompt)))
-            row = {"key": pair_key(model, r.attribute, r.prompt), "prompt_id": r.prompt_id, "user_id": r.user_id,
-                   "margin": m, "seconds": time.perf_counter() - t0}
-            fh.write(json.dumps(row) + "\n")
-            fh.flush()
-            cache[row["key"]] = row
+            m, h = margin_and_hidden(model, relevance_messages(r.attribute, r.prompt))
+            secs = time.perf_counter() - t0
+            tmp = hdir / f".{key}.tmp.npy"
+            np.save(tmp, np.asarray(h, dtype=np.float32), allow_pickle=False)
+            tmp.replace(hdir / f"{key}.npy")
+            if key not in cache:
+                row = {"key": key, "prompt_id": r.prompt_id, "user_id": r.user_id, "margin": float(m),
+                       "seconds": secs, "with_hidden": True}
+                fh.write(json.dumps(row) + "\n")
+                fh.flush()
+                cache[key] = row
             done += 1
             if done % 20 == 0:
-                log(f"{done}/{len(todo)} new margins (last {row['seconds']:.2f}s)")
+                log(f"{done}/{len(todo)} pairs evaluated (last {secs:.2f}s)")
     return cache
 
 
@@ -207,13 +229,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lm", default="local/qwen2.5-coder-1.5b-instruct")
     ap.add_argument("--data", default=None)
-    ap.add_argument("--cache", default=str(ROOT / "runs" / "relevance_lopo"))
+    ap.add_argument("--cache", default=str(ROOT / "runs" / "relevance_newprompt"))
     ap.add_argument("--max-new", type=int, default=None)
     ap.add_argument("--partial", action="store_true")
     ap.add_argument("--margins-only", action="store_true")
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "relevance_lopo.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "relevance_newprompt.json"))
     args = ap.parse_args(argv)
     quiet_logs()
     data = Path(args.data) if args.data else shared_data() / "recenter_relevance" / "relevance_labels.jsonl"
@@ -285,9 +307,9 @@ def main(argv=None) -> int:
                         [f1(per_fold[p]["gold"], per_fold[p]["pred"]["style-rank"]) for p in per_fold])),
                     "diff_ci": [float(np.percentile(diff, 2.5)), float(np.percentile(diff, 97.5))],
                     "lm": n.split("@")[0] in LM_ROWS or n.startswith("margin:"), "compile": facts.get(n)}
-    command = "python benchmarks/relevance_lopo.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python benchmarks/relevance_newprompt.py " + " ".join(argv if argv is not None else sys.argv[1:])
     record = run_record(
-        name="relevance_lopo", title="Relevance, leave-one-prompt-out over the 4 shared prompts (mean per-prompt F1)",
+        name="relevance_newprompt", title="Relevance, leave-one-prompt-out over the 4 shared prompts (mean per-prompt F1)",
         command=command.strip(), model=model, data=data, stage="relevance",
         resampling={"unit": "prompt_id, then user_id within prompt", "n_clusters": len(prompts), "n_boot": args.n_boot},
         figures=figures(table, len(rows), len(prompts)),
@@ -309,18 +331,18 @@ def main(argv=None) -> int:
 def figures(table: dict, n: int, n_prompts: int) -> list[dict]:
     out = []
     for name, t in table.items():
-        out.append({"key": f"relevance.lopo.{name}.f1_mean", "label": f"{name}: mean per-prompt F1 (LOPO)",
+        out.append({"key": f"relevance.newprompt.{name}.f1_mean", "label": f"{name}: mean per-prompt F1 (LOPO)",
                     "strategy": name, "metric": "f1_mean", "value": t["mean_f1"], "ci": t["ci"], "n": n,
                     "note": f"worst prompt {t['worst_f1']:.3f}; pooled F1 {t['pooled_f1']:.3f}; {n_prompts} prompts"})
-        out.append({"key": f"relevance.lopo.{name}.f1_worst", "label": f"{name}: worst held-out prompt F1",
+        out.append({"key": f"relevance.newprompt.{name}.f1_worst", "label": f"{name}: worst held-out prompt F1",
                     "strategy": name, "metric": "f1_worst", "value": t["worst_f1"], "ci": None, "n": n_prompts,
                     "note": "minimum over held-out prompts"})
-        out.append({"key": f"relevance.lopo.{name}.diff_vs_style_rank", "label": f"{name} - style-rank, mean per-prompt F1",
+        out.append({"key": f"relevance.newprompt.{name}.diff_vs_style_rank", "label": f"{name} - style-rank, mean per-prompt F1",
                     "strategy": name, "metric": "f1_mean_diff", "value": t["diff_vs_style_rank"], "ci": t["diff_ci"],
                     "n": n, "note": "paired: same folds and cluster resamples"})
         for p, a in t["auc"].items():
             if a is not None and name.split("@")[0] in ("yes-prob", "ensemble", "style-rank"):
-                out.append({"key": f"relevance.lopo.{name}.auc.prompt{p}", "label": f"{name}: ROC AUC on held-out prompt {p}",
+                out.append({"key": f"relevance.newprompt.{name}.auc.prompt{p}", "label": f"{name}: ROC AUC on held-out prompt {p}",
                             "strategy": name, "metric": "roc_auc", "value": a, "ci": None, "n": None, "note": None})
     return out
 
