@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Sequence
 
 from personalign.optimizers.base import CompileResult, Optimizer
@@ -141,8 +142,10 @@ class LearnedSelectorFit(Optimizer):
 
         units = stage_units(trainset, self.group_key, self.decision_keys)
         rule_oof: list[bool] = []
-        rule = fit_decision_rule(oof, groups, None, objective, units=units or None, out_of_fold=rule_oof,
-                                 n_splits=self.max_folds)
+        with warnings.catch_warnings():  # candidate values that select nothing are expected in the search
+            warnings.filterwarnings("ignore", message=".*predictions have no positives.*")
+            rule = fit_decision_rule(oof, groups, None, objective, units=units or None, out_of_fold=rule_oof,
+                                     n_splits=self.max_folds)
         if rule is None:
             return compiled, oof_pred, None
         if rule.kind == "threshold":  # the raw threshold wins: the scorer keeps its exhaustive one
