@@ -16,6 +16,9 @@ Rows:
 * ``yes-prob@auto`` / ``ensemble@auto``: the same scorers with the decision rule chosen by
   :func:`personalign.optimizers.decision.fit_decision_rule` (rule and unit by leave-one-prompt-out
   F1 over the three fit prompts; the default of ``LearnedSelectorFit`` now);
+* ``lm-probe``: a linear probe on the model's final hidden state at the verdict position (the
+  hidden states come from the same forward pass as the margins and are cached beside them), its
+  ``C`` and decision rule chosen inside the fit prompts;
 * ``margin:<kind>@<unit>``: each rule on the yes/no margin with its value fitted on the three fit
   prompts (the candidates the automatic choice picks from -- not a selection on the held-out one);
 * ``margin:oracle``: the best raw threshold chosen *on the held-out prompt itself* (a ceiling for
@@ -51,7 +54,8 @@ import personalign  # noqa: E402,F401
 
 BASELINES = ("all-yes", "style-rank", "yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank")
 AUTO = ("yes-prob", "ensemble")  # also run with decision="auto"
-LM_ROWS = {"yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank"}
+NEW = ("lm-probe",)  # decision="auto" (its default)
+LM_ROWS = {"yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank", "lm-probe"}
 
 
 def pair_key(model: str, attribute: str, prompt: str) -> str:
@@ -119,14 +123,20 @@ def compute_margins(model: str, rows, cache_path: Path, max_new: int | None) -> 
     return cache
 
 
-def seed_margins(model: str, rows, cache: dict[str, dict]) -> None:
-    """Put the cached margins where the yes-prob strategies look first (no LM call for them)."""
-    from personalign.programs.relevance import yes_prob
+def seed_margins(model: str, rows, cache: dict[str, dict], hdir: Path) -> None:
+    """Put the cached margins and hidden states where ``yes-prob`` and ``lm-probe`` look first
+    (no LM call for them)."""
+    import numpy as np
+
+    from personalign.programs.relevance import probe, yes_prob
 
     for r in rows:
-        hit = cache.get(pair_key(model, r.attribute, r.prompt))
+        key = pair_key(model, r.attribute, r.prompt)
+        hit = cache.get(key)
         if hit is not None:
             yes_prob._margins[(model, r.attribute, r.prompt)] = float(hit["margin"])
+        if (hdir / f"{key}.npy").is_file():
+            probe._hidden[(model, r.attribute, r.prompt)] = np.load(hdir / f"{key}.npy", allow_pickle=False).astype(np.float64)
 
 
 def f1(gold, pred) -> float:
@@ -146,16 +156,16 @@ def auc(gold, scores) -> float | None:
 def run_strategy(name: str, train, test, model: str):
     """(decisions, scores or None, compile facts) of a strategy fitted on ``train``, on ``test``."""
     from personalign.compile_service import compile_program
-    from personalign.lm import use
+    from personalign.lm import make_lm, use
     from personalign.programs.relevance import STAGE
     from personalign.programs.run import run_program
 
     base, _, mode = name.partition("@")
     info = STAGE.registry.info(base)
-    fit = {"decision": "threshold"} if (base in AUTO and not mode) else None
+    fit = {"decision": "threshold"} if (base in AUTO and not mode) else None  # today's raw threshold
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with use(model) if info.uses_lm else _null():
+        with use(make_lm(model)) if info.uses_lm else _null():
             program, cinfo = compile_program(STAGE, base, None, list(train), seed=0, fit_settings=fit)
             out = run_program(program, list(test), inputs=STAGE.inputs, output=STAGE.output, progress=False)
     rule = ((cinfo or {}).get("details") or {}).get("decision_rule")
@@ -256,8 +266,11 @@ def main(argv=None) -> int:
         f"({time.perf_counter() - t0:.0f}s)")
     if args.margins_only:
         return 0
+    hdir = hidden_dir(cache_path)
     covered = {p for p in {r.prompt_id for r in rows}
-               if all(pair_key(model, r.attribute, r.prompt) in cache for r in rows if r.prompt_id == p)}
+               if all(pair_key(model, r.attribute, r.prompt) in cache
+                      and (hdir / f"{pair_key(model, r.attribute, r.prompt)}.npy").is_file()
+                      for r in rows if r.prompt_id == p)}
     prompts = sorted({r.prompt_id for r in rows})
     partial = len(covered) < len(prompts)
     if partial and not args.partial:
@@ -268,7 +281,7 @@ def main(argv=None) -> int:
     if len(prompts) < 3:
         sys.stderr.write(f"error: {len(prompts)} prompt(s) with all margins cached; need >= 3\n")
         return 3
-    seed_margins(model, rows, cache)
+    seed_margins(model, rows, cache, hidden_dir(cache_path))
     margin_of = {id(r): cache[pair_key(model, r.attribute, r.prompt)]["margin"] for r in rows}
     per_fold: dict[str, dict] = {}
     facts: dict[str, dict] = {}
@@ -278,7 +291,7 @@ def main(argv=None) -> int:
         test = [r for r in rows if r.prompt_id == p]
         gold = [bool(r.relevant) for r in test]
         fold = {"gold": gold, "users": [str(r.user_id) for r in test], "pred": {}, "auc": {}}
-        for name in list(BASELINES) + [f"{b}@auto" for b in AUTO]:
+        for name in list(BASELINES) + [f"{b}@auto" for b in AUTO] + list(NEW):
             t1 = time.perf_counter()
             pred, scores, f = run_strategy(name, train, test, model)
             fold["pred"][name], fold["auc"][name] = pred, auc(gold, scores)
@@ -341,7 +354,7 @@ def figures(table: dict, n: int, n_prompts: int) -> list[dict]:
                     "strategy": name, "metric": "f1_mean_diff", "value": t["diff_vs_style_rank"], "ci": t["diff_ci"],
                     "n": n, "note": "paired: same folds and cluster resamples"})
         for p, a in t["auc"].items():
-            if a is not None and name.split("@")[0] in ("yes-prob", "ensemble", "style-rank"):
+            if a is not None and name.split("@")[0] in ("yes-prob", "ensemble", "style-rank", "lm-probe") and "@" not in name:
                 out.append({"key": f"relevance.newprompt.{name}.auc.prompt{p}", "label": f"{name}: ROC AUC on held-out prompt {p}",
                             "strategy": name, "metric": "roc_auc", "value": a, "ci": None, "n": None, "note": None})
     return out
