@@ -97,7 +97,9 @@ def compute_margins(model: str, rows, cache_path: Path, max_new: int | None) -> 
         return k not in cache or not (hdir / f"{k}.npy").is_file()
 
     todo = [i for i, r in enumerate(rows) if missing(r)]
-    order = sharing_order([(rows[i].prompt, str(rows[i].user_id), rows[i].attribute) for i in todo])
+    # pairs without a margin first (the margin rows need them), then hidden states alone
+    order = sharing_order([(pair_key(model, rows[i].attribute, rows[i].prompt) in cache, rows[i].prompt,
+                            str(rows[i].user_id), rows[i].attribute) for i in todo])
     done = 0
     with cache_path.open("a") as fh:
         for j in order:
