@@ -270,9 +270,7 @@ def main(argv=None) -> int:
         return 0
     hdir = hidden_dir(cache_path)
     covered = {p for p in {r.prompt_id for r in rows}
-               if all(pair_key(model, r.attribute, r.prompt) in cache
-                      and (hdir / f"{pair_key(model, r.attribute, r.prompt)}.npy").is_file()
-                      for r in rows if r.prompt_id == p)}
+               if all(pair_key(model, r.attribute, r.prompt) in cache for r in rows if r.prompt_id == p)}
     prompts = sorted({r.prompt_id for r in rows})
     partial = len(covered) < len(prompts)
     if partial and not args.partial:
@@ -284,6 +282,9 @@ def main(argv=None) -> int:
         sys.stderr.write(f"error: {len(prompts)} prompt(s) with all margins cached; need >= 3\n")
         return 3
     seed_margins(model, rows, cache, hidden_dir(cache_path))
+    with_probe = all((hdir / f"{pair_key(model, r.attribute, r.prompt)}.npy").is_file() for r in rows)
+    if not with_probe:
+        log("hidden states missing for some pairs: the lm-probe row is skipped")
     margin_of = {id(r): cache[pair_key(model, r.attribute, r.prompt)]["margin"] for r in rows}
     per_fold: dict[str, dict] = {}
     facts: dict[str, dict] = {}
@@ -293,7 +294,7 @@ def main(argv=None) -> int:
         test = [r for r in rows if r.prompt_id == p]
         gold = [bool(r.relevant) for r in test]
         fold = {"gold": gold, "users": [str(r.user_id) for r in test], "pred": {}, "auc": {}}
-        for name in list(BASELINES) + [f"{b}@auto" for b in AUTO] + list(NEW):
+        for name in list(BASELINES) + [f"{b}@auto" for b in AUTO] + (list(NEW) if with_probe else []):
             t1 = time.perf_counter()
             pred, scores, f = run_strategy(name, train, test, model)
             fold["pred"][name], fold["auc"][name] = pred, auc(gold, scores)
@@ -328,7 +329,7 @@ def main(argv=None) -> int:
         command=command.strip(), model=model, data=data, stage="relevance",
         resampling={"unit": "prompt_id, then user_id within prompt", "n_clusters": len(prompts), "n_boot": args.n_boot},
         figures=figures(table, len(rows), len(prompts)),
-        extra={"strategies": table, "prompts": prompts, "n_pairs": len(rows), "partial": partial,
+        extra={"strategies": table, "prompts": prompts, "n_pairs": len(rows), "partial": partial, "lm_probe_run": with_probe,
                "lm_seconds_per_pair": {"n": len(secs), "mean": float(np.mean(secs)) if secs else None,
                                        "median": float(np.median(secs)) if secs else None},
                "note": "per-prompt F1 of each held-out prompt; the interval is a two-level cluster bootstrap "
