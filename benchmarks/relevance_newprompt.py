@@ -35,6 +35,7 @@ Usage (load the model one job at a time)::
     flock /tmp/personalign-model.lock python benchmarks/relevance_newprompt.py \\
         [--lm local/qwen2.5-coder-1.5b-instruct] [--cache runs/relevance_newprompt] [--max-new N] [--partial] \\
         [--n-boot 1000] [--out benchmarks/results/relevance_newprompt.json]
+    python benchmarks/relevance_newprompt.py --render-docs docs/relevance.md   # the docs table from --out
 """
 
 from __future__ import annotations
@@ -248,7 +249,12 @@ def main(argv=None) -> int:
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "relevance_newprompt.json"))
+    ap.add_argument("--render-docs", default=None, metavar="PAGE",
+                    help="only render the results file (--out) into PAGE between its markers")
     args = ap.parse_args(argv)
+    if args.render_docs:
+        render_docs(Path(args.out), Path(args.render_docs))
+        return 0
     quiet_logs()
     data = Path(args.data) if args.data else shared_data() / "recenter_relevance" / "relevance_labels.jsonl"
     if not data.is_file():
@@ -342,6 +348,48 @@ def main(argv=None) -> int:
         print(f"{n:32s} mean F1 {t['mean_f1']:.3f} [{t['ci'][0]:.3f}, {t['ci'][1]:.3f}] worst {t['worst_f1']:.3f} "
               f"pooled {t['pooled_f1']:.3f} vs style-rank {t['diff_vs_style_rank']:+.3f}", file=sys.stderr)
     return 0
+
+
+BEGIN, END = "<!-- relevance_newprompt:begin -->", "<!-- relevance_newprompt:end -->"
+
+
+def render_markdown(record: dict) -> str:
+    """The docs table of a results file: one row per strategy (mean per-prompt F1 with its cluster
+    interval, worst prompt, pooled F1, difference to style-rank, per-prompt F1 and yes-rate)."""
+    ex = record["extra"]
+    prompts = [str(p) for p in ex["prompts"]]
+    short = [p.split(":")[-1] for p in prompts]
+    lines = [f"Results file `benchmarks/results/{record['name']}.json` (commit `{record['git_commit'][:10]}`, "
+             f"{record['date']}, model `{record['model']['name']}`, {ex['n_pairs']} pairs, "
+             f"{record['resampling']['n_boot']} two-level cluster resamples over {len(prompts)} prompts"
+             + (", PARTIAL: not every prompt" if ex.get("partial") else "") + "). Command: `" + record["command"] + "`",
+             "",
+             "| strategy | mean F1 [95% cluster CI] | worst | pooled F1 | vs style-rank [CI] | "
+             + " | ".join(f"F1 / yes {p}" for p in short) + " | AUC " + " / ".join(short) + " |",
+             "|---|---|---|---|---|" + "---|" * len(short) + "---|"]
+    for name, t in ex["strategies"].items():
+        per = " | ".join(f"{t['per_prompt_f1'][p]:.3f} / {t['per_prompt_yes_rate'][p]:.2f}" for p in prompts)
+        aucs = [t["auc"].get(p) for p in prompts]
+        auc = " / ".join(f"{a:.2f}" for a in aucs) if all(a is not None for a in aucs) else "-"
+        lines.append(f"| `{name}` | {t['mean_f1']:.3f} [{t['ci'][0]:.2f}, {t['ci'][1]:.2f}] | {t['worst_f1']:.3f} | "
+                     f"{t['pooled_f1']:.3f} | {t['diff_vs_style_rank']:+.3f} [{t['diff_ci'][0]:+.2f}, {t['diff_ci'][1]:+.2f}] | "
+                     f"{per} | {auc} |")
+    sec = ex.get("lm_seconds_per_pair") or {}
+    if sec.get("n"):
+        lines += ["", f"LM seconds per pair (one forward pass, KV prefix reused; machine shared): median "
+                      f"{sec['median']:.2f} s, mean {sec['mean']:.2f} s over {sec['n']} fresh evaluations."]
+    return "\n".join(lines) + "\n"
+
+
+def render_docs(results: Path, page: Path) -> None:
+    """Replace the block between the page's markers with :func:`render_markdown` of ``results``."""
+    record = json.loads(results.read_text())
+    text = page.read_text()
+    if BEGIN not in text or END not in text:
+        usage_error(f"{page}: markers {BEGIN} / {END} not found")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    page.write_text(head + BEGIN + "\n" + render_markdown(record) + END + tail)
 
 
 def figures(table: dict, n: int, n_prompts: int) -> list[dict]:
