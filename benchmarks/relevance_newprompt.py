@@ -114,7 +114,11 @@ def compute_margins(model: str, rows, cache_path: Path, max_new: int | None) -> 
             tmp = hdir / f".{key}.tmp.npy"
             np.save(tmp, np.asarray(h, dtype=np.float32), allow_pickle=False)
             tmp.replace(hdir / f"{key}.npy")
-            if key not in cache:
+            if key in cache:  # a margin from the plain scorer: record both, to check they agree
+                with (cache_path.parent / "recheck.jsonl").open("a") as rc:
+                    rc.write(json.dumps({"key": key, "margin_plain": cache[key]["margin"],
+                                         "margin_with_hidden": float(m)}) + "\n")
+            else:
                 row = {"key": key, "prompt_id": r.prompt_id, "user_id": r.user_id, "margin": float(m),
                        "seconds": secs, "with_hidden": True}
                 fh.write(json.dumps(row) + "\n")
