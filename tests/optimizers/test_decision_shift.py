@@ -161,3 +161,38 @@ def test_learned_selector_fit_gives_a_raw_score_scorer_the_rule_chosen_leave_one
     assert f1_score([r.relevant for r in rows[150:]], [p.relevant for p in preds]) == pytest.approx(result.val_score)
     with pytest.raises(ValueError, match="decision"):
         LearnedSelectorFit(decision="rank")
+
+
+class ShiftedMarginJudge(dspy.Module):
+    """A DSPy judge (an LM call per example, so compile can select) that always says no, with a
+    margin that ranks the gold well inside each prompt group but sits at a level of its own per group."""
+
+    uses_lm = True
+
+    def __init__(self):
+        super().__init__()
+        from personalign.signatures.relevance import RelevanceSignature
+
+        self.judge = dspy.Predict(RelevanceSignature)
+
+    def forward(self, attribute, prompt):
+        self.judge(attribute=attribute, prompt=prompt)
+        i = int(attribute.split("attr-")[1].rstrip("."))
+        group = int(prompt.split()[-1].rstrip("."))
+        return dspy.Prediction(relevant=False, score=4.0 * group + (1.0 if i % 5 == 0 else 0.0) + (i % 7) * 0.01)
+
+
+def test_compile_chooses_a_unit_rule_when_the_level_moves_between_prompts(dummy_lm):
+    from personalign.compile_service import compile_program
+    from personalign.programs.relevance import STAGE
+    from personalign.testing.tasks import imbalanced_examples
+
+    program, info = compile_program(STAGE, "zero-shot", "labeled", imbalanced_examples(), lm=dummy_lm, seed=0,
+                                    optimizer_settings={"k": 0}, program=ShiftedMarginJudge())
+    rule = info["details"]["selection"]["decision_rule"]
+    assert rule is not None and rule["kind"] in ("top_share", "zscore", "offset"), rule and rule["kind"]
+    assert isinstance(program, UnitRuleProgram)
+    cands = {(c["kind"], c["unit"]): c for c in rule["candidates"]}
+    assert rule["cv_objective"] > cands[("threshold", None)]["cv_objective"] + 0.2
+    assert len(rule["per_group"]) == rule["n_groups"] >= 3  # one held-out figure per prompt group
+    assert "leave-one-group-out" in info["reason"]
