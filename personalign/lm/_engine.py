@@ -244,11 +244,7 @@ class LocalEngine:
         """
         import numpy as np
 
-        tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
-        if len(tokens) >= self.settings.n_ctx:
-            raise ContextWindowError(
-                f"prompt of {len(tokens)} tokens does not fit the {self.settings.n_ctx}-token context"
-            )
+        tokens = self._prompt_tokens(prompt)
         with self.lock:
             prefix = self._start(tokens)
             self.llm.n_tokens = prefix
@@ -268,11 +264,7 @@ class LocalEngine:
         import llama_cpp
         import numpy as np
 
-        tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
-        if len(tokens) >= self.settings.n_ctx:
-            raise ContextWindowError(
-                f"prompt of {len(tokens)} tokens does not fit the {self.settings.n_ctx}-token context"
-            )
+        tokens = self._prompt_tokens(prompt)
         with self.lock:
             prefix = self._start(tokens)
             self.llm.n_tokens = prefix
@@ -290,6 +282,15 @@ class LocalEngine:
             finally:
                 llama_cpp.llama_set_embeddings(ctx, False)
         return self._candidate_logprobs(logits, candidates), hidden
+
+    def _prompt_tokens(self, prompt: str) -> list[int]:
+        """The prompt's tokens; ContextWindowError when they do not fit n_ctx."""
+        tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        if len(tokens) >= self.settings.n_ctx:
+            raise ContextWindowError(
+                f"prompt of {len(tokens)} tokens does not fit the {self.settings.n_ctx}-token context"
+            )
+        return tokens
 
     def _candidate_logprobs(self, logits, candidates: list[str]) -> dict[str, tuple[int, float]]:
         import numpy as np

@@ -8,6 +8,7 @@ import pytest
 from sklearn.metrics import f1_score
 
 from personalign.optimizers.decision import fit_decision_rule, stage_units
+from tests.optimizers.test_decision import MarginJudge
 from personalign.programs.decision import (DecidedProgram, DecisionRule, UnitRuleProgram, apply_rule,
                                             fallback_threshold, normalize, with_rule)
 
@@ -163,23 +164,14 @@ def test_learned_selector_fit_gives_a_raw_score_scorer_the_rule_chosen_leave_one
         LearnedSelectorFit(decision="rank")
 
 
-class ShiftedMarginJudge(dspy.Module):
-    """A DSPy judge (an LM call per example, so compile can select) that always says no, with a
-    margin that ranks the gold well inside each prompt group but sits at a level of its own per group."""
-
-    uses_lm = True
-
-    def __init__(self):
-        super().__init__()
-        from personalign.signatures.relevance import RelevanceSignature
-
-        self.judge = dspy.Predict(RelevanceSignature)
+class ShiftedMarginJudge(MarginJudge):
+    """:class:`MarginJudge` (an LM call per example, always says no) whose margin ranks the gold
+    well inside each prompt group but sits at a level of its own per group."""
 
     def forward(self, attribute, prompt):
-        self.judge(attribute=attribute, prompt=prompt)
-        i = int(attribute.split("attr-")[1].rstrip("."))
-        group = int(prompt.split()[-1].rstrip("."))
-        return dspy.Prediction(relevant=False, score=4.0 * group + (1.0 if i % 5 == 0 else 0.0) + (i % 7) * 0.01)
+        pred = super().forward(attribute=attribute, prompt=prompt)
+        pred["score"] = pred.score + 4.0 * int(prompt.split()[-1].rstrip("."))
+        return pred
 
 
 def test_compile_chooses_a_unit_rule_when_the_level_moves_between_prompts(dummy_lm):
