@@ -130,6 +130,45 @@ def compute_margins(model: str, rows, cache_path: Path, max_new: int | None) -> 
     return cache
 
 
+def import_dspy_cache(model: str, rows, cache_path: Path, directory: Path) -> int:
+    """Copy the margins another run left in a DSPy disk cache (``cached_margin``'s requests: same
+    model file sha256, same messages) into the margin cache, each row marked with its ``source``;
+    the cache is opened read-only through a copy (restricted unpickling: floats only). Returns how
+    many margins were added."""
+    import shutil
+    import tempfile
+
+    from dspy.clients.cache import Cache
+
+    from personalign.lm import get_spec
+    from personalign.lm.scoring import relevance_messages
+
+    spec = get_spec(model)
+    cache = load_cache(cache_path)
+    added = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "cache"
+        shutil.copytree(directory, copy)
+        disk = Cache(enable_disk_cache=True, enable_memory_cache=False, disk_cache_dir=str(copy),
+                     restrict_pickle=True)
+        with cache_path.open("a") as fh:
+            for r in rows:
+                key = pair_key(model, r.attribute, r.prompt)
+                if key in cache:
+                    continue
+                request = {"personalign": "yes_no_margin/1", "model": model,
+                           "messages": relevance_messages(r.attribute, r.prompt),
+                           "weights": spec.split.sha256 if spec.split is not None else None}
+                value = disk.get(request)
+                if isinstance(value, float):
+                    row = {"key": key, "prompt_id": r.prompt_id, "user_id": r.user_id, "margin": value,
+                           "source": f"dspy-cache:{directory}"}
+                    fh.write(json.dumps(row) + "\n")
+                    cache[key] = row
+                    added += 1
+    return added
+
+
 def seed_margins(model: str, rows, cache: dict[str, dict], hdir: Path) -> None:
     """Put the cached margins and hidden states where ``yes-prob`` and ``lm-probe`` look first
     (no LM call for them)."""
@@ -255,6 +294,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "relevance_newprompt.json"))
     ap.add_argument("--render-docs", default=None, metavar="PAGE",
                     help="only render the results file (--out) into PAGE between its markers")
+    ap.add_argument("--import-dspy-cache", default=None, metavar="DIR",
+                    help="first copy margins another run left in this DSPy disk cache (read through a copy)")
     args = ap.parse_args(argv)
     if args.render_docs:
         render_docs(Path(args.out), Path(args.render_docs))
@@ -273,6 +314,10 @@ def main(argv=None) -> int:
     model = args.lm
     cache_path = Path(args.cache) / f"margins-{model.replace('/', '_')}.jsonl"
     t0 = time.perf_counter()
+    if args.import_dspy_cache:
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        log(f"{import_dspy_cache(model, rows, cache_path, Path(args.import_dspy_cache))} margins imported "
+            f"from {args.import_dspy_cache}")
     cache = compute_margins(model, rows, cache_path, args.max_new)
     log(f"margins: {sum(pair_key(model, r.attribute, r.prompt) in cache for r in rows)}/{len(rows)} cached "
         f"({time.perf_counter() - t0:.0f}s)")
