@@ -98,9 +98,13 @@ def compute_margins(model: str, rows, cache_path: Path, max_new: int | None) -> 
         return k not in cache or not (hdir / f"{k}.npy").is_file()
 
     todo = [i for i, r in enumerate(rows) if missing(r)]
-    # pairs without a margin first (the margin rows need them), then hidden states alone
-    order = sharing_order([(pair_key(model, rows[i].attribute, rows[i].prompt) in cache, rows[i].prompt,
-                            str(rows[i].user_id), rows[i].attribute) for i in todo])
+    # pairs without a margin first (the margin rows need them), prompts with the fewest missing
+    # margins first (so an interrupted run completes whole prompts), then hidden states alone
+    short: dict[str, int] = {}
+    for r in rows:
+        short[r.prompt] = short.get(r.prompt, 0) + (pair_key(model, r.attribute, r.prompt) not in cache)
+    order = sharing_order([(pair_key(model, rows[i].attribute, rows[i].prompt) in cache, short[rows[i].prompt],
+                            rows[i].prompt, str(rows[i].user_id), rows[i].attribute) for i in todo])
     done = 0
     with cache_path.open("a") as fh:
         for j in order:
