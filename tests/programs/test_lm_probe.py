@@ -95,7 +95,10 @@ def test_margins_are_unchanged_with_the_probe_on():
         before = yes_no_margin(model, msgs)
         m, h = margin_and_hidden(model, msgs)
         after = yes_no_margin(model, msgs)
-        assert m == pytest.approx(before, abs=1e-3) and after == pytest.approx(before, abs=1e-3)
+        # not bit-exact: llama.cpp's quantized kernels round differently when the last token is a
+        # batch of its own (the plain scorer does the same whenever the KV cache holds the rest);
+        # measured 0.025 nats on the 0.5B model -- far below the margins' spread within a prompt
+        assert m == pytest.approx(before, abs=0.05) and after == pytest.approx(before, abs=0.05)
         assert h.shape == (896,) and np.isfinite(h).all() and np.linalg.norm(h) > 0
     # different pairs give different hidden states
     h1 = margin_and_hidden(model, relevance_messages(attrs[0], prompt))[1]
