@@ -20,11 +20,13 @@ Compiling an LLM strategy with a teleprompter:
    returns a program that scores worse on dev than the one it was given (unless that one was
    constant and the compiled one is not);
 4. **decision calibration** (binary stages, programs whose predictions carry a ``score``, e.g. the
-   LLM judges' own yes/no log-probability margin): a threshold or a within-unit top share
-   (``stage.decision_keys``) fitted by grouped CV inside train -- the chosen program's dev scores
-   plus its scores on the fit examples that are not its own demos -- is added when it beats the
-   program's own decisions out of fold
-   (:func:`personalign.optimizers.decision.fit_decision_rule`); it is saved with the program.
+   LLM judges' own yes/no log-probability margin): a raw threshold or a rule inside a unit (top
+   share, z-score, offset from the unit's median; unit = ``stage.group_key`` or
+   ``stage.decision_keys``), rule and unit chosen by leave-one-group-out CV (whole
+   ``group_key`` groups held out) inside train -- the chosen program's dev scores plus its scores
+   on the fit examples that are not its own demos -- is added when it beats the program's own
+   decisions on the same folds (:func:`personalign.optimizers.decision.fit_decision_rule`); its
+   per-group figures are in ``details["selection"]["decision_rule"]``; it is saved with the program.
 
 The ``CompileResult`` dict says all of it: ``objective``, ``dev_objective_before`` /
 ``dev_objective_after``, ``chosen`` and ``reason``, ``details["selection"]`` (every candidate's dev
@@ -124,7 +126,7 @@ def _calibrate(stage, chosen: dict, program, dev: list, fit: list, lm) -> tuple[
     program's own dev objective), None without a rule; no rule (and no LM calls beyond dev) when
     the stage is not binary or the program's predictions carry no score."""
     from personalign.objectives import objective_score
-    from personalign.optimizers.decision import fit_decision_rule, with_rule
+    from personalign.optimizers.decision import fit_decision_rule, stage_units, with_rule
 
     if stage.kind != "binary" or not dev or any(s is None for s in chosen["scores"]):
         return program, None, 0, 0, None
@@ -137,14 +139,18 @@ def _calibrate(stage, chosen: dict, program, dev: list, fit: list, lm) -> tuple[
     keep = [i for i, s in enumerate(scores) if s is not None]  # fit calls that failed have no score
     examples, scores, preds = [examples[i] for i in keep], [scores[i] for i in keep], [preds[i] for i in keep]
     on_dev = [j for j, i in enumerate(keep) if i < len(dev)]
-    groups = [stage.decision_group(ex) for ex in examples]
+    # folds hold whole groups out (relevance: prompts); the rule's unit is chosen among the
+    # stage's group_key and decision_keys
+    groups = [getattr(ex, stage.group_key, None) if stage.group_key else stage.decision_group(ex) for ex in examples]
+    units = stage_units(examples, stage.group_key, stage.decision_keys)
     raw = [bool(p) if p is not None else False for p in preds]
 
     def objective(idx, decisions):
         return objective_score(stage, [examples[i] for i in idx], list(decisions))
 
     oof: list[bool] = []
-    rule = fit_decision_rule([float(s) for s in scores], groups, raw, objective, out_of_fold=oof)
+    rule = fit_decision_rule([float(s) for s in scores], groups, raw, objective, out_of_fold=oof,
+                             units=units or None)
     calls = scored_fit["lm_calls"]
     if rule is None:
         return program, None, calls, len(examples), None
@@ -247,8 +253,8 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
             chosen, rule, calib_calls, n_calib, dev_after = _calibrate(stage, best, chosen, dev, fit, lm)
         if rule is not None:
             after = dev_after
-            why += f"; decision rule ({rule.describe()}) fitted by grouped CV on {rule.n} train examples " \
-                   f"raised their out-of-fold objective {rule.raw_objective:.4f} -> {rule.cv_objective:.4f} " \
+            why += f"; decision rule ({rule.describe()}) chosen by leave-one-group-out CV on {rule.n} train examples " \
+                   f"({rule.n_groups} groups) raised their mean held-out-group objective {rule.raw_objective:.4f} -> {rule.cv_objective:.4f} " \
                    f"(on dev: {best['objective']:.4f} -> {dev_after:.4f})"
     for note in notes:
         warnings.warn(f"{strategy}@{optimizer}: {note}", UserWarning, stacklevel=2)

@@ -247,16 +247,57 @@ class LocalEngine:
         """
         import numpy as np
 
-        tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
-        if len(tokens) >= self.settings.n_ctx:
-            raise ContextWindowError(
-                f"prompt of {len(tokens)} tokens does not fit the {self.settings.n_ctx}-token context"
-            )
+        tokens = self._prompt_tokens(prompt)
         with self.lock:
             prefix = self._start(tokens)
             self.llm.n_tokens = prefix
             self.llm.eval(tokens[prefix:])
             logits = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.llm.n_vocab(),)).astype(np.float64)
+        return self._candidate_logprobs(logits, candidates)
+
+    def next_token_logprobs_hidden(self, prompt: str, candidates: list[str]):
+        """:meth:`next_token_logprobs` plus the model's final hidden state at the last prompt token
+        (the position that emits the next token): ``(logprobs, hidden)``, ``hidden`` float64 of
+        shape (n_embd,) (llama.cpp's output embedding of that token, after the final norm).
+
+        With embeddings on, llama.cpp marks every token of a batch as an output, so the prompt is
+        evaluated with them off and only the last token runs as a one-token batch with them on;
+        logits and hidden state are read with ``llama_get_logits_ith`` / ``llama_get_embeddings_ith``
+        at ``-1`` (the last output). KV prefix reuse is kept."""
+        import llama_cpp
+        import numpy as np
+
+        tokens = self._prompt_tokens(prompt)
+        with self.lock:
+            prefix = self._start(tokens)
+            self.llm.n_tokens = prefix
+            if prefix < len(tokens) - 1:
+                self.llm.eval(tokens[prefix:-1])
+            ctx = self.llm._ctx.ctx
+            llama_cpp.llama_set_embeddings(ctx, True)
+            try:
+                self.llm.eval(tokens[-1:])
+                n_embd = llama_cpp.llama_model_n_embd(self.llm._model.model)
+                hidden = np.ctypeslib.as_array(llama_cpp.llama_get_embeddings_ith(ctx, -1), shape=(n_embd,))
+                hidden = hidden.astype(np.float64)
+                logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(self.llm.n_vocab(),))
+                logits = logits.astype(np.float64)
+            finally:
+                llama_cpp.llama_set_embeddings(ctx, False)
+        return self._candidate_logprobs(logits, candidates), hidden
+
+    def _prompt_tokens(self, prompt: str) -> list[int]:
+        """The prompt's tokens; ContextWindowError when they do not fit n_ctx."""
+        tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        if len(tokens) >= self.settings.n_ctx:
+            raise ContextWindowError(
+                f"prompt of {len(tokens)} tokens does not fit the {self.settings.n_ctx}-token context"
+            )
+        return tokens
+
+    def _candidate_logprobs(self, logits, candidates: list[str]) -> dict[str, tuple[int, float]]:
+        import numpy as np
+
         logz = np.logaddexp.reduce(logits)
         result = {}
         for cand in candidates:

@@ -20,13 +20,18 @@ def yes_no_margin(model: str, messages: Sequence[dict]) -> float:
     Raises:
         ContextWindowError: the prompt does not fit n_ctx.
     """
-    import numpy as np
-
     from personalign.lm._engine import get_engine
 
     engine = get_engine(model)
     prompt, _ = engine.render(list(messages))
-    lp = engine.next_token_logprobs(prompt, list(YES + NO))
+    return margin_of(engine.next_token_logprobs(prompt, list(YES + NO)))
+
+
+def margin_of(lp: dict) -> float:
+    """The yes/no margin from ``{candidate: (token id, logprob)}`` of :data:`YES` and :data:`NO`
+    (each side's distinct first tokens summed in probability)."""
+    import numpy as np
+
     yes = np.logaddexp.reduce(list({lp[c][0]: lp[c][1] for c in YES}.values()))
     no = np.logaddexp.reduce(list({lp[c][0]: lp[c][1] for c in NO}.values()))
     return float(yes - no)

@@ -1,101 +1,171 @@
-"""Decision calibration: the rule that turns a binary program's scores into its yes/no output.
+"""Decision calibration: **one function fits every decision rule** of a scored binary program.
 
-A binary LLM program whose predictions carry a ``score`` (a yes-probability margin, a
-similarity, a stacked logit; higher = the output field is True) can decide by
+A binary program whose predictions carry a ``score`` (a yes/no margin, a similarity, a stacked
+logit, a learned head's probability; higher = True) decides by one of the rules of
+:mod:`personalign.programs.decision`: a raw ``threshold``, or -- so that a decision survives a
+prompt nobody has seen, whose scores sit at another level -- a rule that works inside a unit
+(``top_share``, within-unit ``zscore``, ``offset`` from the unit's median), the unit being the
+stage's ``group_key`` (one prompt's pool) or its ``decision_keys`` (one user's attributes for one
+prompt).
 
-* ``threshold``: ``output = score >= value``; or
-* ``top_share``: within each group (the stage's ``group_key``, e.g. one prompt's attributes),
-  the top ``ceil(value * n_group)`` scores are True.
+:func:`fit_decision_rule` chooses the rule **and** its unit by **leave-one-group-out** CV over
+the fold groups (the stage's ``group_key``: whole prompts are held out; scikit-learn
+``LeaveOneGroupOut`` up to ``max_folds`` groups, else ``GroupKFold``): in each fold the value that
+maximizes the set objective on the other groups is applied to the held-out group, and a candidate
+is judged by the **mean of its held-out groups' objectives** (ties: the earlier candidate, in the
+order threshold, top_share, zscore, offset and the units as given). When the program has decisions
+of its own (``raw``), the rule is kept only if it beats them on the same folds. The final value is
+refitted on all examples, and the rule records its per-group figures and every candidate's.
 
-:func:`fit_decision_rule` chooses the kind and its value by **grouped cross-validation**
-(scikit-learn ``GroupKFold``: whole groups are held out): in each fold the value that maximizes
-the set objective on the other folds is applied to the held-out fold, and the out-of-fold
-objective of each kind is compared with the program's own decisions on the same examples. The
-rule is kept only when it beats them out of fold; the final value is refitted on all examples.
-
-:class:`DecidedProgram` (threshold) and :class:`TopShareProgram` (top share; decides in
-``predict_batch``) wrap the program; the rule is saved in the program JSON
-(``decision_rule``) and reapplied on load (:mod:`personalign.programs.saved`).
+Used by :func:`personalign.compile_service.compile_program` (DSPy programs with a score) and
+:class:`personalign.optimizers.learned.LearnedSelectorFit` (scorers that threshold a raw score:
+``yes-prob``, ``ensemble``, the learned heads).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from personalign.programs.decision import (DecidedProgram, DecisionRule, TopShareProgram, apply_rule,
-                                            with_rule)
+from personalign.programs.decision import (KINDS, UNIT_KINDS, DecidedProgram, DecisionRule, TopShareProgram,
+                                            UnitRuleProgram, apply_rule, fallback_threshold, normalize, with_rule)
 
-KINDS = ("threshold", "top_share")
 SHARES = tuple(round(0.05 * k, 2) for k in range(1, 20))
+#: Smallest unit a fitted unit rule normalizes (smaller ones use the rule's fallback threshold).
+MIN_UNIT = 3
 
 
-def _candidates(kind: str, scores: np.ndarray) -> list[float]:
+def _candidates(kind: str, scores: np.ndarray, groups: Sequence[Any]) -> list[float]:
     if kind == "top_share":
         return list(SHARES)
-    qs = np.unique(np.quantile(scores, np.linspace(0.0, 1.0, 41)))
-    return [float(q) for q in qs] + [float(scores.max()) + 1.0]
+    z = normalize(kind, scores, groups)
+    qs = np.unique(np.quantile(z, np.linspace(0.0, 1.0, 41)))
+    return [float(q) for q in qs] + [float(z.max()) + 1.0]
 
 
-def _best_value(kind: str, idx: np.ndarray, scores: np.ndarray, groups: list, objective) -> float:
+def _best_value(kind: str, idx: np.ndarray, scores: np.ndarray, units: list, objective, min_unit: int) -> float:
+    sub_units = [units[i] for i in idx]
     best, best_v = -math.inf, None
-    for v in _candidates(kind, scores[idx]):
-        val = objective(idx, apply_rule(kind, v, scores[idx], [groups[i] for i in idx]))
+    for v in _candidates(kind, scores[idx], sub_units):
+        val = objective(idx, apply_rule(kind, v, scores[idx], sub_units, min_unit=min_unit))
         if val > best + 1e-12:
             best, best_v = val, v
     return float(best_v)
 
 
-def fit_decision_rule(scores: Sequence[float], groups: Sequence[Any], raw: Sequence[bool],
-                      objective: Callable[[np.ndarray, list[bool]], float], *, n_splits: int = 5,
-                      kinds: Sequence[str] = KINDS, out_of_fold: list | None = None) -> DecisionRule | None:
-    """Fit a decision rule by grouped CV (see the module docstring).
+def _ids(values: Sequence[Any]) -> list[int]:
+    ids: dict[Any, int] = {}
+    return [ids.setdefault(g, len(ids)) for g in values]  # any hashable (tuples too) -> int
+
+
+def _folds(groups: list[int], n: int, max_folds: int):
+    from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
+
+    n_groups = len(set(groups))
+    splitter = LeaveOneGroupOut() if n_groups <= max_folds else GroupKFold(n_splits=max_folds)
+    return list(splitter.split(np.zeros(n), groups=groups))
+
+
+def fit_decision_rule(scores: Sequence[float], groups: Sequence[Any], raw: Sequence[bool] | None,
+                      objective: Callable[[np.ndarray, list[bool]], float], *,
+                      units: Mapping[str, Sequence[Any]] | None = None, n_splits: int = 5,
+                      kinds: Sequence[str] = KINDS, out_of_fold: list | None = None,
+                      min_unit: int = MIN_UNIT, group_names: Sequence[Any] | None = None) -> DecisionRule | None:
+    """Fit a decision rule by leave-one-group-out CV (see the module docstring).
 
     Args:
         scores: one float per example (higher = True).
-        groups: one hashable group per example (whole groups are held out together; a
-            ``top_share`` rule ranks within each).
-        raw: the program's own decisions (output field True/False) on the same examples.
+        groups: one hashable fold group per example (whole groups are held out together; the
+            stage's ``group_key``, e.g. the prompt).
+        raw: the program's own decisions (one bool per example), or None for a scorer without
+            decisions of its own (the best rule is then always returned).
         objective: ``objective(indices, decisions) -> float``: the set objective of ``decisions``
-            for the examples at ``indices`` (higher is better).
-        n_splits: CV folds (capped by the number of groups).
-        out_of_fold: when a list, it receives the chosen kind's out-of-fold decisions (one bool
+            for the examples at ``indices`` (higher is better, e.g. F1).
+        units: candidate units of the unit rules, name -> one hashable unit per example (e.g.
+            ``{"prompt_id": [...], "prompt_id+user_id": [...]}``; the name, split on ``+``, is
+            saved as the rule's ``unit`` fields). None: ``{"": groups}`` (the unit is the fold group,
+            recorded as no fields: the wrapper's ``group_of`` gives it).
+        n_splits: folds when there are more groups than that (GroupKFold); up to ``n_splits``
+            groups, leave-one-group-out.
+        kinds: candidate kinds (:data:`~personalign.programs.decision.KINDS`).
+        out_of_fold: when a list, it receives the chosen rule's out-of-fold decisions (one bool
             per example) if a rule is returned -- to score the rule on a subset (e.g. dev).
+        min_unit: smallest unit a unit rule normalizes; smaller units use the fitted fallback.
+        group_names: a printable name per fold group value (default: ``str`` of ``groups``).
 
     Returns:
-        the rule when its out-of-fold objective beats ``raw``'s, else None (also None with fewer
-        than 2 groups or constant scores).
+        the rule (with ``per_group`` and ``candidates``) when it beats ``raw`` on the same folds,
+        else None (also None with fewer than 2 groups, fewer than 4 examples or constant scores).
     """
-    from sklearn.model_selection import GroupKFold
-
     s = np.asarray(scores, dtype=float)
-    ids: dict[Any, int] = {}
-    groups = [ids.setdefault(g, len(ids)) for g in groups]  # any hashable unit (tuples too) -> int
-    n_groups = len(set(groups))
+    names = [str(g) for g in (group_names if group_names is not None else groups)]
+    gid = _ids(groups)
+    n_groups = len(set(gid))
     if len(s) < 4 or n_groups < 2 or np.unique(s).size < 2:
         return None
-    k = min(n_splits, n_groups)
+    units = dict(units) if units is not None else {"": list(groups)}
+    unit_ids = {name: _ids(u) for name, u in units.items()}
+    folds = _folds(gid, len(s), n_splits)
     everything = np.arange(len(s))
-    raw_obj = float(objective(everything, [bool(x) for x in raw]))
-    best: tuple[float, str, list[bool]] | None = None
+
+    def per_group(decisions: Sequence[bool]) -> list[dict]:
+        out = []
+        for _, test_idx in folds:
+            for g in sorted({gid[i] for i in test_idx}):
+                idx = np.array([i for i in test_idx if gid[i] == g])
+                out.append({"group": names[idx[0]], "n": int(len(idx)),
+                            "objective": float(objective(idx, [decisions[i] for i in idx])),
+                            "yes_rate": float(np.mean([bool(decisions[i]) for i in idx]))})
+        return out
+
+    def mean_obj(rows: list[dict]) -> float:
+        return float(np.mean([r["objective"] for r in rows]))
+
+    raw_rows = per_group([bool(x) for x in raw]) if raw is not None else None
+    raw_obj = mean_obj(raw_rows) if raw_rows is not None else None
+    table: list[dict] = []
+    best: tuple | None = None
     for kind in kinds:
-        oof = [False] * len(s)
-        for fit_idx, test_idx in GroupKFold(n_splits=k).split(s, groups=groups):
-            v = _best_value(kind, fit_idx, s, groups, objective)
-            for i, d in zip(test_idx, apply_rule(kind, v, s[test_idx], [groups[i] for i in test_idx])):
-                oof[i] = d
-        cv = float(objective(everything, oof))
-        if best is None or cv > best[0] + 1e-12:
-            best = (cv, kind, oof)
-    if best is None or not best[0] > raw_obj + 1e-12:
+        for uname in ([None] if kind == "threshold" else list(unit_ids)):
+            u = unit_ids[uname] if uname is not None else [0] * len(s)
+            oof = [False] * len(s)
+            for fit_idx, test_idx in folds:
+                v = _best_value(kind, fit_idx, s, u, objective, min_unit)
+                # the held-out group's units are normalized on its own scores only
+                for i, d in zip(test_idx, apply_rule(kind, v, s[test_idx], [u[i] for i in test_idx],
+                                                     min_unit=min_unit)):
+                    oof[i] = d
+            rows = per_group(oof)
+            cv = mean_obj(rows)
+            table.append({"kind": kind, "unit": uname, "cv_objective": cv,
+                          "worst": min(r["objective"] for r in rows), "per_group": rows})
+            if best is None or cv > best[0] + 1e-12:
+                best = (cv, kind, uname, oof, rows)
+    if best is None or (raw_obj is not None and not best[0] > raw_obj + 1e-12):
         return None
-    cv, kind, oof = best
+    cv, kind, uname, oof, rows = best
     if out_of_fold is not None:
         out_of_fold[:] = oof
-    value = _best_value(kind, everything, s, groups, objective)
-    return DecisionRule(kind, value, cv, raw_obj, len(s), n_groups, k)
+    u = unit_ids[uname] if uname is not None else [0] * len(s)
+    value = _best_value(kind, everything, s, u, objective, min_unit)
+    unit_fields = None if not uname else uname.split("+")
+    fallback = fallback_threshold(kind, value, s, u, min_unit) if kind in UNIT_KINDS else None
+    return DecisionRule(kind, value, cv, raw_obj, len(s), n_groups, len(folds), unit=unit_fields,
+                        min_unit=min_unit if kind in UNIT_KINDS else 1, fallback=fallback, per_group=rows,
+                        candidates=table)
 
 
-__all__ = ["DecisionRule", "DecidedProgram", "TopShareProgram", "apply_rule", "fit_decision_rule", "with_rule"]
+def stage_units(examples: Sequence, group_key: str | None, decision_keys: Sequence[str] | None) -> dict[str, list]:
+    """Candidate units of a stage's examples: ``{"<group_key>": [...], "<k1>+<k2>": [...]}`` (each
+    a tuple of the fields' values per example; duplicates and empty key sets dropped)."""
+    out: dict[str, list] = {}
+    for keys in ((group_key,) if group_key else (), tuple(decision_keys or ())):
+        if keys and "+".join(keys) not in out:
+            out["+".join(keys)] = [tuple(getattr(ex, k, None) for k in keys) for ex in examples]
+    return out
+
+
+__all__ = ["DecisionRule", "DecidedProgram", "TopShareProgram", "UnitRuleProgram", "apply_rule",
+           "fit_decision_rule", "stage_units", "with_rule"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from typing import Sequence
 
 from personalign.optimizers.base import CompileResult, Optimizer
@@ -27,6 +28,15 @@ class LearnedSelectorFit(Optimizer):
     top fraction per user) is scored with that rule instead of ``score >= threshold``.
     Cost: ``n_folds + 1`` fits.
 
+    **Decision rule** (``decision="auto"``, programs that threshold a raw score, i.e. without a
+    ``decide`` of their own): the out-of-fold scores also go to
+    :func:`~personalign.optimizers.decision.fit_decision_rule`, which chooses among the raw
+    threshold and the rules inside a unit (top share, z-score, offset; unit = ``group_key`` or
+    ``decision_keys``) by leave-one-group-out F-beta. A unit rule wraps the compiled scorer
+    (:func:`~personalign.programs.decision.with_rule`; saved as the program's ``decision_rule``); a
+    threshold win keeps the scorer as it is. ``details["decision_rule"]`` holds the choice, its
+    per-group figures and every candidate's. ``decision="threshold"``: the raw threshold only.
+
     Args:
         group_key: example attribute grouping the CV folds (default ``prompt_id``; an example
             without it is grouped by its ``prompt``).
@@ -36,6 +46,9 @@ class LearnedSelectorFit(Optimizer):
             positive class is a *rejected* attribute).
         beta: the threshold maximizes F-beta (1: F1; 2: recall weighted over precision).
         seed: passed to every ``fit``.
+        decision: ``"auto"`` (choose the decision rule, above) or ``"threshold"``.
+        decision_keys: the fields of the finer unit candidate (relevance: ``("prompt_id",
+            "user_id")``); None: only ``group_key``.
 
     Raises:
         ValueError: empty trainset, a single prompt group, or a single class.
@@ -44,8 +57,13 @@ class LearnedSelectorFit(Optimizer):
     name = "learned-selector-fit"
 
     def __init__(self, *, group_key: str = "prompt_id", max_folds: int = 5, label: str = "relevant",
-                 positive: bool = True, beta: float = 1.0, seed: int = 0) -> None:
+                 positive: bool = True, beta: float = 1.0, seed: int = 0, decision: str = "auto",
+                 decision_keys: tuple[str, ...] | None = None) -> None:
         super().__init__(seed=seed)
+        if decision not in ("auto", "threshold"):
+            raise ValueError(f"decision must be 'auto' or 'threshold', got {decision!r}")
+        self.decision = decision
+        self.decision_keys = tuple(decision_keys) if decision_keys else None
         self.group_key = group_key
         self.max_folds = int(max_folds)
         self.label = label
@@ -98,6 +116,10 @@ class LearnedSelectorFit(Optimizer):
             details["oof_auc"] = round(float(roc_auc_score(labels, oof)), 4)
         except ValueError:
             pass
+        returned = compiled
+        if self.decision == "auto" and thresholds_raw_score(compiled):
+            returned, oof_pred, details["decision_rule"] = self._fit_rule(compiled, oof, labels, groups,
+                                                                          trainset, threshold, oof_pred)
         result = CompileResult(
             optimizer=self.name,
             config=self.config(),
@@ -107,9 +129,50 @@ class LearnedSelectorFit(Optimizer):
         )
         if valset:
             vs = compiled.score_batch(valset)
-            val_pred = compiled.decide(vs, valset) if hasattr(compiled, "decide") else [s >= threshold for s in vs]
+            if returned is not compiled:
+                val_pred = apply_unit_rule(returned.rule, vs, valset)
+            else:
+                val_pred = compiled.decide(vs, valset) if hasattr(compiled, "decide") else [s >= threshold for s in vs]
             result.val_score = float(fbeta([self._is_positive(e) for e in valset], val_pred, beta=self.beta))
-        return compiled, result
+        return returned, result
+
+    def _fit_rule(self, compiled, oof, labels, groups, trainset, threshold, oof_pred):
+        """Choose the decision rule on the out-of-fold scores (class docstring). Returns
+        ``(program, out-of-fold decisions, rule dict | None)``."""
+        from personalign.metrics import fbeta
+        from personalign.optimizers.decision import fit_decision_rule, stage_units, with_rule
+
+        def objective(idx, decisions):
+            return fbeta([labels[i] for i in idx], list(decisions), beta=self.beta)
+
+        units = stage_units(trainset, self.group_key, self.decision_keys)
+        rule_oof: list[bool] = []
+        with warnings.catch_warnings():  # candidate values that select nothing are expected in the search
+            warnings.filterwarnings("ignore", message=".*predictions have no positives.*")
+            rule = fit_decision_rule(oof, groups, None, objective, units=units or None, out_of_fold=rule_oof,
+                                     n_splits=self.max_folds)
+        if rule is None:
+            return compiled, oof_pred, None
+        if rule.kind == "threshold":  # the raw threshold wins: the scorer keeps its exhaustive one
+            rule.value = threshold
+            return compiled, oof_pred, rule.to_dict()
+        wrapped = with_rule(compiled, rule, compiled.output_field, None, compiled.positive_output)
+        return wrapped, rule_oof, rule.to_dict()
 
 
-__all__ = ["LearnedSelectorFit"]
+def thresholds_raw_score(program) -> bool:
+    """True for a scorer that decides ``score >= threshold`` (no ``decide`` of its own, e.g. by rank)."""
+    from personalign.programs.common.scorer import ThresholdedScorer
+
+    return isinstance(program, ThresholdedScorer) and type(program).decide is ThresholdedScorer.decide
+
+
+def apply_unit_rule(rule, scores, examples) -> list[bool]:
+    """Positive-class decisions of a fitted unit ``rule`` on ``scores`` of ``examples``."""
+    from personalign.programs.decision import apply_rule
+
+    units = [rule.unit_of(ex) for ex in examples]
+    return apply_rule(rule.kind, rule.value, scores, units, min_unit=rule.min_unit, fallback=rule.fallback)
+
+
+__all__ = ["LearnedSelectorFit", "apply_unit_rule", "thresholds_raw_score"]

@@ -49,9 +49,11 @@ def prompt_text(program) -> str:
     if rule:
         describe = getattr(getattr(program, "rule", None), "describe", None)
         parts.append("## decision rule\n")
+        raw = rule.get("raw_objective")
+        gain = (f"{raw:.4f} -> " if isinstance(raw, (int, float)) else "") + f"{rule['cv_objective']:.4f}"
         parts.append((describe() if describe else str(rule)) + f" (`{rule['kind']}` = {rule['value']:.6g}; fitted by "
                      f"grouped CV on {rule['n']} dev examples in {rule['n_groups']} groups, out-of-fold objective "
-                     f"{rule['raw_objective']:.4f} -> {rule['cv_objective']:.4f})\n")
+                     f"{gain})\n")
     elif isinstance(getattr(program, "threshold", None), (int, float)):
         parts.append("## decision rule\n")
         parts.append(f"yes when score >= {program.threshold:.6g} (the strategy's fitted threshold)\n")

@@ -355,7 +355,8 @@ def load_program(directory: str | Path, *, stage=None):
         from personalign.programs.decision import with_rule
 
         try:
-            program = with_rule(program, meta["decision_rule"], st.output, st.decision_group)
+            program = with_rule(program, meta["decision_rule"], st.output, st.decision_group,
+                                getattr(program, "positive_output", True))
         except PersonalignError:
             raise
         except Exception as exc:  # noqa: BLE001 -- a malformed rule is bad input

@@ -212,7 +212,7 @@ class Stage:
 
     def fit_kwargs(self, strategy: str, optimizer_cls, **settings: Any) -> dict[str, Any]:
         """Keyword arguments of the fit optimizer ``optimizer_cls`` for ``strategy`` of this stage:
-        the stage's ``label``, ``positive`` and ``group_key``, overridden by the strategy class's
+        the stage's ``label``, ``positive``, ``group_key`` and ``decision_keys``, overridden by the strategy class's
         ``optimizer_kwargs``, each kept only where the optimizer's ``__init__`` takes it; then
         ``settings`` (all passed on, so an unknown setting is still the optimizer's TypeError).
 
@@ -225,7 +225,8 @@ class Stage:
         from personalign.errors import ConfigurationError
 
         params = inspect.signature(optimizer_cls.__init__).parameters
-        facts = {"label": self.label, "positive": self.positive, "group_key": self.group_key}
+        facts = {"label": self.label, "positive": self.positive, "group_key": self.group_key,
+                 "decision_keys": self.decision_keys}
         facts = {k: v for k, v in facts.items() if v is not None}
         derived = {**facts, **(getattr(self.registry.load(strategy), "optimizer_kwargs", {}) or {})}
         if derived.get("positive", True) is not True and "positive" not in params:

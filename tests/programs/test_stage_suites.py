@@ -38,7 +38,7 @@ def test_every_stage_has_a_suite():
 class TestRelevanceStage(StageTestCase):
     stage = "relevance"
     skip = {"cross-encoder": "fine-tunes a MiniLM cross-encoder (minutes on CPU): tests/programs/test_relevance_strategies.py"}
-    LOGPROB = ("yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank")
+    LOGPROB = ("yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank", "lm-probe")
     slow = LOGPROB  # the embedded model end to end
 
     def make_lm(self, strategy):

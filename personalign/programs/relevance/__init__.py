@@ -70,6 +70,14 @@ STRATEGIES = Registry(
             optimizer=f"{_OPT}.learned:LearnedSelectorFit",
         ),
         StrategyInfo(
+            "lm-probe",
+            "personalign.programs.relevance.probe:LMProbe",
+            "linear probe on the embedded model's final hidden state at the yes/no verdict position; decision rule by leave-one-prompt-out",
+            uses_lm=True,
+            trainable=True,
+            optimizer=f"{_OPT}.learned:LearnedSelectorFit",
+        ),
+        StrategyInfo(
             "bm25",
             "personalign.programs.relevance.bm25:BM25Relevance",
             "BM25 of prompt against attribute (bm25s), normalized per prompt, threshold fitted on train",
