@@ -23,7 +23,7 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
                 no_track: bool, json_out: bool) -> None:
     from personalign.data.digest import file_sha256
     from personalign.compile_service import compile_program
-    from personalign.lm import default_model, configure_cache, make_lm
+    from personalign.lm import adapter_name, default_model, configure_cache, make_lm
     from personalign.optimizers import OPTIMIZERS
     from personalign.programs.export import prompt_text
     from personalign.programs.saved import save_program
@@ -95,7 +95,8 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
     else:
         work()
     summary = {"stage": st.name, "strategy": strategy, "optimizer": optimizer, "program": str(target),
-               "prompt_file": str(target / "prompt.md"), "compile": compile_info}
+               "prompt_file": str(target / "prompt.md"), "compile": compile_info,
+               "lm": model if info.uses_lm else None, "adapter": adapter_name(model) if info.uses_lm else None}
     if json_out:
         sys.stdout.write(json.dumps(summary, default=str) + "\n")
     else:
