@@ -209,6 +209,9 @@ def make_lm(model: str | None = None, *, temperature: float | None = None, max_t
         api_base = api_base or extra.pop("api_base", None) or env_base
         if api_base:  # a self-hosted server: deterministic by default, like the embedded engine
             extra["api_base"] = api_base
+            if model.startswith("openai/") and "api_key" not in extra and "api_key" not in kwargs \
+                    and not os.environ.get("OPENAI_API_KEY"):
+                extra["api_key"] = "none"  # a local server wants none; the OpenAI client insists on one
             temperature = 0.0 if temperature is None else temperature
             max_tokens = 512 if max_tokens is None else max_tokens
     import dspy

@@ -93,9 +93,8 @@ def _top(choice) -> int:
     content = (lp.get("content") if isinstance(lp, dict) else getattr(lp, "content", None)) if lp else None
     if not content:
         return 0
-    first = content[0]
-    top = first.get("top_logprobs") if isinstance(first, dict) else getattr(first, "top_logprobs", None)
-    return len(top or [])
+    tops = [(t.get("top_logprobs") if isinstance(t, dict) else getattr(t, "top_logprobs", None)) for t in content]
+    return max(len(t or []) for t in tops)
 
 
 def probe(lm, *, quiet: bool = False) -> Endpoint:
