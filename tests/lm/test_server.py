@@ -36,6 +36,25 @@ def _cli(*args: str, env: dict) -> dict:
     return {"out": json.loads(proc.stdout.strip().splitlines()[-1]), "stderr": proc.stderr}
 
 
+def _find(obj, key):
+    """The first value of ``key`` anywhere in nested dicts/lists (None when absent)."""
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj[key]
+        obj = list(obj.values())
+    if isinstance(obj, list):
+        for v in obj:
+            hit = _find(v, key)
+            if hit is not None:
+                return hit
+    return None
+
+
+def _posts(srv) -> int:
+    """Chat completions the server has answered so far (its access log)."""
+    return srv.log.read_text(errors="replace").count("POST /v1/chat/completions")
+
+
 def _server_args(srv) -> list[str]:
     from personalign.testing.server import LLAMA_CPP_SERVER_KWARGS
 
@@ -50,7 +69,9 @@ def _compare(lm_args: list[str], tmp_path, name: str) -> dict:
 
 def test_compare_through_the_server_decides_as_the_embedded_engine(server, tmp_path):
     embedded = _compare(["--lm", FAST], tmp_path, "embedded")
+    before = _posts(server)
     served = _compare(_server_args(server), tmp_path, "served")
+    assert _posts(server) - before >= 2 * N_PAIRS, "the served run must reach the server for both strategies"
     line = [l for l in served["stderr"].splitlines() if l.startswith("endpoint ")]
     assert line and "schema-constrained (json_object" in line[0] and "top_logprobs" in line[0], served["stderr"]
     assert "LACKS" not in line[0]
@@ -73,16 +94,16 @@ def test_compile_through_the_server_calibrates_on_its_logprobs(server, tmp_path)
                "--out", str(tmp_path / "program"), "--no-track", "--json", *_server_args(server),
                env=cli_env(tmp_path / "runs", PERSONALIGN_CACHE_DIR=str(tmp_path / "cache")))["out"]
     assert out["adapter"] == "json-schema[json_object]"
-    info = out["compile"]
-    print("\ncompile through the server:", json.dumps({k: info.get(k) for k in sorted(info) if "decision" in k
-                                                      or "calibrat" in k or k.startswith("dev")}, default=str))
-    assert info.get("n_calibration", 0) > 0, info  # scores (logprob margins) came back through the endpoint
+    found = _find(out["compile"], "n_calibration")
+    print("\ncompile through the server:", json.dumps({k: _find(out["compile"], k) for k in
+                                                     ("n_calibration", "decision_rule", "chosen", "reason")},
+                                                    default=str))
+    # calibration ran on scores, i.e. the bool margins came back in the endpoint's top_logprobs
+    assert found and found > 0, out["compile"]
     assert (tmp_path / "program" / "program.json").exists()
 
 
 def test_yes_prob_margins_through_the_server_match_the_embedded_ones(server):
-    import dspy
-
     from personalign.lm import make_lm, use
     from personalign.lm.scoring import relevance_messages, yes_no_margin
     from personalign.testing.server import LLAMA_CPP_SERVER_KWARGS
@@ -90,6 +111,7 @@ def test_yes_prob_margins_through_the_server_match_the_embedded_ones(server):
     lm = make_lm(server.model, api_base=server.api_base, cache=False, **LLAMA_CPP_SERVER_KWARGS)
     rows = [json.loads(l) for l in DEMO.read_text().splitlines()][:6]
     diffs = []
+    before = _posts(server)
     for row in rows:
         messages = relevance_messages(row["attribute"], row["prompt"])
         local = yes_no_margin(FAST, messages)
@@ -97,6 +119,6 @@ def test_yes_prob_margins_through_the_server_match_the_embedded_ones(server):
             served = yes_no_margin(lm.model, messages)
         diffs.append(abs(local - served))
         assert (local >= 0) == (served >= 0)
+    assert _posts(server) - before == len(rows)
     print("\nyes-prob margin |embedded - server| (nats):", [round(d, 4) for d in diffs])
     assert max(diffs) < 0.05, diffs
-    assert dspy is not None
