@@ -67,6 +67,19 @@ def _serve(dialect, logprobs):
     return httpd, handler, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
 
 
+def _probe_signature():
+    """A one-boolean signature whose output key is the probe's (the scripted server answers it)."""
+    import dspy
+
+    class Probe(dspy.Signature):
+        """Answer."""
+
+        question: str = dspy.InputField()
+        zq_flag: bool = dspy.OutputField()
+
+    return Probe
+
+
 @pytest.fixture
 def endpoints(monkeypatch):
     monkeypatch.setattr(serving, "_endpoints", {})
@@ -118,11 +131,7 @@ def test_schema_adapter_sends_the_bounded_schema_in_the_server_dialect(endpoints
     handler, base = endpoints("json_object", True)
     lm = make_lm("openai/schema-server", api_base=base, cache=False)
 
-    class Probe(dspy.Signature):
-        """Answer."""
-
-        question: str = dspy.InputField()
-        zq_flag: bool = dspy.OutputField()
+    Probe = _probe_signature()
 
     with use(lm):
         out = dspy.Predict(Probe)(question="anything")
@@ -152,11 +161,7 @@ def test_bool_margin_reads_the_servers_json_logprobs(endpoints):
     _, base = endpoints("json_object", True)
     lm = make_lm("openai/margin-server", api_base=base, cache=False)
 
-    class Probe(dspy.Signature):
-        """Answer."""
-
-        question: str = dspy.InputField()
-        zq_flag: bool = dspy.OutputField()
+    Probe = _probe_signature()
 
     with use(lm):
         out, score = scored(dspy.Predict(Probe), "zq_flag", question="anything")
