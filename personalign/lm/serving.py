@@ -214,6 +214,9 @@ def schema_adapter(dialect: str):
             s = current_settings()
             budget = int(lm_kwargs.get("max_tokens") or lm.kwargs.get("max_tokens") or s.max_tokens)
             schema = fit_schema(_output_schema(signature), s.max_string_chars, s.max_list_items, budget=budget)
+            # keys sorted as the embedded engine sorts them before building its grammar (llama.cpp's
+            # converter orders object properties as given), so both decode fields in one order
+            schema = json.loads(json.dumps(schema, sort_keys=True))
             lm_kwargs["response_format"] = response_format(schema, dialect, name=signature.__name__)
 
     return SchemaAdapter()
