@@ -21,7 +21,6 @@ Source: llama.cpp ``examples/batched`` and ``examples/parallel`` (the same batch
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,12 +92,12 @@ class BatchDecoder:
             pass
 
     # ------------------------------------------------------------------ batch
-    def _decode(self, items: list[tuple[int, int, int, bool]]) -> dict[int, int]:
-        """Decode ``(token, pos, seq, want_logits)`` items (chunked to ``n_batch``); return
-        ``{item index: row of its logits}`` for the last chunk's items that asked for logits."""
+    def _decode(self, items: list[tuple[int, int, int, bool]]) -> dict[int, np.ndarray]:
+        """Decode ``(token, pos, seq, want_logits)`` items, in chunks of ``n_batch``; return
+        ``{item index: a copy of its logits}`` for the items that asked for them."""
         import llama_cpp
 
-        rows: dict[int, int] = {}
+        out: dict[int, np.ndarray] = {}
         b = self.batch
         for start in range(0, len(items), self.n_batch):
             chunk = items[start:start + self.n_batch]
@@ -115,13 +114,10 @@ class BatchDecoder:
             rc = llama_cpp.llama_decode(self.ctx, b)
             if rc != 0:
                 raise RuntimeError(f"llama_decode failed ({rc}): the sequences do not fit the batch context")
-        return rows
-
-    def _logits(self, row: int) -> np.ndarray:
-        import llama_cpp
-
-        ptr = llama_cpp.llama_get_logits_ith(self.ctx, row)
-        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+            for i, j in rows.items():  # read before the next chunk overwrites them
+                ptr = llama_cpp.llama_get_logits_ith(self.ctx, j)
+                out[i] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+        return out
 
     def generate(self, prompts: list[list[int]], *, max_tokens: int, grammars: list[str] | None = None,
                  top_k: int = 40) -> BatchResult:
@@ -149,8 +145,8 @@ class BatchDecoder:
                 if i == len(p) - 1:
                     last[s] = len(items)
                 items.append((p[i], i, s, i == len(p) - 1))
-        rows = self._decode(items)
-        row_of = {s: rows[last[s]] for s in range(k)}
+        got = self._decode(items)
+        logits_of = {s: got[last[s]] for s in range(k)}
         evaluated = shared + len(items)
 
         samplers = [None] * k
@@ -168,7 +164,7 @@ class BatchDecoder:
             for _ in range(max_tokens):
                 step = []
                 for s in active:
-                    logits = self._logits(row_of[s])
+                    logits = logits_of[s]
                     if samplers[s] is None:
                         tok = int(np.argmax(logits))
                     else:
@@ -185,8 +181,8 @@ class BatchDecoder:
                 active = [s for s, _ in step]
                 if all(len(out[s]) >= max_tokens for s in active):
                     break
-                rows = self._decode([(tok, pos[s], s, True) for s, tok in step])
-                row_of = {s: rows[j] for j, (s, _) in enumerate(step)}
+                got = self._decode([(tok, pos[s], s, True) for s, tok in step])
+                logits_of = {s: got[j] for j, (s, _) in enumerate(step)}
                 for s, _ in step:
                     pos[s] += 1
         finally:
