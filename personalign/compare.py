@@ -136,7 +136,8 @@ def compare_stage(
     from personalign.compile_service import summary as compile_summary
     from personalign.errors import ConfigurationError
     from personalign.evaluation import evaluate_repeats, paired_comparison
-    from personalign.lm import default_model, make_lm
+    from personalign.lm import adapter_name, default_model, make_lm
+    from personalign.lm.serving import endpoint_info
     from personalign.objectives import objective_name, objective_score, objective_spec
     from personalign.programs.stages import get_stage, splits_present
     from personalign.tracking_native import (link_traces, lm_traces, log_dataset, log_predictions, log_summary,
@@ -194,6 +195,8 @@ def compare_stage(
         "n": len(evalset),
         "n_train": len(trainset),
         "lm": model,
+        "adapter": adapter_name(model) if uses_lm else None,
+        "endpoint": endpoint_info(model) if uses_lm else None,
         "seed": seed,
         "n_boot": n_boot,
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -203,7 +206,7 @@ def compare_stage(
         gold = [bool(st.is_positive(st.gold(ex))) for ex in evalset]
         result["gold_yes_rate"] = sum(gold) / len(gold)
     params = {k: result[k] for k in ("stage", "data", "data_sha256", "split", "train_split", "n", "n_train", "lm",
-                                     "seed", "n_boot")}
+                                     "adapter", "seed", "n_boot")}
     params["strategies"] = ",".join(names)
     metric_keys = (("f1", "f1_ci", "f1_range", "precision", "precision_ci", "recall", "recall_ci", "yes_rate",
                     "yes_rate_ci", "accuracy") if st.kind == "binary"

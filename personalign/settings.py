@@ -2,8 +2,8 @@
 
 ``PERSONALIGN_RUNS_DIR`` (default ``./runs``) holds every output: the MLflow store
 (``mlflow.db``), Optuna storage, saved programs, the DSPy cache (``cache/``, or
-``PERSONALIGN_CACHE_DIR``) and the assembled model files (``models/``, or
-``PERSONALIGN_MODELS_DIR``).
+``PERSONALIGN_CACHE_DIR``). The assembled model files live in the user's model cache
+(:func:`models_dir`), shared by every runs folder.
 
 :func:`env_settings` reads the environment into :class:`EnvSettings` (cached per environment
 snapshot, so a changed variable is read again); :func:`check_environment` is what the CLI runs
@@ -165,13 +165,47 @@ def cache_dir() -> Path:
 
 
 def models_dir() -> Path:
+    """The model cache: ``PERSONALIGN_MODELS_DIR``, else ``models/`` in the platform's user cache
+    directory (platformdirs: ``~/.cache/personalign/models`` on Linux, ``~/Library/Caches/
+    personalign/models`` on macOS, ``personalign/Cache/models`` under ``%LOCALAPPDATA%`` on
+    Windows; Linux honours ``XDG_CACHE_HOME``). One per user, shared by every runs folder."""
     env = env_settings().MODELS_DIR
-    return Path(env).expanduser().absolute() if env else runs_dir() / "models"
+    if env:
+        return Path(env).expanduser().absolute()
+    from platformdirs import user_cache_path
+
+    return user_cache_path("personalign", appauthor=False) / "models"
 
 
 def default_tracking_uri() -> str:
     return f"sqlite:///{runs_dir() / 'mlflow.db'}"
 
 
+def endpoint_env() -> tuple[str | None, dict]:
+    """Where non-embedded models run: ``(PERSONALIGN_API_BASE or None, PERSONALIGN_LM_KWARGS as a
+    dict)``. The kwargs (a JSON object, e.g. ``{"api_key": "none", "extra_body": {"repeat_penalty":
+    1.0}}``) go to ``dspy.LM`` / litellm with every call.
+
+    Raises:
+        ConfigurationError: PERSONALIGN_LM_KWARGS is not a JSON object (one line, the value quoted).
+    """
+    import json
+
+    from personalign.errors import ConfigurationError
+
+    base = os.environ.get("PERSONALIGN_API_BASE", "").strip() or None
+    raw = os.environ.get("PERSONALIGN_LM_KWARGS", "").strip()
+    if not raw:
+        return base, {}
+    try:
+        kwargs = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"PERSONALIGN_LM_KWARGS (--lm-kwargs) is not JSON ({exc.msg} at char {exc.pos}): "
+                                 f"{raw[:80]!r}") from None
+    if not isinstance(kwargs, dict):
+        raise ConfigurationError(f"PERSONALIGN_LM_KWARGS (--lm-kwargs) must be a JSON object, not {raw[:80]!r}")
+    return base, kwargs
+
+
 __all__ = ["EXPECTED", "N_CTX_MAX", "N_CTX_MIN", "PATH_SETTINGS", "cache_dir", "check_environment",
-           "check_regular_file", "default_tracking_uri", "env_settings", "models_dir", "runs_dir"]
+           "check_regular_file", "default_tracking_uri", "endpoint_env", "env_settings", "models_dir", "runs_dir"]

@@ -43,6 +43,17 @@ def tiny_model_by_default(monkeypatch):
     yield
 
 
+TEST_MODELS_DIR = ROOT / "runs" / "models"
+
+
+@pytest.fixture(autouse=True)
+def test_model_cache(monkeypatch):
+    """Tests never touch the user's real model cache: the assembled models live in the project's
+    ``runs/models`` (assembled there once on a clean clone; tests of the cache itself use tmp dirs)."""
+    monkeypatch.setenv("PERSONALIGN_MODELS_DIR", str(TEST_MODELS_DIR))
+    yield
+
+
 @pytest.fixture(autouse=True)
 def no_network(monkeypatch):
     """Refuse any non-loopback connection for the duration of each test."""
@@ -79,11 +90,11 @@ def shared_data() -> Path:
 
 @pytest.fixture
 def runs_dir(tmp_path, monkeypatch) -> Path:
-    """A fresh runs/ directory (MLflow store, cache, results) for one test; shares the assembled
-    Gemma model file with the project's runs/models so it is not re-assembled per test."""
+    """A fresh runs/ directory (MLflow store, cache, results) for one test; the model cache is the
+    tests' shared one (:data:`TEST_MODELS_DIR`), so nothing is re-assembled per test."""
     d = tmp_path / "runs"
     monkeypatch.setenv("PERSONALIGN_RUNS_DIR", str(d))
-    monkeypatch.setenv("PERSONALIGN_MODELS_DIR", str(ROOT / "runs" / "models"))
+    monkeypatch.setenv("PERSONALIGN_MODELS_DIR", str(TEST_MODELS_DIR))
     return d
 
 
@@ -92,6 +103,6 @@ def cli_env(runs: Path | None = None, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     if runs is not None:
         env["PERSONALIGN_RUNS_DIR"] = str(runs)
-        env["PERSONALIGN_MODELS_DIR"] = str(ROOT / "runs" / "models")
+        env["PERSONALIGN_MODELS_DIR"] = str(TEST_MODELS_DIR)
     env.update(extra)
     return env

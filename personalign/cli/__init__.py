@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from personalign import __version__
-from personalign.cli._checks import lm_option
+from personalign.cli._checks import api_base_option, lm_kwargs_option, lm_option
 from personalign.errors import find_personalign_error
 
 app = typer.Typer(
@@ -69,6 +69,14 @@ LM_HELP = "Model: local/qwen2.5-coder-1.5b-instruct (default), local/qwen2.5-cod
 
 # Options shared by the commands that run programs (one definition each).
 LmOpt = Annotated[Optional[str], typer.Option("--lm", help=LM_HELP, callback=lm_option)]
+ApiBaseOpt = Annotated[Optional[str], typer.Option(
+    "--api-base", callback=api_base_option, envvar="PERSONALIGN_API_BASE",
+    help="OpenAI-compatible server for a non-embedded --lm, e.g. http://127.0.0.1:8000/v1 with --lm openai/NAME "
+         "(env PERSONALIGN_API_BASE). A capability check at start prints what it supports.")]
+LmKwargsOpt = Annotated[Optional[str], typer.Option(
+    "--lm-kwargs", callback=lm_kwargs_option, envvar="PERSONALIGN_LM_KWARGS",
+    help='JSON object of model kwargs passed to litellm with every call, e.g. \'{"api_key": "none", '
+         '"extra_body": {"repeat_penalty": 1.0}}\' (env PERSONALIGN_LM_KWARGS).')]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of every stochastic step.")]
 CacheDirOpt = Annotated[Optional[Path], typer.Option("--cache-dir", help="DSPy cache directory (default runs/cache).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Disable the LM cache.")]
@@ -86,11 +94,13 @@ def doctor(
     bench: bool = typer.Option(False, "--bench", help="Also measure prompt and generation tokens/s here."),
     lm: str = typer.Option("local/qwen2.5-coder-1.5b-instruct", "--lm", help="Local model for --bench."),
     cache_dir: CacheDirOpt = None,
+    rehash: bool = typer.Option(False, "--rehash", help="Re-hash every model file even when its stamp says it is verified."),
+    full: bool = typer.Option(False, "--full", help="Also check the wiring: litellm routes local/... with JSON-schema support, DSPy's cache, llama.cpp's system info (imports them: slower)."),
 ) -> None:
-    """Versions, backend, model files (sha256), threads, cache dir; with --bench, tokens/s."""
+    """Versions, backend, model files (sha256; assembled into the model cache if missing), threads, cache dir; with --bench, tokens/s."""
     from personalign.cli._doctor import run_doctor
 
-    run_doctor(json_out=json_out, bench=bench, lm=lm, cache_dir=cache_dir)
+    run_doctor(json_out=json_out, bench=bench, lm=lm, cache_dir=cache_dir, rehash=rehash, full=full)
 
 
 StageArg = Annotated[str, typer.Argument(help="Stage: a built-in name (relevance, verification, ...; `personalign stages` "
@@ -114,6 +124,8 @@ def compare(
     train_split: str = typer.Option("train", "--train-split", help="Split trainable strategies are fitted on."),
     strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategies (default: the stage's); NAME@OPTIMIZER compiles an LLM strategy with a teleprompter, e.g. zero-shot@bootstrap."),
     lm: LmOpt = None,
+    api_base: ApiBaseOpt = None,
+    lm_kwargs: LmKwargsOpt = None,
     seed: SeedOpt = 0,
     n_boot: NBootOpt = 1000,
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help=LIMIT_HELP),
@@ -144,6 +156,8 @@ def compile_(
     data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL."),
     train_split: str = typer.Option("train", "--train-split", help="Split to compile on."),
     lm: LmOpt = None,
+    api_base: ApiBaseOpt = None,
+    lm_kwargs: LmKwargsOpt = None,
     seed: SeedOpt = 0,
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default runs/programs/STAGE-STRATEGY-...)."),
     cache_dir: CacheDirOpt = None,
@@ -167,6 +181,8 @@ def eval_(
     data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL."),
     split: str = typer.Option("val", "--split", help="Split to evaluate on."),
     lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own when it is an embedded local/ model (a saved program never chooses a remote one), else the default.", callback=lm_option),
+    api_base: ApiBaseOpt = None,
+    lm_kwargs: LmKwargsOpt = None,
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     n_boot: NBootOpt = 1000,
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help=LIMIT_HELP),

@@ -24,4 +24,41 @@ def lm_option(value: str | None) -> str | None:
     return value.strip() if value is not None else None
 
 
-__all__ = ["check_out_dir", "check_out_file", "lm_option"]
+def api_base_option(value: str | None) -> str | None:
+    """Typer callback of ``--api-base``: an ``http(s)://`` URL, exported as ``PERSONALIGN_API_BASE``
+    (where :func:`personalign.lm.make_lm` reads it, for every model the command builds).
+
+    Raises:
+        ConfigurationError: not an http(s) URL.
+    """
+    import os
+
+    if value is None:
+        return None
+    url = value.strip()
+    if not url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"--api-base must be an http(s):// URL of an OpenAI-compatible server "
+                                 f"(e.g. http://127.0.0.1:8000/v1), not {value!r}")
+    os.environ["PERSONALIGN_API_BASE"] = url
+    return url
+
+
+def lm_kwargs_option(value: str | None) -> str | None:
+    """Typer callback of ``--lm-kwargs``: a JSON object of litellm/``dspy.LM`` kwargs, exported as
+    ``PERSONALIGN_LM_KWARGS``.
+
+    Raises:
+        ConfigurationError: not a JSON object (one line, the value quoted).
+    """
+    import os
+
+    if value is None:
+        return None
+    os.environ["PERSONALIGN_LM_KWARGS"] = value
+    from personalign.settings import endpoint_env
+
+    endpoint_env()  # validates
+    return value
+
+
+__all__ = ["api_base_option", "check_out_dir", "check_out_file", "lm_kwargs_option", "lm_option"]

@@ -48,7 +48,8 @@ def render_table(result: dict):
     head = f"{result.get('stage', 'relevance')} on {result['split']} (n={result['n']}"
     if binary:
         head += f", human {result.get('positive_name', 'yes')}-rate {result['gold_yes_rate']:.1%}"
-    table = Table(title=head + f", lm {result['lm']})")
+    adapter = f", adapter {result['adapter']}" if result.get("adapter") else ""
+    table = Table(title=head + f", lm {result['lm']}{adapter})")
     objective = result.get("objective")
     extra = objective not in (None, key)  # the objective is not the metric shown: its own column
     cols = ["strategy", f"{key} [95% CI]"] + ([f"{objective} (objective)"] if extra else [])

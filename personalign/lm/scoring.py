@@ -14,13 +14,33 @@ YES = ("Yes", " Yes", "yes")
 NO = ("No", " No", "no")
 
 
-def yes_no_margin(model: str, messages: Sequence[dict]) -> float:
+def yes_no_margin(model: str, messages: Sequence[dict], lm=None) -> float:
     """``logsumexp(log p(yes variants)) - logsumexp(log p(no variants))`` for the next token.
+
+    An embedded model (``local/...``) reads its exact next-token distribution; any other model is
+    asked through its endpoint for the first answer token's ``top_logprobs``
+    (:func:`personalign.lm.serving.yes_no_margin`; ``lm`` is its ``dspy.LM``, default the one in
+    the current ``dspy`` context).
 
     Raises:
         ContextWindowError: the prompt does not fit n_ctx.
+        ConfigurationError: a non-embedded model without an LM in context, or whose endpoint
+            returns no ``top_logprobs``.
     """
     from personalign.lm._engine import get_engine
+    from personalign.lm._models import is_local
+
+    if not is_local(model):
+        import dspy
+
+        from personalign.errors import ConfigurationError
+        from personalign.lm.serving import yes_no_margin as endpoint_margin
+
+        lm = lm if lm is not None else dspy.settings.lm
+        if lm is None or getattr(lm, "model", None) != model:
+            raise ConfigurationError(f"yes-probability scoring with {model} needs its LM in context "
+                                     "(personalign.lm.use(make_lm(...)))")
+        return endpoint_margin(lm, messages)
 
     engine = get_engine(model)
     prompt, _ = engine.render(list(messages))

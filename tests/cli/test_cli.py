@@ -111,10 +111,10 @@ def test_malformed_data_names_file_line_and_field(tmp_path):
 
 @pytest.mark.slow
 def test_doctor_json_reports_grammar_constrained_backend(tmp_path):
-    proc = run_cli("doctor", "--json", env=cli_env(tmp_path / "runs"))
+    proc = run_cli("doctor", "--json", "--full", env=cli_env(tmp_path / "runs"))
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
-    assert info["grammar_constrained"] is True
+    assert info["grammar_constrained"] is True and info["full"] is True
     assert set(info["models"]) == {"local/qwen2.5-coder-1.5b-instruct", "local/qwen2.5-coder-0.5b-instruct",
                                    "local/smollm2-135m-instruct"}
     for m in info["models"].values():

@@ -76,7 +76,8 @@ def test_split_model_assembles_atomically_and_verifies(tmp_path, monkeypatch):
     target = tmp_path / "models" / "fake.gguf"
     assert _models.assemble(spec, target, progress=False) == spec.split.sha256
     assert target.read_bytes() == b"abc" * 1000 + b"def" * 7 + b"g"
-    assert [p.name for p in target.parent.iterdir()] == ["fake.gguf"], "no temporary file may remain"
+    assert sorted(p.name for p in target.parent.iterdir()) == [".fake.gguf.lock", "fake.gguf", "fake.stamp.json"], \
+        "no temporary file may remain (the lock file and the verification stamp stay)"
 
 
 def test_corrupted_part_is_named_and_nothing_is_written(tmp_path, monkeypatch):
@@ -87,7 +88,7 @@ def test_corrupted_part_is_named_and_nothing_is_written(tmp_path, monkeypatch):
         _models.assemble(spec, target, progress=False)
     msg = str(err.value)
     assert "fake-part2" in msg and "force-reinstall" in msg and "\n" not in msg
-    assert not target.exists() and not list(target.parent.glob("*"))
+    assert not target.exists() and [p.name for p in target.parent.iterdir()] in ([], [".fake.gguf.lock"])
 
 
 def test_truncated_part_is_a_one_line_error(tmp_path, monkeypatch):

@@ -35,7 +35,9 @@ def test_adapter_factor():
         assert adapter_factor(None) == 1
     assert adapter_factor(None) == 2  # DSPy's default adapter
     assert lm_adapter_factor(dspy.LM("local/smollm2-135m-instruct")) == 1  # embedded: JSONAdapter
-    assert lm_adapter_factor(dspy.LM("openai/gpt-4o-mini")) == 2
+    # a hosted model litellm lists with JSON-schema support runs through JSONAdapter (no fallback call)
+    assert lm_adapter_factor(dspy.LM("openai/gpt-4o-mini")) == 1
+    assert lm_adapter_factor(dspy.LM("openai/personalign-unknown-model")) == 2  # unknown: ChatAdapter
 
 
 def test_predictor_calls_default_declared_and_per_example():

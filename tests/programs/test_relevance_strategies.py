@@ -155,10 +155,12 @@ def test_predict_relevance_python_call():
     assert out[0]["score"] > out[1]["score"]
 
 
-def test_yes_prob_rejects_hosted_models():
+def test_yes_prob_on_a_hosted_model_needs_its_lm_in_context():
+    """A non-embedded model reads its margin from the endpoint's top_logprobs (through its dspy.LM;
+    tests/lm/test_endpoint_capabilities.py), so without that LM in context it is a clear error."""
     from personalign.errors import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="embedded"):
+    with pytest.raises(ConfigurationError, match="needs its LM in context"):
         STRATEGIES.create("yes-prob", model="openai/gpt-4o-mini", threshold=0.0)(attribute="a", prompt="p")
 
 

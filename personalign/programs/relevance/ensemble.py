@@ -48,7 +48,7 @@ class LearnedPlusLLM(RelevanceScorer):
     Cost per pair: one MiniLM embedding lookup and one prompt evaluation of the embedded model.
 
     Raises:
-        ConfigurationError: a non-embedded model (no next-token log-probabilities).
+        ConfigurationError: an endpoint that returns no ``top_logprobs``.
         RuntimeError: scoring before fitting, predicting without a threshold.
     """
 
@@ -66,12 +66,10 @@ class LearnedPlusLLM(RelevanceScorer):
         self.stacker: dict | None = None
 
     def _model(self) -> str:
-        from personalign.errors import ConfigurationError
-        from personalign.lm import is_local
+        from personalign.lm.serving import require_top_logprobs
 
         model = resolve_model(self.model or self.fitted_model)
-        if not is_local(model):
-            raise ConfigurationError(f"the ensemble's LLM signal needs an embedded model (local/...); got '{model}'")
+        require_top_logprobs(model, "the ensemble's LLM signal")
         return model
 
     def _features(self, learned_scores: Sequence[float], examples: Sequence, model: str):

@@ -8,8 +8,10 @@ thresholds the margin (threshold maximizing F1 over the out-of-fold margins; the
 no trained weights, so they are not in-sample fits); ``yes-prob-rank`` marks the top train-rate
 share of each user's attributes for a prompt (:class:`YesProbRank`), as ``style-rank`` does.
 Margins are computed grouped by request (:func:`margins`) so the engine reuses the KV cache of the
-shared prompt prefix. Only embedded
-(``local/...``) models expose next-token log-probabilities here; other models raise
+shared prompt prefix. Embedded
+(``local/...``) models read their exact next-token distribution; a model on an OpenAI-compatible
+endpoint gives the same margin from the first answer token's ``top_logprobs``
+(:func:`personalign.lm.serving.yes_no_margin`); an endpoint without them raises
 :class:`~personalign.errors.ConfigurationError`.
 
 State (JSON, no weights): ``{"threshold": float | None, "model": str | None}`` (plus
@@ -44,8 +46,13 @@ def cached_margin(model: str, attribute: str, prompt: str) -> float:
             return _margins[key]
     messages = relevance_messages(attribute, prompt)
     spec = get_spec(model) if is_local(model) else None
+    lm = dspy.settings.lm
+    endpoint = (lm.kwargs.get("api_base") if lm is not None and getattr(lm, "model", None) == model
+                and spec is None else None)
     request = {"personalign": "yes_no_margin/1", "model": model, "messages": messages,
                "weights": spec.split.sha256 if spec is not None and spec.split is not None else None}
+    if endpoint:
+        request["api_base"] = endpoint
     cache = getattr(dspy, "cache", None)
     value = cache.get(request) if cache is not None else None
     if not isinstance(value, float):
@@ -98,7 +105,7 @@ class YesProbability(RelevanceScorer):
     Cost: one prompt evaluation (no generation) per pair; not counted as a DSPy LM call.
 
     Raises:
-        ConfigurationError: a non-embedded model (no log-probabilities), unknown model.
+        ConfigurationError: an endpoint that returns no ``top_logprobs``, unknown model.
         ContextWindowError: the question does not fit the model's context window.
         RuntimeError: predicting before the threshold is fitted.
     """
@@ -112,14 +119,10 @@ class YesProbability(RelevanceScorer):
         self.fitted_model: str | None = None
 
     def _model(self) -> str:
-        from personalign.errors import ConfigurationError
-        from personalign.lm import is_local
+        from personalign.lm.serving import require_top_logprobs
 
         model = resolve_model(self.model or self.fitted_model)
-        if not is_local(model):
-            raise ConfigurationError(
-                f"yes-probability scoring needs next-token log-probabilities of an embedded model "
-                f"(local/...); got '{model}'")
+        require_top_logprobs(model, "yes-probability scoring")
         return model
 
     fit_with = "LearnedSelectorFit"
