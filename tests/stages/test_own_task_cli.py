@@ -79,6 +79,13 @@ class TestOwnStageConformance(StageTestCase):
     stage = str(EXAMPLE / "stage.toml")
     slow = ("yes-prob",)  # needs an embedded model's log-probabilities
 
+    def make_lm(self, strategy):
+        if strategy in self.slow:  # next-token log-probabilities: the tiny embedded model
+            from personalign.lm import TINY_MODEL, make_lm
+
+            return make_lm(TINY_MODEL)
+        return super().make_lm(strategy)
+
     def examples(self):
         from personalign.programs.stage_ref import resolve_stage
 

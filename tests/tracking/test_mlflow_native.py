@@ -112,7 +112,9 @@ def test_compile_registers_a_prompt_version_and_eval_logs_data_predictions_trace
     assert proc.returncode == 0, proc.stderr[-2000:]
     compiled = json.loads(proc.stdout)
     assert compiled["compile"]["prompt"]["uri"] == "prompts:/relevance-zero-shot/1"
-    proc = _mock_cli(runs, "eval", "relevance", "--program", str(prog), "--data", str(DEMO), "--limit", "5", "--json")
+    # --lm: a saved program never chooses a non-embedded model (the mock provider is one)
+    proc = _mock_cli(runs, "eval", "relevance", "--program", str(prog), "--data", str(DEMO), "--limit", "5",
+                     "--lm", MODEL, "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
 
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{runs / 'mlflow.db'}")
