@@ -21,7 +21,8 @@ def test_fake_api_keys_never_reach_the_mlflow_store(runs_dir, monkeypatch):
     from personalign.tracking import Tracker
 
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
-    lm = make_lm("openai/gpt-4o-mini", api_key=KWARG_KEY, api_base="http://127.0.0.1:9/v1", cache=False)
+    lm = make_lm("openai/gpt-4o-mini", api_key=KWARG_KEY, api_base="http://127.0.0.1:9/v1", cache=False,
+                 load=False)  # no capability check: nothing listens on port 9
     assert lm.kwargs["api_key"] == KWARG_KEY  # the LM really carries it
     tracker = Tracker()
     config = {"model": lm.model, **lm.kwargs}
