@@ -38,11 +38,14 @@ class CompiledProgram:
     info: dict | None
     path: Path | None = None
     stage_ref: str | None = None
+    lm: str | None = None
+    adapter: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"stage": self.stage, "stage_ref": self.stage_ref, "strategy": self.strategy,
                 "optimizer": self.optimizer, "program": None if self.path is None else str(self.path),
-                "prompt_file": None if self.path is None else str(self.path / "prompt.md"), "compile": self.info}
+                "prompt_file": None if self.path is None else str(self.path / "prompt.md"), "lm": self.lm,
+                "adapter": self.adapter, "compile": self.info}
 
 
 @dataclass

@@ -59,7 +59,8 @@ def compile_and_save(st, strategy: str | None, data: Path, *, optimizer: str | N
                      on_ready: Callable[[], None] | None = None):
     """Compile ``strategy`` of stage ``st`` on the ``train_split`` rows of ``data``; save it to ``out``
     (None: not saved) with ``stage_ref``; log one MLflow run (``tracker``) named after the stage.
-    Returns ``make(program=, stage=, strategy=, optimizer=, info=, path=, stage_ref=)``.
+    Returns ``make(program=, stage=, strategy=, optimizer=, info=, path=, stage_ref=, lm=, adapter=)``
+    (``lm``/``adapter``: the model string and its output adapter, None for LM-free strategies).
 
     Raises:
         ConfigurationError: see :func:`check_strategy`; an unusable ``out``.
@@ -121,8 +122,11 @@ def compile_and_save(st, strategy: str | None, data: Path, *, optimizer: str | N
             work()
     else:
         work()
+    from personalign.lm import adapter_name
+
     return make(program=made["program"], stage=st.name, strategy=strategy, optimizer=optimizer, info=record,
-                path=target, stage_ref=stage_ref)
+                path=target, stage_ref=stage_ref, lm=model if info.uses_lm else None,
+                adapter=adapter_name(model) if info.uses_lm else None)
 
 
 def evaluate_program(st, program, data: Path, *, split: str = "val", lm=None, seed: int = 0, n_boot: int = 1000,
