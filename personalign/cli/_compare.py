@@ -86,13 +86,19 @@ def resampling_line(result: dict) -> str:
 
 
 def run_stages(*, json_out: bool) -> None:
+    from personalign.programs.stage_ref import ENTRY_POINT_GROUP, installed_entry_points
     from personalign.programs.stages import all_stages
 
     rows = []
     for name, st in all_stages().items():
         reg = st.registry
-        rows.append({"stage": name, "summary": st.summary, "kind": st.kind, "metric": st.metric_name,
-                     "default_strategies": st.default_strategies, "strategies": reg.names()})
+        rows.append({"stage": name, "source": "built-in", "summary": st.summary, "kind": st.kind,
+                     "metric": st.metric_name, "default_strategies": st.default_strategies,
+                     "strategies": reg.names()})
+    # installed stages are listed by name and target only: importing them would run their code
+    for name, target in installed_entry_points().items():
+        rows.append({"stage": name, "source": f"entry point {ENTRY_POINT_GROUP}: {target}", "summary": None,
+                     "kind": None, "metric": None, "default_strategies": None, "strategies": None})
     if json_out:
         sys.stdout.write(json.dumps(rows) + "\n")
         return
@@ -103,6 +109,9 @@ def run_stages(*, json_out: bool) -> None:
     for col in ("stage", "metric", "strategies", "summary"):
         table.add_column(col)
     for r in rows:
+        if r["source"] != "built-in":
+            table.add_row(r["stage"], "-", f"(not imported: `personalign stage validate {r['stage']}`)", r["source"])
+            continue
         table.add_row(r["stage"], f"{r['metric']} ({r['kind']})", ", ".join(r["strategies"]), r["summary"])
     Console().print(table)
 

@@ -47,6 +47,50 @@ def yes_no_margin(model: str, messages: Sequence[dict], lm=None) -> float:
     return margin_of(engine.next_token_logprobs(prompt, list(YES + NO)))
 
 
+def resolve_model(model: str | None) -> str:
+    """The model string to score with: ``model`` if given, else the LM of the current dspy context
+    (set by :func:`personalign.lm.use`), else :func:`personalign.lm.default_model`."""
+    import dspy
+
+    if model:
+        return model
+    lm = dspy.settings.lm
+    if lm is not None and getattr(lm, "model", None):
+        return str(lm.model)
+    from personalign.lm._models import default_model
+
+    return default_model()
+
+
+def cached_yes_no_margin(model: str, messages: Sequence[dict]) -> float:
+    """:func:`yes_no_margin`, kept in DSPy's cache (disk + memory,
+    wherever :func:`personalign.lm.configure_cache` points it; nothing when the cache is off),
+    keyed by the messages and the model file's pinned sha256 (embedded) or the endpoint's
+    ``api_base`` (served), so a rerun computes no margin twice. Units: nats.
+
+    Raises: as :func:`yes_no_margin`.
+    """
+    import dspy
+
+    from personalign.lm._models import get_spec, is_local
+
+    spec = get_spec(model) if is_local(model) else None
+    lm = dspy.settings.lm
+    endpoint = (lm.kwargs.get("api_base") if lm is not None and getattr(lm, "model", None) == model
+                and spec is None else None)
+    request = {"personalign": "yes_no_margin/1", "model": model, "messages": list(messages),
+               "weights": spec.split.sha256 if spec is not None and spec.split is not None else None}
+    if endpoint:
+        request["api_base"] = endpoint
+    cache = getattr(dspy, "cache", None)
+    value = cache.get(request) if cache is not None else None
+    if not isinstance(value, float):
+        value = float(yes_no_margin(model, messages))
+        if cache is not None:
+            cache.put(request, value)
+    return value
+
+
 def margin_of(lp: dict) -> float:
     """The yes/no margin from ``{candidate: (token id, logprob)}`` of :data:`YES` and :data:`NO`
     (each side's distinct first tokens summed in probability)."""

@@ -99,9 +99,18 @@ def resolve_ref(ref: str, base: str | Path | None = None) -> Any:
 
 def entry_point_names() -> list[str]:
     """Names published under :data:`ENTRY_POINT_GROUP` by installed packages (nothing imported)."""
+    return list(installed_entry_points())
+
+
+def installed_entry_points() -> dict[str, str]:
+    """``{name: "module:attr"}`` of every stage published under :data:`ENTRY_POINT_GROUP`
+    (nothing imported; on a duplicate name the first installed wins, as :func:`resolve_stage`)."""
     from importlib.metadata import entry_points
 
-    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+    out: dict[str, str] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        out.setdefault(ep.name, ep.value)
+    return dict(sorted(out.items()))
 
 
 def _entry_point(name: str):
@@ -202,5 +211,5 @@ def stage_for_program(meta: dict, stage: Any, path: Any):
     return resolve_stage(recorded)
 
 
-__all__ = ["ENTRY_POINT_GROUP", "entry_point_names", "import_file", "is_file_ref", "resolve_ref", "resolve_stage",
+__all__ = ["ENTRY_POINT_GROUP", "entry_point_names", "installed_entry_points", "import_file", "is_file_ref", "resolve_ref", "resolve_stage",
            "stage_for_program", "stage_ref_of"]

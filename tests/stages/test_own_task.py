@@ -82,6 +82,18 @@ def test_every_form_of_stage_reference_resolves(task, entry_point_site):
     assert "word-overlap" in resolve_stage(_refs(task)["py"]).registry
 
 
+def test_stages_lists_installed_entry_points_without_importing_them(entry_point_site, capsys):
+    from personalign.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["stages", "--json"])
+    assert exc.value.code in (0, None)
+    rows = {r["stage"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["relevance"]["source"] == "built-in" and "yes-prob" in rows["relevance"]["strategies"]
+    assert rows["option-follows"]["source"] == "entry point personalign.stages: optfollows:STAGE"
+    assert "optfollows" not in sys.modules, "listing must not import (run) an installed package"
+
+
 def test_unknown_reference_is_one_clear_error(task):
     from personalign.errors import ConfigurationError
     from personalign.programs.stage_ref import resolve_stage

@@ -4,8 +4,9 @@
 
 * ``predict`` -- ``dspy.Predict(signature)``; ``cot`` -- ``dspy.ChainOfThought(signature)``
   (LLM strategies: ``NAME@OPT`` compiles them with a teleprompter);
-* ``yes-prob`` (bool outputs) -- ``log p(Yes) - log p(No)`` of an embedded model for the question
-  "is the output true for these inputs?", natural-log units; the threshold is fitted by grouped CV
+* ``yes-prob`` (bool outputs) -- ``log p(Yes) - log p(No)`` (an embedded model, or an endpoint
+  returning ``top_logprobs``) for the question "is the output true for these inputs?",
+  natural-log units; the threshold is fitted by grouped CV
   on train (:class:`personalign.optimizers.LearnedSelectorFit`, as relevance's ``yes-prob``);
 * ``majority`` -- LM-free: the most frequent train label (:class:`personalign.optimizers.majority.MajorityFit`);
 * ``minilm-logreg`` (bool outputs) -- LM-free: a class-balanced logistic head
@@ -79,15 +80,14 @@ class Majority(dspy.Module):
         return self
 
 
-def _lm_model() -> str:
-    from personalign.errors import ConfigurationError
-    from personalign.lm import default_model, is_local
+def _lm_model(model: str | None = None) -> str:
+    """The scoring model (``model``, else the LM in context, else the default), checked to give
+    next-token log-probabilities (embedded, or an endpoint returning ``top_logprobs``)."""
+    from personalign.lm.scoring import resolve_model
+    from personalign.lm.serving import require_top_logprobs
 
-    lm = dspy.settings.lm
-    model = str(lm.model) if lm is not None and getattr(lm, "model", None) else default_model()
-    if not is_local(model):
-        raise ConfigurationError(f"yes-prob needs next-token log-probabilities of an embedded model (local/...); "
-                                 f"got '{model}'")
+    model = resolve_model(model)
+    require_top_logprobs(model, "yes-prob")
     return model
 
 
@@ -105,10 +105,13 @@ class _Positive:
 
 class YesProb(_Positive, ThresholdedScorer):
     """Positive when the yes/no margin (nats, oriented so that higher = positive class) reaches
-    ``threshold``. One prompt evaluation per example, no generation; embedded models only.
+    ``threshold``. One prompt evaluation per example, no generation: an embedded model's exact
+    next-token distribution, or an endpoint's ``top_logprobs`` (as relevance's ``yes-prob``).
+    Margins are kept in DSPy's cache (:func:`personalign.lm.scoring.cached_yes_no_margin`).
 
     Raises:
-        ConfigurationError: a non-embedded model. RuntimeError: predicting before compile.
+        ConfigurationError: an endpoint that returns no ``top_logprobs``. RuntimeError: predicting
+            before compile.
     """
 
     signature: Any = None
@@ -139,9 +142,9 @@ class YesProb(_Positive, ThresholdedScorer):
         return self
 
     def score_batch(self, examples: Sequence) -> list[float]:
-        from personalign.lm.scoring import yes_no_margin
+        from personalign.lm.scoring import cached_yes_no_margin
 
-        model = self.fitted_model or _lm_model()
+        model = _lm_model(self.fitted_model)
         self.fitted_model = model
         sign = 1.0 if self.positive else -1.0
         out = []
@@ -149,7 +152,7 @@ class YesProb(_Positive, ThresholdedScorer):
             msgs = self.messages(ex)
             key = (model, repr(msgs))
             if key not in _margins:
-                _margins[key] = float(yes_no_margin(model, msgs))
+                _margins[key] = cached_yes_no_margin(model, msgs)
             out.append(sign * _margins[key])
         return out
 
@@ -222,7 +225,8 @@ def signature_strategies(signature: type, *, stage: str, label: str, positive: A
     if field.annotation is bool:
         out += [
             StrategyInfo("yes-prob", make(YesProb, "yes-prob"),
-                         "log p(Yes) - log p(No) of an embedded model, threshold fitted by grouped CV on train",
+                         "log p(Yes) - log p(No) (embedded, or an endpoint's top_logprobs); threshold fitted "
+                         "by grouped CV on train",
                          uses_lm=True, trainable=True, optimizer=f"{_OPT}.learned:LearnedSelectorFit"),
             StrategyInfo("minilm-logreg", make(InputsLogReg, "minilm-logreg"),
                          "LM-free: logistic regression on MiniLM features of the inputs, threshold by grouped CV",

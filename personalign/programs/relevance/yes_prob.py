@@ -26,6 +26,8 @@ from typing import Sequence
 
 import dspy
 
+from personalign.lm.scoring import resolve_model  # noqa: F401  (re-exported: ensemble, probe)
+
 from personalign.programs.relevance._scorer import RelevanceScorer, TopShareDecision
 
 _margins: dict[tuple[str, str, str], float] = {}
@@ -33,32 +35,15 @@ _margins_lock = threading.Lock()
 
 
 def cached_margin(model: str, attribute: str, prompt: str) -> float:
-    """:func:`personalign.lm.scoring.yes_no_margin` of the relevance question, memoized per process
-    by ``(model, attribute, prompt)`` and kept in DSPy's cache (disk + memory, wherever
-    :func:`personalign.lm.configure_cache` points it; nothing when the cache is off), keyed by the
-    model file's pinned sha256 and the rendered messages, so a rerun computes no margin twice."""
-    from personalign.lm import get_spec, is_local
-    from personalign.lm.scoring import relevance_messages, yes_no_margin
+    """:func:`personalign.lm.scoring.cached_yes_no_margin` of the relevance question (same disk
+    cache entries), memoized per process by ``(model, attribute, prompt)``."""
+    from personalign.lm.scoring import cached_yes_no_margin, relevance_messages
 
     key = (model, attribute, prompt)
     with _margins_lock:
         if key in _margins:
             return _margins[key]
-    messages = relevance_messages(attribute, prompt)
-    spec = get_spec(model) if is_local(model) else None
-    lm = dspy.settings.lm
-    endpoint = (lm.kwargs.get("api_base") if lm is not None and getattr(lm, "model", None) == model
-                and spec is None else None)
-    request = {"personalign": "yes_no_margin/1", "model": model, "messages": messages,
-               "weights": spec.split.sha256 if spec is not None and spec.split is not None else None}
-    if endpoint:
-        request["api_base"] = endpoint
-    cache = getattr(dspy, "cache", None)
-    value = cache.get(request) if cache is not None else None
-    if not isinstance(value, float):
-        value = float(yes_no_margin(model, messages))
-        if cache is not None:
-            cache.put(request, value)
+    value = cached_yes_no_margin(model, relevance_messages(attribute, prompt))
     with _margins_lock:
         _margins[key] = value
     return value
@@ -74,19 +59,6 @@ def margins(model: str, examples: Sequence) -> list[float]:
     for i in sharing_order(keys):
         out[i] = cached_margin(model, examples[i].attribute, examples[i].prompt)
     return out
-
-
-def resolve_model(model: str | None) -> str:
-    """The model string to score with: ``model`` if given, else the LM of the current dspy context,
-    else :func:`personalign.lm.default_model`."""
-    if model:
-        return model
-    lm = dspy.settings.lm
-    if lm is not None and getattr(lm, "model", None):
-        return str(lm.model)
-    from personalign.lm import default_model
-
-    return default_model()
 
 
 class YesProbability(RelevanceScorer):
