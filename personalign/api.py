@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import contextlib
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,18 +136,40 @@ def with_examples(st, examples: list):
     return dataclasses.replace(st, loader=load), path
 
 
+@contextlib.contextmanager
 def _inputs(stage, strategy, data):
-    """Resolve the stage, the strategy (a name or a module) and the data (a path or examples)."""
+    """Resolve the stage, the strategy (a name or a module) and the data (a path or examples);
+    yields ``(stage, name, path, label)``. A list of examples lives in a temporary JSONL for the
+    verb's duration only; an error about it names the example (``examples[i]``), not the file."""
+    from personalign.errors import DataError
+
     st = _stage(stage)
     name = strategy
     if strategy is not None and not isinstance(strategy, str):
         st, name = with_module(st, strategy)
-    path = data
-    if isinstance(data, (list, tuple)):
-        st, path = with_examples(st, list(data))
-    elif data is None:
+    if data is None:
         raise ConfigurationError("no data given: a labelled file or a list of dspy.Example")
-    return st, name, Path(path)
+    if not isinstance(data, (list, tuple)):
+        yield st, name, Path(data), str(data)
+        return
+    st, path = with_examples(st, list(data))
+    label = f"examples (a list of {len(data)})"
+    try:
+        yield st, name, path, label
+    except DataError as exc:
+        if exc.path != str(path):
+            raise
+        raise DataError("examples" if exc.line is None else f"examples[{exc.line - 1}]", None, exc.field,
+                        exc.problem) from None
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _named(result: dict, path: Path, label: str) -> dict:
+    """``result`` with its ``data`` entry naming ``label`` rather than a temporary file."""
+    if result.get("data") == str(path):
+        result = {**result, "data": label}
+    return result
 
 
 def compile(stage, strategy=None, data=None, *, optimizer: str | None = None, train_split: str = "train",
@@ -164,9 +187,12 @@ def compile(stage, strategy=None, data=None, *, optimizer: str | None = None, tr
     from personalign.programs.stage_ref import stage_ref_of
     from personalign.workflows import compile_and_save
 
-    st, name, path = _inputs(stage, strategy, data)
-    return compile_and_save(st, name, path, optimizer=optimizer, train_split=train_split, lm=lm, seed=seed,
-                            out=out, tracker=tracker, make=CompiledProgram, stage_ref=stage_ref_of(st))
+    with _inputs(stage, strategy, data) as (st, name, path, label):
+        made = compile_and_save(st, name, path, optimizer=optimizer, train_split=train_split, lm=lm, seed=seed,
+                                out=out, tracker=tracker, make=CompiledProgram, stage_ref=stage_ref_of(st))
+    if made.info:
+        made.info = _named(made.info, path, label)
+    return made
 
 
 def evaluate(stage, program, data, *, split: str = "val", lm=None, seed: int = 0, n_boot: int = 1000,
@@ -181,17 +207,19 @@ def evaluate(stage, program, data, *, split: str = "val", lm=None, seed: int = 0
     """
     from personalign.workflows import evaluate_program
 
-    st, _, path = _inputs(stage, None, data)
-    out = evaluate_program(st, program, path, split=split, lm=lm, seed=seed, n_boot=n_boot, limit=limit,
-                           tracker=tracker, progress=progress)
+    with _inputs(stage, None, data) as (st, _, path, label):
+        out = _named(evaluate_program(st, program, path, split=split, lm=lm, seed=seed, n_boot=n_boot,
+                                      limit=limit, tracker=tracker, progress=progress), path, label)
     key = st.metric_name
     return EvalReport(stage=st.name, data=out, metric=key, value=out.get(key), ci=out.get(f"{key}_ci"))
 
 
 def compare(stage, strategies=None, data=None, *, split: str = "val", train_split: str = "train", lm=None,
             seed: int = 0, n_boot: int = 1000, limit: int | None = None, tracker=None, progress: bool = False,
-            out_dir: str | Path | None = None, on_ready=None) -> ComparisonReport:
-    """Compare strategies of ``stage`` on one split (:func:`personalign.compare.compare_stage`):
+            out_dir: str | Path | None = None, on_ready=None, cv: str | None = None, repeats: int = 1,
+            temperature: float | None = None) -> ComparisonReport:
+    """Compare strategies of ``stage`` on one split, or leave-one-group-out with ``cv="groups"``
+    (:func:`personalign.compare.compare_stage`; ``repeats``/``temperature`` as ``--repeats``):
     ``strategies`` is a comma-separated string (``"majority,predict,predict@bootstrap"``) or a list
     of names and ``dspy.Module`` objects; every trainable one is compiled on ``train_split`` only.
     ``lm``: a model string (a ``dspy.LM`` is used by its ``model`` string: compare builds its own).
@@ -199,9 +227,17 @@ def compare(stage, strategies=None, data=None, *, split: str = "val", train_spli
     Raises:
         ConfigurationError / DataError: as :func:`personalign.compare.compare_stage`.
     """
+    with _inputs(stage, None, data) as (st, _, path, label):
+        result = _compare(st, strategies, path, split=split, train_split=train_split, lm=lm, seed=seed,
+                          n_boot=n_boot, limit=limit, tracker=tracker, progress=progress, out_dir=out_dir,
+                          on_ready=on_ready, cv=cv, repeats=repeats, temperature=temperature)
+    result = _named(result, path, label)
+    return ComparisonReport(stage=st.name, data=result, rows=result["strategies"])
+
+
+def _compare(st, strategies, path, **kwargs) -> dict:
     from personalign.compare import compare_stage
 
-    st, _, path = _inputs(stage, None, data)
     if isinstance(strategies, (list, tuple)):
         names = []
         for s in strategies:
@@ -211,12 +247,10 @@ def compare(stage, strategies=None, data=None, *, split: str = "val", train_spli
                 st, n = with_module(st, s)
                 names.append(n)
         strategies = ",".join(names)
+    lm = kwargs.pop("lm", None)
     if lm is not None and not isinstance(lm, str):
         lm = getattr(lm, "model", None) or lm
-    result = compare_stage(st, data=path, split=split, train_split=train_split, strategies=strategies, lm=lm,
-                           seed=seed, n_boot=n_boot, limit=limit, tracker=tracker, progress=progress,
-                           out_dir=out_dir, on_ready=on_ready)
-    return ComparisonReport(stage=st.name, data=result, rows=result["strategies"])
+    return compare_stage(st, data=path, strategies=strategies, lm=lm, **kwargs)
 
 
 def sweep(stage, data, *, space: str | Path | None = None, n_trials: int = 20, storage: str | None = None,
@@ -231,10 +265,10 @@ def sweep(stage, data, *, space: str | Path | None = None, n_trials: int = 20, s
     """
     from personalign.sweep import run_sweep
 
-    st, _, path = _inputs(stage, None, data)
-    result = run_sweep(st, data=path, space=space, n_trials=n_trials, storage=storage, study_name=study_name,
-                       lm=lm, split=split, train_split=train_split, seed=seed, tracker=tracker, progress=progress,
-                       **kwargs)
+    with _inputs(stage, None, data) as (st, _, path, label):
+        result = _named(run_sweep(st, data=path, space=space, n_trials=n_trials, storage=storage,
+                                  study_name=study_name, lm=lm, split=split, train_split=train_split, seed=seed,
+                                  tracker=tracker, progress=progress, **kwargs), path, label)
     return SweepReport(stage=st.name, data=result, best=result.get("best"))
 
 

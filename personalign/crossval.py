@@ -49,6 +49,10 @@ def groups_of(stage, examples: Sequence, data) -> list:
     if missing:
         raise DataError(data, missing[0] + 1, key, f"--cv groups: row has no '{key}'")
     groups = list(dict.fromkeys(str(v) for v in values))
+    if len(groups) == len(values) and len(values) > 1:  # a stage file without group_key groups by id
+        raise ConfigurationError(f"--cv groups: every row of {data} is its own '{key}' group, so leave-one-group-out "
+                                 f"would be leave-one-item-out; declare the stage's group_key (rows that belong "
+                                 "together: a prompt, a user, a topic)")
     if len(groups) < MIN_GROUPS:
         raise ConfigurationError(f"--cv groups: {data} has {len(groups)} {key} group(s) "
                                  f"({', '.join(groups)}); leave-one-group-out needs at least {MIN_GROUPS}")

@@ -27,7 +27,9 @@ def _p_cell(d: dict, mcnemar: dict | None = None) -> str:
         return "-" if mcnemar is None else f"{mcnemar['p_value']:.3g} (McNemar, item-level)"
     p = d.get("p_holm", perm["p_value"])
     cell = f"{p:.3g}{' Holm' if 'p_holm' in d else ''} (min {perm['p_min']:.3g})"
-    if p >= 0.05 and d.get("mde") is not None:
+    if p >= 0.05 and perm["p_min"] >= 0.05:  # too few clusters: no test here could reach 0.05
+        cell += "; too few clusters to show a difference"
+    elif p >= 0.05 and d.get("mde") is not None and d.get("ci") is not None:  # an MDE needs >= 5 clusters' SE
         cell += f"; no difference shown, MDE ±{d['mde']:.2f}"
     return cell
 
@@ -48,8 +50,9 @@ def render_table(result: dict):
     head = f"{result.get('stage', 'relevance')} on {result['split']} (n={result['n']}"
     if binary:
         head += f", human {result.get('positive_name', 'yes')}-rate {result['gold_yes_rate']:.1%}"
-    adapter = f", adapter {result['adapter']}" if result.get("adapter") else ""
-    table = Table(title=head + f", lm {result['lm']}{adapter})")
+    # an LM-free compare names no model (its strategies never called one)
+    lm = f", lm {result['lm']}, adapter {result['adapter']}" if result.get("adapter") else ""
+    table = Table(title=head + f"{lm})")
     objective = result.get("objective")
     extra = objective not in (None, key)  # the objective is not the metric shown: its own column
     cols = ["strategy", f"{key} [95% CI]"] + ([f"{objective} (objective)"] if extra else [])

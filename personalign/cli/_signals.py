@@ -67,7 +67,7 @@ def exit_code(exc: KeyboardInterrupt) -> int:
 def message(exc: KeyboardInterrupt) -> str:
     """The one stderr line of an interrupted command."""
     name = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
-    return f"interrupted ({name}): open MLflow runs closed as KILLED, no result written"
+    return f"interrupted ({name}): open MLflow runs closed as KILLED, no complete result written (a partial one says \"complete\": false)"
 
 
 __all__ = ["exit_code", "handle_signals", "interrupt_of", "message"]

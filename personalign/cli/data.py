@@ -21,6 +21,38 @@ _KIND_HELP = ("Data kind: relevance, recenter-raw, verification, extraction, rat
               "(path/to/stage.toml, file.py:STAGE) to read PATH with its loader.")
 
 
+def _is_stage(kind: str) -> bool:
+    from personalign.data.kinds import KINDS
+    from personalign.programs.stage_ref import is_file_ref
+
+    return kind not in KINDS and is_file_ref(kind)
+
+
+def _stage_stats(path: Path, ref: str) -> dict:
+    """:func:`personalign.data.kinds.stats`'s shape for the rows of a user's stage (its loader)."""
+    from collections import Counter
+
+    import numpy as np
+
+    from personalign.programs.stage_ref import resolve_stage
+    from personalign.programs.stages import split_of
+
+    st = resolve_stage(ref)
+    rows = st.load(path)
+    s: dict = {"path": str(path), "kind": f"stage {st.name}", "n": len(rows),
+               "labels": dict(Counter(str(st.gold(ex)) for ex in rows)),
+               "splits": dict(Counter(str(split_of(ex)) for ex in rows))}
+    keys = [k for k in dict.fromkeys((st.group_key, *(st.decision_keys or ()))) if k]
+    s["groups"] = {k: len({str(getattr(ex, k, None)) for ex in rows}) for k in keys}
+    s["lengths"] = {}
+    for name in st.inputs:
+        n = np.array([len(str(getattr(ex, name, "") or "")) for ex in rows] or [0])
+        s["lengths"][name] = {"min": int(n.min()), "p5": float(np.percentile(n, 5)),
+                              "p50": float(np.percentile(n, 50)), "p95": float(np.percentile(n, 95)),
+                              "max": int(n.max())}
+    return s
+
+
 @app.command()
 def validate(
     path: Path = typer.Argument(..., help="File (or PrefEval folder) to check."),
@@ -28,10 +60,9 @@ def validate(
 ) -> None:
     """Read every record of PATH as KIND (a data kind, or a stage: stage.toml, file.py:STAGE, ...);
     print a one-line summary, or fail on the first bad record."""
-    from personalign.data.kinds import KINDS
     from personalign.data.kinds import validate as _validate
 
-    if kind not in KINDS and (kind.endswith(".toml") or ":" in kind):  # a stage of the user's: its loader
+    if _is_stage(kind):  # a stage of the user's: its loader
         from personalign.programs.stage_ref import resolve_stage
 
         n = len(resolve_stage(kind).load(path))
@@ -51,7 +82,7 @@ def stats(
 
     from personalign.data.kinds import stats as _stats
 
-    s = _stats(path, kind)
+    s = _stage_stats(path, kind) if _is_stage(kind) else _stats(path, kind)
     if as_json:
         typer.echo(json.dumps(s, ensure_ascii=False))
         return

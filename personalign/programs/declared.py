@@ -101,18 +101,26 @@ def _import(ref: str, base_dir: Path, key: str) -> Any:
 
 
 def _user_strategy(name: str, target: Any, base_dir: Path):
+    import dspy
+
     from personalign.registry import StrategyInfo
 
-    if isinstance(target, str) and ":" not in target:
+    ref = target if isinstance(target, str) else None
+    if ref is not None and ":" not in ref:
         from importlib.metadata import entry_points
 
-        eps = [ep for ep in entry_points(group=STRATEGY_GROUP) if ep.name == target]
+        eps = [ep for ep in entry_points(group=STRATEGY_GROUP) if ep.name == ref]
         if not eps:
-            raise ConfigurationError(f"strategies.{name} = {target!r}: no 'module:Class' / 'file.py:Class' and no "
+            raise ConfigurationError(f"strategies.{name} = {ref!r}: no 'module:Class' / 'file.py:Class' and no "
                                      f"entry point of that name in group {STRATEGY_GROUP}")
         target = eps[0].load()
-    elif isinstance(target, str):
-        target = _import(target, base_dir, f"strategies.{name}")
+    elif ref is not None:
+        target = _import(ref, base_dir, f"strategies.{name}")
+    # a reference names a program class; anything else it names (a function such as os:system,
+    # an instance) would be *called* to build the program
+    if ref is not None and not (isinstance(target, type) and issubclass(target, dspy.Module)):
+        raise ConfigurationError(f"strategies.{name} = {ref!r}: a {type(target).__name__}, not a dspy.Module "
+                                 "subclass")
     if not callable(target):
         raise ConfigurationError(f"strategies.{name}: {target!r} is not a class")
     optimizer = getattr(target, "optimizer", None)

@@ -31,7 +31,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator, model_validator
 
 from personalign.errors import DataError
 
@@ -70,7 +70,7 @@ class StageSpec(BaseModel):
     instructions: str = Field(min_length=1)
     kind: Literal["binary", "scored", "multiclass"]
     label: str = Field(min_length=1)
-    positive: bool = True
+    positive: StrictBool = True  # "yes", "no", 1 are refused: "no" would silently flip the class
     positive_name: str | None = None
     group_key: str | None = None
     decision_keys: list[str] | None = None

@@ -36,6 +36,18 @@ def test_refuses_a_stage_without_group_key(demo_examples):
         groups_of(st, demo_examples, DEMO)
 
 
+def test_refuses_singleton_groups(demo_examples):
+    """A stage file without group_key groups by id: leave-one-group-out would be leave-one-item-out."""
+    from personalign.crossval import groups_of
+    from personalign.errors import ConfigurationError
+    from personalign.programs.stages import get_stage
+
+    st = dataclasses.replace(get_stage("relevance"), group_key="id")
+    rows = [ex.copy(id=f"row{i}") for i, ex in enumerate(demo_examples[:12])]
+    with pytest.raises(ConfigurationError, match="its own 'id' group.*declare the stage's group_key"):
+        groups_of(st, rows, DEMO)
+
+
 def test_refuses_fewer_than_three_groups(demo_examples):
     from personalign.crossval import groups_of
     from personalign.errors import ConfigurationError

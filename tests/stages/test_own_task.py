@@ -118,6 +118,10 @@ BAD = {
                              "invalid TOML"),
     "strategy that does not import": (GOOD + '\n[strategies]\nmine = "no_such_file.py:Judge"\n', None,
                                       "strategies.mine", "no such Python file"),
+    "strategy that is a function, not a program class": (GOOD + '\n[strategies]\nmine = "os:system"\n', None,
+                                                         "strategies.mine", "not a dspy.Module subclass"),
+    "positive given as a string": (GOOD.replace('positive = true', 'positive = "no"'), None,
+                                   "positive", "bool"),
     "unknown objective": (GOOD.replace('objective = "f1"', 'objective = "f7-score"'), None, "objective",
                           "unknown objective"),
 }
@@ -293,6 +297,24 @@ def test_a_users_module_and_examples_go_straight_in(task, mock_lm, runs_dir):
     assert [r["name"] for r in cmp.rows] == ["majority", "Predict"]
     compiled = personalign.compile(st, module, examples, optimizer="labeled", lm=mock_lm)
     assert compiled.strategy == "Predict" and compiled.info["chosen"] is not None
+    assert cmp["data"] == f"examples (a list of {len(examples)})" and compiled.info["data"] == cmp["data"]
+
+
+def test_examples_as_a_list_leave_no_file_and_errors_name_the_example(task, runs_dir, monkeypatch, tmp_path):
+    import tempfile
+
+    import personalign
+    from personalign.errors import DataError
+    from personalign.programs.stage_ref import resolve_stage
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    st = resolve_stage(str(task / "stage.toml"))
+    examples = st.load(task / "data.jsonl")
+    personalign.compare(st, "majority", examples, n_boot=20)
+    no_train = [ex.copy(split="val") for ex in examples]
+    with pytest.raises(DataError, match=r"^examples: field 'split'"):
+        personalign.compare(st, "majority", no_train, n_boot=20)
+    assert not list(tmp_path.glob("personalign-*")), "the temporary JSONL outlives the call"
 
 
 # --- item 5: loading is safe --------------------------------------------------------------------
@@ -346,6 +368,12 @@ def test_data_validate_reads_a_file_with_a_users_stage(task, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["data", "validate", str(task / "data.jsonl"), "--kind", str(task / "stage.toml")])
     assert exc.value.code == 0 and "ok: 60" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["data", "stats", str(task / "data.jsonl"), "--kind", str(task / "stage.toml"), "--json"])
+    s = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 0 and s["n"] == 60 and sum(s["labels"].values()) == 60
+    assert s["splits"] == {"train": 36, "val": 12, "test": 12} and s["groups"] == {"topic": 10}
+    assert set(s["lengths"]) == {"preference", "question", "option"}
 
 
 def test_a_false_positive_class_fits_and_scores_that_class(task, runs_dir):
