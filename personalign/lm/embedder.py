@@ -45,15 +45,21 @@ def get_model():
         return _model
 
 
+MAX_CHARS = 65536
+"""MiniLM reads a text's first 256 word pieces; :func:`embed` cuts a longer text to its first
+``MAX_CHARS`` characters before tokenizing (a 50 MB field would otherwise be tokenized whole, for
+minutes). The kept word pieces are the same unless they average more than 256 characters each."""
+
+
 def embed(texts: Sequence[str], *, batch_size: int = 64, normalize: bool = True, show_progress: bool = False):
     """Embed texts. Returns a float32 array of shape (len(texts), 384), L2-normalized by default,
-    so a dot product is the cosine similarity."""
+    so a dot product is the cosine similarity. Texts are cut to :data:`MAX_CHARS` characters."""
     import numpy as np
 
     if len(texts) == 0:
         return np.zeros((0, EMBEDDING_DIM), dtype=np.float32)
     model = get_model()
-    return model.encode(list(texts), batch_size=batch_size, normalize_embeddings=normalize,
+    return model.encode([t[:MAX_CHARS] for t in texts], batch_size=batch_size, normalize_embeddings=normalize,
                         convert_to_numpy=True, show_progress_bar=show_progress).astype(np.float32)
 
 
