@@ -253,7 +253,7 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
         if on_strategy is not None and not result.get("complete"):
             on_strategy(result)
         if out_dir is not None:
-            stem = stem or f"{st.name}-lo{st.group_key}o-{_stamp()}-{(getattr(tracker, 'run_id', None) or '')[:6]}"
+            stem = stem or f"{st.name}-{cv_tag(st.group_key)}-{_stamp()}-{(getattr(tracker, 'run_id', None) or '')[:6]}"
             result["result_file"] = str(write_json(Path(out_dir) / f"{stem.rstrip('-')}.json", result))
 
     result: dict[str, Any] = dict(head)
@@ -290,6 +290,17 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
     return result
 
 
+def group_noun(group_key: str) -> str:
+    """The unit a group key names, for labels: ``"prompt_id"`` -> ``"prompt"``."""
+    return group_key.removesuffix("_id") or group_key
+
+
+def cv_tag(group_key: str) -> str:
+    """The figure-key tag of leave-one-group-out over ``group_key``: ``"lo" + initials + "o"``
+    (``"prompt_id"`` -> ``"lopo"``, ``"topic"`` -> ``"loto"``); stable across runs."""
+    return "lo" + "".join(w[0] for w in group_noun(group_key).split("_") if w) + "o"
+
+
 def result_figures(result: dict) -> list[dict]:
     """The run-record figures of a compare result: leave-one-group-out (headline mean per-group
     metric, pooled, worst group; per group) or single split (labelled as such)."""
@@ -300,17 +311,18 @@ def result_figures(result: dict) -> list[dict]:
         name = row["name"]
         if result.get("cv") == "groups":
             h, gk, ng = row["headline"], result["group_key"], result["n_groups"]
-            rng = h.get("range")
-            note = None if h["ci"] else f"{ng} {gk} groups (< 5): no interval; per-group range {rng}"
-            base = f"{stage}.lo{gk}o.{name}.{key}"
-            out.append(figure(f"{base}_mean", f"{name}: mean per-{gk} {key}, leave-one-{gk}-out", h["value"],
+            unit, rng = group_noun(gk), h.get("range")
+            note = None if h["ci"] else (f"{ng} {unit}s (< 5): no interval; per-{unit} range "
+                                         f"[{rng[0]:.3f}, {rng[1]:.3f}]" if rng else f"{ng} {unit}s (< 5): no interval")
+            base = f"{stage}.{cv_tag(gk)}.{name}.{key}"
+            out.append(figure(f"{base}_mean", f"{name}: mean per-{unit} {key}, leave-one-{unit}-out", h["value"],
                               metric=f"{key}_mean", strategy=name, ci=h["ci"], n=ng, note=note))
-            out.append(figure(f"{base}_pooled", f"{name}: {key} of pooled out-of-{gk} predictions",
+            out.append(figure(f"{base}_pooled", f"{name}: {key} of pooled held-out predictions",
                               row["pooled"]["value"], metric=key, strategy=name, ci=row["pooled"]["ci"], n=result["n"]))
-            out.append(figure(f"{base}_worst", f"{name}: worst {gk} ({row['worst']['group']})", row["worst"]["value"],
+            out.append(figure(f"{base}_worst", f"{name}: worst {unit} ({row['worst']['group']})", row["worst"]["value"],
                               metric=key, strategy=name, n=None, note=str(row["worst"]["group"])))
             for g in row["by_group"]:
-                out.append(figure(f"{base}.{gk}={g['group']}", f"{name} on {gk} {g['group']} (fitted on the others)",
+                out.append(figure(f"{base}.{unit}={g['group']}", f"{name} on {unit} {g['group']} (fitted on the others)",
                                   g[key], metric=key, strategy=name, ci=g.get(f"{key}_ci"), n=g["n"],
                                   note=(g.get("resampling") or {}).get("unit")))
         else:
@@ -391,4 +403,4 @@ def public_row(row: dict) -> dict:
 
 
 __all__ = ["MIN_GROUPS", "groups_of", "compare_groups", "summarize_strategy", "paired_groups", "add_holm", "public_row",
-           "compare_stage_groups", "result_figures", "result_record", "plot_groups"]
+           "compare_stage_groups", "group_noun", "cv_tag", "result_figures", "result_record", "plot_groups"]
