@@ -49,8 +49,10 @@ def rerender(name: str) -> int:
         figures = result_figures(result)
     except (OSError, ValueError, KeyError, TypeError, StopIteration) as exc:
         usage_error(f"--rerender {path}: not a leave-one-group-out results file ({type(exc).__name__}: {exc})")
-    values = sorted(json.dumps([f["value"], f["ci"]]) for f in figures) == sorted(json.dumps([f["value"], f["ci"]]) for f in old["figures"])
-    if not values:
+    def values(figs):
+        return sorted(json.dumps([f["value"], f["ci"]]) for f in figs)
+
+    if values(figures) != values(old["figures"]):
         usage_error(f"--rerender {path}: the stored rows do not give the file's figures; re-run instead")
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     record = {**old, "figures": figures,

@@ -226,10 +226,8 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
     from pathlib import Path
 
     from personalign.lm import default_model, make_lm
-    from personalign.record import write_json
+    from personalign.record import git_commit, write_json
     from personalign.tracking_native import log_dataset, run_name
-
-    from personalign.record import git_commit
 
     git_commit()  # the commit this run starts at is the one its record names
     examples = st.limit(st.load(data), limit, seed)
@@ -253,7 +251,8 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
         if on_strategy is not None and not result.get("complete"):
             on_strategy(result)
         if out_dir is not None:
-            stem = stem or f"{st.name}-{cv_tag(st.group_key)}-{_stamp()}-{(getattr(tracker, 'run_id', None) or '')[:6]}"
+            when = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
+            stem = stem or f"{st.name}-{cv_tag(st.group_key)}-{when}-{(getattr(tracker, 'run_id', None) or '')[:6]}"
             result["result_file"] = str(write_json(Path(out_dir) / f"{stem.rstrip('-')}.json", result))
 
     result: dict[str, Any] = dict(head)
@@ -296,8 +295,7 @@ def group_noun(group_key: str) -> str:
 
 
 def cv_tag(group_key: str) -> str:
-    """The figure-key tag of leave-one-group-out over ``group_key``: ``"lo" + initials + "o"``
-    (``"prompt_id"`` -> ``"lopo"``, ``"topic"`` -> ``"loto"``); stable across runs."""
+    """Figure-key tag of leave-one-``group_key``-out: ``"prompt_id"`` -> ``"lopo"``, ``"topic"`` -> ``"loto"``."""
     return "lo" + "".join(w[0] for w in group_noun(group_key).split("_") if w) + "o"
 
 
@@ -312,8 +310,8 @@ def result_figures(result: dict) -> list[dict]:
         if result.get("cv") == "groups":
             h, gk, ng = row["headline"], result["group_key"], result["n_groups"]
             unit, rng = group_noun(gk), h.get("range")
-            note = None if h["ci"] else (f"{ng} {unit}s (< 5): no interval; per-{unit} range "
-                                         f"[{rng[0]:.3f}, {rng[1]:.3f}]" if rng else f"{ng} {unit}s (< 5): no interval")
+            note = None if h["ci"] else f"{ng} {unit}s (< 5): no interval" + (
+                f"; per-{unit} range [{rng[0]:.3f}, {rng[1]:.3f}]" if rng else "")
             base = f"{stage}.{cv_tag(gk)}.{name}.{key}"
             out.append(figure(f"{base}_mean", f"{name}: mean per-{unit} {key}, leave-one-{unit}-out", h["value"],
                               metric=f"{key}_mean", strategy=name, ci=h["ci"], n=ng, note=note))
@@ -380,12 +378,6 @@ def plot_groups(result: dict, path) -> Any:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-def _stamp() -> str:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
 def _progress(enabled: bool):
