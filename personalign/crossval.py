@@ -385,8 +385,9 @@ def _progress(enabled: bool):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    console = Console(stderr=True)  # not a terminal (a log file): no bar, not even its closing newline
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), disable=not enabled, transient=True)
+                    console=console, disable=not enabled or not console.is_terminal, transient=True)
 
 
 def public_row(row: dict) -> dict:
