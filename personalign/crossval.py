@@ -226,7 +226,7 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
     from pathlib import Path
 
     from personalign.lm import default_model, make_lm
-    from personalign.record import git_commit, write_json
+    from personalign.record import cv_tag, git_commit, write_json
     from personalign.tracking_native import log_dataset, run_name
 
     git_commit()  # the commit this run starts at is the one its record names
@@ -289,20 +289,10 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
     return result
 
 
-def group_noun(group_key: str) -> str:
-    """The unit a group key names, for labels: ``"prompt_id"`` -> ``"prompt"``."""
-    return group_key.removesuffix("_id") or group_key
-
-
-def cv_tag(group_key: str) -> str:
-    """Figure-key tag of leave-one-``group_key``-out: ``"prompt_id"`` -> ``"lopo"``, ``"topic"`` -> ``"loto"``."""
-    return "lo" + "".join(w[0] for w in group_noun(group_key).split("_") if w) + "o"
-
-
 def result_figures(result: dict) -> list[dict]:
     """The run-record figures of a compare result: leave-one-group-out (headline mean per-group
     metric, pooled, worst group; per group) or single split (labelled as such)."""
-    from personalign.record import figure
+    from personalign.record import cv_tag, figure, group_noun
 
     out, stage, key = [], result["stage"], result.get("metric", "f1")
     for row in result.get("strategies", []):
@@ -396,4 +386,4 @@ def public_row(row: dict) -> dict:
 
 
 __all__ = ["MIN_GROUPS", "groups_of", "compare_groups", "summarize_strategy", "paired_groups", "add_holm", "public_row",
-           "compare_stage_groups", "group_noun", "cv_tag", "result_figures", "result_record", "plot_groups"]
+           "compare_stage_groups", "result_figures", "result_record", "plot_groups"]

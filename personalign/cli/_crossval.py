@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from personalign.cli._compare import _fmt_ci, _p_cell
-from personalign.crossval import group_noun
+from personalign.record import group_noun
 
 
 def _short(v: float | None) -> str:

@@ -110,7 +110,7 @@ def test_result_record_is_valid_and_keys_are_unique(demo_examples):
 
 
 def test_cv_tag_is_readable_and_stable():
-    from personalign.crossval import cv_tag, group_noun
+    from personalign.record import cv_tag, group_noun
 
     assert [cv_tag(k) for k in ("prompt_id", "topic", "user_id", "task_family")] == ["lopo", "loto", "louo", "lotfo"]
     assert group_noun("prompt_id") == "prompt" and group_noun("topic") == "topic"
