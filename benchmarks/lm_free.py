@@ -24,8 +24,7 @@ from pathlib import Path
 
 from _common import ROOT, log, quiet_logs, shared_data, usage_error  # noqa: E402  (puts ROOT on sys.path)
 
-from _record import figure, run_record  # stand-in for personalign.record until it is on this branch
-from report import write_atomic
+from personalign.record import figure, run_record, write_record  # noqa: E402
 
 SETUPS = {
     # stage: (data path under shared data, LM-free strategies, the first is the baseline)
@@ -98,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                                n_boot=args.n_boot, tracker=None, progress=False)
         record = record_for(stage, result, Path("../shared/data") / rel, args.n_boot)
         path = args.out / f"{record['name']}.json"
-        write_atomic(path, json.dumps(record, indent=2) + "\n")
+        write_record(path, record)
         written.append(str(path))
         log(f"{stage}: wrote {path}")
     print(json.dumps({"benchmark": "lm_free", "written": written}))

@@ -14,6 +14,9 @@ interruption) and prints the JSON object on stdout.
 Usage: ``python benchmarks/relevance_lopo.py [--strategies all-yes,bm25,...] [--name relevance-lopo-lmfree]
 [--lm MODEL] [--n-boot 1000] [--data FILE]``. LLM strategies: run under
 ``flock /tmp/personalign-model.lock`` (one model job on the machine at a time).
+``--rerender``: rebuild the figures of ``benchmarks/results/<--name>.json`` from the per-strategy
+rows it stores (``extra.strategies``) with the current figure keys and labels; nothing is re-run,
+the run's command, commit and date are kept and ``extra.rerendered`` says so.
 """
 
 from __future__ import annotations
@@ -27,6 +30,40 @@ from _common import emit, log, quiet_logs, shared_data, usage_error, write_resul
 LM_FREE = "all-yes,bm25,minilm-cosine,minilm-logreg,minilm-rank,style-rank"
 
 
+def rerender(name: str) -> int:
+    """Rewrite the figures of ``benchmarks/results/<name>.json`` from its stored rows (see the module docstring)."""
+    import json
+    from datetime import datetime, timezone
+
+    from _common import RESULTS
+    from personalign.crossval import result_figures
+    from personalign.record import write_record
+
+    path = RESULTS / f"{name}.json"
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        ex = old["extra"]
+        result = {"stage": old["stage"], "cv": "groups", "group_key": old["resampling"]["unit"],
+                  "n_groups": old["resampling"]["n_clusters"], "strategies": ex["strategies"],
+                  "n": next(f["n"] for f in old["figures"] if f["key"].endswith("_pooled"))}
+        figures = result_figures(result)
+    except (OSError, ValueError, KeyError, TypeError, StopIteration) as exc:
+        usage_error(f"--rerender {path}: not a leave-one-group-out results file ({type(exc).__name__}: {exc})")
+    def values(figs):
+        return sorted(json.dumps([f["value"], f["ci"]]) for f in figs)
+
+    if values(figures) != values(old["figures"]):
+        usage_error(f"--rerender {path}: the stored rows do not give the file's figures; re-run instead")
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    record = {**old, "figures": figures,
+              "extra": {**ex, "rerendered": f"{stamp}: figure keys and labels rebuilt from extra.strategies by "
+                                            "`python benchmarks/relevance_lopo.py --rerender`; values unchanged, "
+                                            "nothing re-run"}}
+    write_record(path, record)
+    log(f"{len(figures)} figures rewritten in {path}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=None)
@@ -35,7 +72,10 @@ def main(argv=None) -> int:
     ap.add_argument("--lm", default=None)
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rerender", action="store_true", help="rebuild the figures of --name's file; run nothing")
     args = ap.parse_args(argv)
+    if args.rerender:
+        return rerender(args.name)
     if args.n_boot < 1:
         usage_error(f"--n-boot must be >= 1, got {args.n_boot}")
     data = args.data or str(shared_data() / "recenter_relevance" / "relevance_labels.jsonl")

@@ -49,7 +49,7 @@ import warnings
 from pathlib import Path
 
 from _common import ROOT, log, quiet_logs, shared_data, usage_error
-from _run_record import run_record, write_record
+from personalign.record import run_record, write_record
 
 import personalign  # noqa: E402,F401
 
@@ -301,7 +301,7 @@ def main(argv=None) -> int:
     ap.add_argument("--margins-only", action="store_true")
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "relevance_newprompt.json"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "relevance-newprompt.json"))
     ap.add_argument("--render-docs", default=None, metavar="PAGE",
                     help="only render the results file (--out) into PAGE between its markers")
     ap.add_argument("--import-dspy-cache", default=None, metavar="DIR",

@@ -230,10 +230,8 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
     from pathlib import Path
 
     from personalign.lm import default_model, make_lm
-    from personalign.record import write_json
+    from personalign.record import cv_tag, git_commit, write_json
     from personalign.tracking_native import log_dataset, run_name
-
-    from personalign.record import git_commit
 
     git_commit()  # the commit this run starts at is the one its record names
     examples = st.limit(st.load(data), limit, seed)
@@ -257,7 +255,8 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
         if on_strategy is not None and not result.get("complete"):
             on_strategy(result)
         if out_dir is not None:
-            stem = stem or f"{st.name}-lo{st.group_key}o-{_stamp()}-{(getattr(tracker, 'run_id', None) or '')[:6]}"
+            when = time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())
+            stem = stem or f"{st.name}-{cv_tag(st.group_key)}-{when}-{(getattr(tracker, 'run_id', None) or '')[:6]}"
             result["result_file"] = str(write_json(Path(out_dir) / f"{stem.rstrip('-')}.json", result))
 
     result: dict[str, Any] = dict(head)
@@ -297,24 +296,25 @@ def compare_stage_groups(st, specs: list[tuple[str, str | None]], names: list[st
 def result_figures(result: dict) -> list[dict]:
     """The run-record figures of a compare result: leave-one-group-out (headline mean per-group
     metric, pooled, worst group; per group) or single split (labelled as such)."""
-    from personalign.record import figure
+    from personalign.record import cv_tag, figure, group_noun
 
     out, stage, key = [], result["stage"], result.get("metric", "f1")
     for row in result.get("strategies", []):
         name = row["name"]
         if result.get("cv") == "groups":
             h, gk, ng = row["headline"], result["group_key"], result["n_groups"]
-            rng = h.get("range")
-            note = None if h["ci"] else f"{ng} {gk} groups (< 5): no interval; per-group range {rng}"
-            base = f"{stage}.lo{gk}o.{name}.{key}"
-            out.append(figure(f"{base}_mean", f"{name}: mean per-{gk} {key}, leave-one-{gk}-out", h["value"],
+            unit, rng = group_noun(gk), h.get("range")
+            note = None if h["ci"] else f"{ng} {unit}s (< 5): no interval" + (
+                f"; per-{unit} range [{rng[0]:.3f}, {rng[1]:.3f}]" if rng else "")
+            base = f"{stage}.{cv_tag(gk)}.{name}.{key}"
+            out.append(figure(f"{base}_mean", f"{name}: mean per-{unit} {key}, leave-one-{unit}-out", h["value"],
                               metric=f"{key}_mean", strategy=name, ci=h["ci"], n=ng, note=note))
-            out.append(figure(f"{base}_pooled", f"{name}: {key} of pooled out-of-{gk} predictions",
+            out.append(figure(f"{base}_pooled", f"{name}: {key} of pooled held-out predictions",
                               row["pooled"]["value"], metric=key, strategy=name, ci=row["pooled"]["ci"], n=result["n"]))
-            out.append(figure(f"{base}_worst", f"{name}: worst {gk} ({row['worst']['group']})", row["worst"]["value"],
+            out.append(figure(f"{base}_worst", f"{name}: worst {unit} ({row['worst']['group']})", row["worst"]["value"],
                               metric=key, strategy=name, n=None, note=str(row["worst"]["group"])))
             for g in row["by_group"]:
-                out.append(figure(f"{base}.{gk}={g['group']}", f"{name} on {gk} {g['group']} (fitted on the others)",
+                out.append(figure(f"{base}.{unit}={g['group']}", f"{name} on {unit} {g['group']} (fitted on the others)",
                                   g[key], metric=key, strategy=name, ci=g.get(f"{key}_ci"), n=g["n"],
                                   note=(g.get("resampling") or {}).get("unit")))
         else:
@@ -374,19 +374,14 @@ def plot_groups(result: dict, path) -> Any:
     return path
 
 
-def _stamp() -> str:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
 def _progress(enabled: bool):
     """The one progress display of a cross-validation (stderr, cleared when done)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    console = Console(stderr=True)  # not a terminal (a log file): no bar, not even its closing newline
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), disable=not enabled, transient=True)
+                    console=console, disable=not enabled or not console.is_terminal, transient=True)
 
 
 def public_row(row: dict) -> dict:

@@ -52,6 +52,16 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(text).lower()).strip("-") or "x"
 
 
+def group_noun(group_key: str) -> str:
+    """The unit a group key names, for labels: ``"prompt_id"`` -> ``"prompt"``."""
+    return group_key.removesuffix("_id") or group_key
+
+
+def cv_tag(group_key: str) -> str:
+    """Figure-key tag of leave-one-``group_key``-out: ``"prompt_id"`` -> ``"lopo"``, ``"topic"`` -> ``"loto"``."""
+    return "lo" + "".join(w[0] for w in group_noun(group_key).split("_") if w) + "o"
+
+
 def versions() -> dict[str, str]:
     """Installed versions of :data:`PACKAGES` (``"not installed"`` for a missing one)."""
     out = {}
@@ -224,5 +234,5 @@ def mlflow_tags(record: dict) -> dict[str, str]:
     return tags
 
 
-__all__ = ["PACKAGES", "slug", "versions", "git_commit", "machine", "model_info", "data_info", "figure", "validate",
+__all__ = ["PACKAGES", "slug", "group_noun", "cv_tag", "versions", "git_commit", "machine", "model_info", "data_info", "figure", "validate",
            "run_record", "write_record", "write_json", "mlflow_tags"]

@@ -137,6 +137,7 @@ def compare(
     repeats: int = typer.Option(1, "--repeats", min=1, help="Runs of each sampling strategy (LM at --temperature > 0), each with its own cache key (rollout_id); the spread across runs is inside every interval. Deterministic strategies run once and say so."),
     temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Sampling temperature of the LM (default: the model's; 0 for embedded models)."),
     cv: Optional[str] = typer.Option(None, "--cv", help="'groups': leave-one-group-out over every labelled row (all splits pooled): each strategy is fitted on all groups but one and scored on it; headline: the mean per-group figure, with the pooled figure and the worst group."),
+    results: Optional[Path] = typer.Option(None, "--results", help="Also write the run record (command, git commit, versions, model and data sha256, figures with intervals) to FILE, e.g. benchmarks/results/demo.json; the file's stem is the record's name (lower-case letters, digits, hyphens)."),
 ) -> None:
     """Compare strategies of a stage on one split against the human labels (table, JSON, PNG, MLflow)."""
     from personalign.cli._compare import run_compare
@@ -144,7 +145,7 @@ def compare(
     run_compare(
         stage=stage, data=data, split=split, train_split=train_split, strategies=strategies, lm=lm, seed=seed,
         n_boot=n_boot, limit=limit, cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
-        no_track=no_track, json_out=json_out, cv=cv, repeats=repeats, temperature=temperature,
+        no_track=no_track, json_out=json_out, cv=cv, repeats=repeats, temperature=temperature, results=results,
     )
 
 

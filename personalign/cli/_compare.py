@@ -88,6 +88,34 @@ def resampling_line(result: dict) -> str:
     return line
 
 
+def check_results_path(path: Path) -> None:
+    """``--results FILE``: refused before anything runs unless FILE is ``<name>.json`` in an existing
+    folder, ``name`` a record name (:data:`personalign.record.NAME`).
+
+    Raises:
+        ConfigurationError: naming the path and what is wrong with it."""
+    from personalign.errors import ConfigurationError
+    from personalign.record import NAME
+
+    if path.suffix != ".json" or not NAME.match(path.stem):
+        raise ConfigurationError(f"--results {path}: must be NAME.json with NAME lower-case letters, digits and "
+                                 "single hyphens (the record's name)")
+    if not path.parent.is_dir():
+        raise ConfigurationError(f"--results {path}: folder {path.parent} does not exist")
+
+
+def write_results_file(path: Path, result: dict) -> Path:
+    """Write the compare result's run record to ``path`` (name = the file's stem; ``extra`` gains the
+    per-strategy rows without predictions, so the figures can be rebuilt from the file), atomically."""
+    from personalign.record import write_record
+
+    rows = [{k: v for k, v in r.items() if k not in ("predictions", "predictions_by_repeat")}
+            for r in result["strategies"]]
+    record = {**result["run_record"], "name": path.stem,
+              "extra": {**result["run_record"]["extra"], "groups": result.get("groups"), "strategies": rows}}
+    return write_record(path, record)
+
+
 def run_stages(*, json_out: bool) -> None:
     from personalign.programs.stage_ref import ENTRY_POINT_GROUP, installed_entry_points
     from personalign.programs.stages import all_stages
@@ -120,7 +148,8 @@ def run_stages(*, json_out: bool) -> None:
 
 
 def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, seed, n_boot, limit, cache_dir,
-                no_cache, tracking_uri, no_track, json_out, cv=None, repeats=1, temperature=None) -> None:
+                no_cache, tracking_uri, no_track, json_out, cv=None, repeats=1, temperature=None,
+                results: Path | None = None) -> None:
     from rich.console import Console
 
     from personalign.compare import compare_stage
@@ -132,6 +161,8 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
 
     get_stage(stage)  # an unknown stage fails before anything else
     check_input(data, allow_dir=True)
+    if results is not None:
+        check_results_path(results)
     tracker = None if no_track else Tracker(tracking_uri)
     err = Console(stderr=True, soft_wrap=True)
     result = compare_stage(stage, data=data, split=split, train_split=train_split, strategies=strategies, lm=lm,
@@ -139,6 +170,8 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
                            out_dir=runs_dir() / "compare", cv=cv, repeats=repeats, temperature=temperature,
                            on_ready=lambda: configure_cache(cache_dir, enabled=not no_cache))
     path = result["result_file"]
+    if results is not None:
+        write_results_file(results, result)
     if json_out:
         summary = dict(result)
         summary["strategies"] = [{k: v for k, v in row.items() if k != "predictions"} for row in result["strategies"]]
@@ -149,7 +182,8 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
         from personalign.cli._crossval import print_groups
 
         print_groups(console, result)
-        console.print(f"results: {path}\nchart: {result.get('chart_file')}", markup=False, highlight=False)
+        console.print(f"results: {path}\nchart: {result.get('chart_file')}"
+                      + (f"\nrun record: {results}" if results is not None else ""), markup=False, highlight=False)
         if tracker is not None:
             console.print(f"MLflow run {result.get('mlflow_run_id')} in {tracker.tracking_uri}", markup=False,
                           highlight=False)
@@ -177,7 +211,8 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
     for row in result["strategies"]:
         for line in row["errors"][:3] + row.get("warnings", []):
             err.print(f"{row['name']}: {line}", style="yellow", markup=False, highlight=False)
-    console.print(f"results: {path}\nchart: {result['chart_file']}")
+    console.print(f"results: {path}\nchart: {result['chart_file']}"
+                  + (f"\nrun record: {results}" if results is not None else ""), markup=False, highlight=False)
     if tracker is not None:
         console.print(f"MLflow run {result.get('mlflow_run_id')} in {tracker.tracking_uri} "
                       f"(view: personalign ui --tracking-uri {tracker.tracking_uri})")

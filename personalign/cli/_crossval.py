@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from personalign.cli._compare import _fmt_ci, _p_cell
+from personalign.record import group_noun
 
 
 def _short(v: float | None) -> str:
@@ -14,8 +15,9 @@ def print_groups(console, result: dict) -> None:
     the per-group table (each group's figure with its interval) and what the intervals resample."""
     from rich.table import Table
 
-    key, gk, ng = result.get("metric", "f1"), result["group_key"], result["n_groups"]
-    title = (f"{result['stage']}: leave-one-{gk}-out over {ng} {gk} groups (n={result['n']}"
+    key, ng = result.get("metric", "f1"), result["n_groups"]
+    gk = group_noun(result["group_key"])
+    title = (f"{result['stage']}: leave-one-{gk}-out over {ng} {gk}s (n={result['n']}"
              + (f", lm {result['lm']})" if result.get("lm") else ")"))
     head = Table(title=title)
     cols = ["strategy", f"mean per-{gk} {key} (headline)", f"pooled {key}", f"worst {gk}",
@@ -54,7 +56,8 @@ def print_groups(console, result: dict) -> None:
 
 def notes(result: dict) -> list[str]:
     """What each figure is and what its interval resamples (printed under the tables)."""
-    key, gk, ng = result.get("metric", "f1"), result["group_key"], result["n_groups"]
+    key, ng = result.get("metric", "f1"), result["n_groups"]
+    gk = group_noun(result["group_key"])
     first = result["strategies"][0] if result["strategies"] else None
     units = sorted({(g.get("resampling") or {}).get("unit", "item") for r in result["strategies"] for g in r["by_group"]})
     out = [f"headline: the mean of the {ng} per-{gk} {key}s, each on a {gk} the strategy was not fitted on; "

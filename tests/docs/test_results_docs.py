@@ -174,20 +174,36 @@ LINK = re.compile(r"results\.md#([a-z0-9-]+)")
 NUMBER = re.compile(r"(?<![\w.])[−+-]?\d+\.\d+")
 
 
+def _blocks(lines: list[str]):
+    """The README's paragraphs and list items: (first line number, text), a figure and its link in one block."""
+    start, block = 1, []
+    for i, line in enumerate([*lines, ""], 1):
+        new_item = line.lstrip().startswith(("- ", "* ", "| ")) or not line.strip() or line.startswith(("#", "```"))
+        if new_item and block:
+            yield start, " ".join(block)
+            block = []
+        if line.strip() and not line.startswith(("#", "```")):
+            start, block = (i, [line]) if not block else (start, [*block, line])
+
+
 def test_readme_figures_come_from_the_records_they_link():
     by_name = {r.name: r for r in RECORDS}
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-    linked = 0
-    for i, line in enumerate(lines, 1):
-        for name in LINK.findall(line):
+    linked = set()
+    for i, block in _blocks(lines):
+        names = LINK.findall(block)
+        for name in names:
             assert name in by_name, f"README.md:{i} links results.md#{name}, which is no record"
-            rec = by_name[name]
-            printed = {report.fmt(v, signed=sg) for f in rec.figures for sg in (False, True)
-                       for v in [f.value, *(f.ci or [])]}
-            for number in NUMBER.findall(line):
-                assert number.replace("-", "−") in printed, f"README.md:{i}: {number} is not a figure of {name}.json"
-            linked += 1
-    assert linked >= 1, "the README links no results entry"
+            linked.add(name)
+        if not names:
+            continue
+        printed = {report.fmt(v, signed=sg) for name in names for f in by_name[name].figures for sg in (False, True)
+                   for v in [f.value, *(f.ci or [])]}
+        for number in NUMBER.findall(block):
+            assert number.replace("-", "−") in printed, f"README.md:{i}: {number} is not a figure of {names}"
+    assert linked, "the README links no results entry"
+    if (ROOT / "benchmarks" / "results" / "demo.json").exists():
+        assert "demo" in linked, "the README's demo figures must link their record, results.md#demo"
 
 
 def test_readme_is_short():

@@ -115,9 +115,17 @@ def test_result_record_is_valid_and_keys_are_unique(demo_examples):
     rec = result_record(res, command="personalign compare relevance --cv groups")
     validate(rec)
     keys = [f["key"] for f in rec["figures"]]
-    assert "relevance.loprompt_ido.all-yes.f1_mean" in keys and len(keys) == 3 + 7
+    assert "relevance.lopo.all-yes.f1_mean" in keys and len(keys) == 3 + 7
+    assert "relevance.lopo.all-yes.f1.prompt=demo:p1" in keys
     assert rec["resampling"] == {"unit": "prompt_id", "n_clusters": 7, "n_boot": 100}
     assert rec["model"] == {"name": None, "sha256": None} and rec["adapter"] is None
+
+
+def test_cv_tag_is_readable_and_stable():
+    from personalign.record import cv_tag, group_noun
+
+    assert [cv_tag(k) for k in ("prompt_id", "topic", "user_id", "task_family")] == ["lopo", "loto", "louo", "lotfo"]
+    assert group_noun("prompt_id") == "prompt" and group_noun("topic") == "topic"
 
 
 def _cli(*args, runs):
@@ -126,16 +134,38 @@ def _cli(*args, runs):
 
 
 def test_cli_cv_groups_prints_per_group_table_and_writes_record(tmp_path):
+    rec_path = tmp_path / "demo-check.json"
     proc = _cli("compare", "relevance", "--data", str(DEMO), "--cv", "groups", "--strategies", "all-yes,bm25",
-                "--n-boot", "200", "--no-track", runs=tmp_path / "runs")
+                "--n-boot", "200", "--no-track", "--results", str(rec_path), runs=tmp_path / "runs")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "leave-one-prompt_id-out over 7 prompt_id groups" in proc.stdout
+    assert "leave-one-prompt-out over 7 prompts" in proc.stdout
     assert "demo:p7" in proc.stdout and "smallest reachable p = 0.0156" in proc.stdout
     assert "Warning" not in proc.stderr
     path = [l.split(": ", 1)[1] for l in proc.stdout.splitlines() if l.startswith("results: ")][0]
     out = json.loads(open(path).read())
     assert out["cv"] == "groups" and out["complete"] is True
     assert out["run_record"]["versions"]["dspy"] and out["run_record"]["data"]["sha256"] == out["data_sha256"]
+    from personalign.record import validate
+
+    rec = json.loads(rec_path.read_text())  # --results: the run record, named by the file's stem
+    validate(rec)
+    assert rec["name"] == "demo-check" and f"run record: {rec_path}" in proc.stdout
+    figs = {f["key"]: f for f in rec["figures"]}
+    bm25 = next(r for r in out["strategies"] if r["name"] == "bm25")
+    assert figs["relevance.lopo.bm25.f1_mean"]["value"] == bm25["headline"]["value"]
+    assert figs["relevance.lopo.bm25.f1_worst"]["value"] == bm25["worst"]["value"]
+    assert [r["name"] for r in rec["extra"]["strategies"]] == ["all-yes", "bm25"]
+    assert "predictions" not in rec["extra"]["strategies"][0] and rec["resampling"]["n_clusters"] == 7
+
+
+@pytest.mark.parametrize("path,why", [("Demo_1.json", "lower-case"), ("demo.txt", "NAME.json"),
+                                      ("no-such-dir/demo.json", "does not exist")])
+def test_cli_results_path_is_refused_before_anything_runs(tmp_path, path, why):
+    proc = _cli("compare", "relevance", "--data", str(DEMO), "--cv", "groups", "--strategies", "all-yes",
+                "--no-track", "--results", str(tmp_path / path), runs=tmp_path / "runs")
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "--results" in lines[0] and why in lines[0], proc.stderr
+    assert not (tmp_path / "runs" / "compare").exists() and not (tmp_path / path).exists()
 
 
 def test_cli_cv_bad_value_and_too_few_groups_are_one_line(tmp_path):
