@@ -49,21 +49,18 @@ from pathlib import Path
 
 from _common import ROOT, log, quiet_logs, shared_data, usage_error
 from personalign.record import run_record, write_record
+from _newprompt_report import _ratio_figures, _spread, figures, render_docs
 from _newprompt_lm import RowStore, compute_margins, hidden_dir, import_dspy_cache, pair_key, seed_margins, time_paired
 
 import personalign  # noqa: E402,F401
 
 BASELINES = ("all-yes", "style-rank", "yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank")
 AUTO = ("yes-prob", "ensemble")  # also run with decision="auto"
-NEW = ("lm-probe",)  # decision="auto" (its default)
-LM_ROWS = {"yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank", "lm-probe"}
+NEW = ("lm-probe", "ensemble-rank+probe", "ensemble+probe")  # need the hidden states; decision="auto"
+LM_ROWS = {"yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank", "lm-probe", "ensemble-rank+probe", "ensemble+probe"}
+SUBSET = ("style-rank", "yes-prob-rank", "ensemble-rank", "yes-prob@auto", "ensemble@auto") + NEW
+"""Rows run on the users whose hidden states are all cached, when not every pair has one."""
 
-
-
-def registered(name: str) -> str | None:
-    """The relevance strategy a row measures (``yes-prob@auto`` -> ``yes-prob``: the decision mode is
-    not an optimizer), None for an analysis row that is no strategy (``margin:offset``, the oracle)."""
-    return None if ":" in name else name.split("@", 1)[0]
 
 def f1(gold, pred) -> float:
     from sklearn.metrics import f1_score
@@ -87,12 +84,18 @@ def run_strategy(name: str, train, test, model: str):
     from personalign.programs.run import run_program
 
     base, _, mode = name.partition("@")
+    base, plus, _ = base.partition("+probe")
     info = STAGE.registry.info(base)
-    fit = {"decision": "threshold"} if (base in AUTO and not mode) else None  # today's raw threshold
+    fit = {"decision": "threshold"} if (base in AUTO and not mode and not plus) else None  # today's raw threshold
+    program = STAGE.registry.create(base) if plus else None
+    if plus:
+        from personalign.programs.relevance.ensemble import _probe_member
+
+        program.probe = _probe_member(None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with use(make_lm(model)) if info.uses_lm else _null():
-            program, cinfo = compile_program(STAGE, base, None, list(train), seed=0, fit_settings=fit)
+            program, cinfo = compile_program(STAGE, base, None, list(train), seed=0, fit_settings=fit, program=program)
             out = run_program(program, list(test), inputs=STAGE.inputs, output=STAGE.output, progress=False)
     rule = ((cinfo or {}).get("details") or {}).get("decision_rule")
     facts = {"decision_rule": {k: rule[k] for k in ("kind", "unit", "value", "cv_objective", "fallback")}
@@ -183,6 +186,91 @@ def table_row(row: dict, per_fold: dict[str, dict], name: str, facts: dict | Non
             "compile": facts}
 
 
+def lopo(rows, prompts, wanted, store, tag, margin_of, model, reuse):
+    """Leave-one-prompt-out of the rows ``wanted`` (fitted on the other prompts, from ``store`` with
+    ``reuse``) plus the margin rules and, with no ``tag``, the rows other jobs completed in the
+    store: ``(per_fold, tests, facts, names)``."""
+    per_fold: dict[str, dict] = {}
+    tests: dict[str, list] = {}
+    facts: dict[str, dict] = {}
+    names: list[str] = []
+    for p in prompts:
+        train = [r for r in rows if r.prompt_id != p]
+        test = [r for r in rows if r.prompt_id == p]
+        gold = [bool(r.relevant) for r in test]
+        fold = {"gold": gold, "users": [str(r.user_id) for r in test], "pred": {}, "auc": {}}
+        for name in wanted:
+            hit = store.get(tag + name, p, len(test)) if reuse else None
+            if hit is None:
+                t1 = time.perf_counter()
+                pred, scores, f = run_strategy(name, train, test, model)
+                hit = {"pred": pred, "auc": auc(gold, scores), "facts": {**f, "seconds": round(time.perf_counter() - t1, 2)}}
+                store.put(tag + name, p, hit)
+            fold["pred"][name], fold["auc"][name] = hit["pred"], hit["auc"]
+            facts.setdefault(name, {})[str(p)] = hit["facts"]
+            log(f"prompt {p}: {name} F1 {f1(gold, hit['pred']):.3f}")
+        m_tr = [margin_of[id(r)] for r in train]
+        m_te = [margin_of[id(r)] for r in test]
+        for name, pred in rule_rows(train, test, m_tr, m_te).items():
+            fold["pred"][name] = pred
+            fold["auc"][name] = auc(gold, m_te)
+        per_fold[str(p)] = fold
+        tests[str(p)] = test
+    # rows computed by other jobs (plain DSPy, compiled programs): only when every prompt has them
+    for name in ([] if tag else store.names()):
+        if name.startswith("subset:"):
+            continue
+        if name not in per_fold[prompts[0]]["pred"] and all(store.get(name, p, len(tests[p])) for p in prompts):
+            for p in prompts:
+                hit = store.get(name, p, len(tests[p]))
+                per_fold[p]["pred"][name], per_fold[p]["auc"][name] = hit["pred"], hit["auc"]
+                facts.setdefault(name, {})[p] = hit["facts"]
+    names = list(per_fold[prompts[0]]["pred"])
+    return per_fold, tests, facts, names
+
+
+def _partial_rows(store, per_fold, tests, names) -> dict:
+    """Rows of the store done on some prompts only: their per-prompt F1 (no mean: a subset of
+    prompts is not the leave-one-prompt-out figure), with the same prompts' F1 of the full rows."""
+    out = {}
+    for name in store.names():
+        if name in names or name.startswith("subset:"):
+            continue
+        done = {p: store.get(name, p, len(tests[p])) for p in per_fold}
+        done = {p: h for p, h in done.items() if h is not None}
+        if done:
+            out[name] = {"per_prompt_f1": {p: f1(per_fold[p]["gold"], h["pred"]) for p, h in done.items()},
+                         "per_prompt_yes_rate": {p: sum(h["pred"]) / len(h["pred"]) for p, h in done.items()},
+                         "facts": {p: h["facts"] for p, h in done.items()}}
+    return out
+
+
+def compile_vs_plain(table: dict) -> dict | None:
+    """personalign's compiled ``zero-shot@labeled`` against the best plain-DSPy row on the same
+    folds (None until every fold of all three is done): the ratio of mean per-prompt F1s (the
+    issue's target >= 1.3) and the difference (target +0.15 when plain DSPy is below 0.10)."""
+    plain = [r for r in ("dspy:labeled-k8", "dspy:bootstrap") if r in table]
+    if "zero-shot@labeled" not in table or len(plain) < 2:
+        return None
+    best = max(plain, key=lambda r: table[r]["mean_f1"])
+    ours, theirs = table["zero-shot@labeled"]["mean_f1"], table[best]["mean_f1"]
+    return {"best_plain": best, "personalign": ours, "plain": theirs, "diff": ours - theirs,
+            "ratio": ours / theirs if theirs > 0 else None,
+            "target": "ratio >= 1.3" if theirs >= 0.10 else "diff >= +0.15 (plain DSPy below 0.10)",
+            "met": (ours / theirs >= 1.3) if theirs >= 0.10 else (ours - theirs >= 0.15)}
+
+
+def _deadline(hhmm: str | None) -> float | None:
+    """``time.time()`` of today's ``HH:MM`` UTC (None: no deadline)."""
+    if not hhmm:
+        return None
+    import datetime as dt
+
+    h, m = (int(v) for v in hhmm.split(":"))
+    now = dt.datetime.now(dt.timezone.utc)
+    return now.replace(hour=h, minute=m, second=0, microsecond=0).timestamp()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lm", default="local/qwen2.5-coder-1.5b-instruct")
@@ -195,6 +283,10 @@ def main(argv=None) -> int:
                     help="first time yes-prob against lm-probe on N pairs (paired blocks; cache dir timing.json)")
     ap.add_argument("--reuse", action="store_true",
                     help="read the rows already stored under --cache instead of refitting them")
+    ap.add_argument("--dspy-folds", default=None, metavar="P1,P2|all",
+                    help="first run plain DSPy and personalign's zero-shot@labeled on these held-out prompts (stored per fold)")
+    ap.add_argument("--dspy-only", action="store_true", help="stop after --dspy-folds")
+    ap.add_argument("--deadline", default=None, metavar="HH:MM", help="UTC time after which no new DSPy fold starts")
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "relevance-newprompt.json"))
@@ -252,57 +344,47 @@ def main(argv=None) -> int:
         log("hidden states missing for some pairs: the lm-probe row is skipped")
     margin_of = {id(r): cache[pair_key(model, r.attribute, r.prompt)]["margin"] for r in rows}
     store = RowStore(Path(args.cache) / f"rows-{model.replace('/', '_')}")
-    per_fold: dict[str, dict] = {}
-    tests: dict[str, list] = {}
-    facts: dict[str, dict] = {}
-    names: list[str] = []
+    if args.dspy_folds:
+        from _newprompt_dspy import run_folds
+
+        folds = prompts if args.dspy_folds == "all" else args.dspy_folds.split(",")
+        by_prompt = {p: ([r for r in rows if r.prompt_id != p], [r for r in rows if r.prompt_id == p]) for p in prompts}
+        run_folds(store, by_prompt, folds, model, seed=args.seed, deadline=_deadline(args.deadline))
+        if args.dspy_only:
+            return 0
     wanted = list(BASELINES) + [f"{b}@auto" for b in AUTO] + (list(NEW) if with_probe else [])
-    for p in prompts:
-        train = [r for r in rows if r.prompt_id != p]
-        test = [r for r in rows if r.prompt_id == p]
-        gold = [bool(r.relevant) for r in test]
-        fold = {"gold": gold, "users": [str(r.user_id) for r in test], "pred": {}, "auc": {}}
-        for name in wanted:
-            hit = store.get(name, p, len(test)) if args.reuse else None
-            if hit is None:
-                t1 = time.perf_counter()
-                pred, scores, f = run_strategy(name, train, test, model)
-                hit = {"pred": pred, "auc": auc(gold, scores), "facts": {**f, "seconds": round(time.perf_counter() - t1, 2)}}
-                store.put(name, p, hit)
-            fold["pred"][name], fold["auc"][name] = hit["pred"], hit["auc"]
-            facts.setdefault(name, {})[str(p)] = hit["facts"]
-            log(f"prompt {p}: {name} F1 {f1(gold, hit['pred']):.3f}")
-        m_tr = [margin_of[id(r)] for r in train]
-        m_te = [margin_of[id(r)] for r in test]
-        for name, pred in rule_rows(train, test, m_tr, m_te).items():
-            fold["pred"][name] = pred
-            fold["auc"][name] = auc(gold, m_te)
-        per_fold[str(p)] = fold
-        tests[str(p)] = test
-    # rows computed by other jobs (plain DSPy, compiled programs): only when every prompt has them
-    for name in store.names():
-        if name not in per_fold[prompts[0]]["pred"] and all(store.get(name, p, len(tests[p])) for p in prompts):
-            for p in prompts:
-                hit = store.get(name, p, len(tests[p]))
-                per_fold[p]["pred"][name], per_fold[p]["auc"][name] = hit["pred"], hit["auc"]
-                facts.setdefault(name, {})[p] = hit["facts"]
-        elif name not in per_fold[prompts[0]]["pred"]:
-            log(f"row {name}: not every prompt is done ({[p for p in prompts if store.get(name, p, len(tests[p]))]}): left out")
-    names = list(per_fold[prompts[0]]["pred"])
+    per_fold, tests, facts, names = lopo(rows, prompts, wanted, store, "", margin_of, model, args.reuse)
+    partial_rows = _partial_rows(store, per_fold, tests, names)
+    sub_table = None
+    if not with_probe:
+        units = {(r.prompt_id, str(r.user_id)) for r in rows}
+        done = {u for u in units if all((hdir / f"{pair_key(model, r.attribute, r.prompt)}.npy").is_file()
+                                        for r in rows if (r.prompt_id, str(r.user_id)) == u)}
+        sub = [r for r in rows if (r.prompt_id, str(r.user_id)) in done]
+        if {r.prompt_id for r in sub} == set(prompts):
+            log(f"lm-probe on the {len(done)} (prompt, user) units with every hidden state cached ({len(sub)} pairs)")
+            sp, st, sf, sn = lopo(sub, prompts, list(SUBSET), store, "subset:", margin_of, model, args.reuse)
+            sub_rows = summarize(sp, st, sn, n_boot=args.n_boot, seed=args.seed)
+            sub_table = {"units": sorted(f"{p}/{u}" for p, u in done), "n_pairs": len(sub),
+                         "strategies": {n: table_row(sub_rows[n], sp, n, sf.get(n)) for n in sn}}
+        else:
+            log("hidden states: not every prompt has a complete user yet: no lm-probe rows")
     rows_cv = summarize(per_fold, tests, names, n_boot=args.n_boot, seed=args.seed)
     secs = [row["seconds"] for row in cache.values() if "seconds" in row and row.get("prompt_id") in covered]
     table = {n: table_row(rows_cv[n], per_fold, n, facts.get(n)) for n in names}
+    vs_plain = compile_vs_plain(table)
     timing_file = cache_path.parent / "timing.json"
     timing = json.loads(timing_file.read_text()) if timing_file.is_file() else None
     command = "python benchmarks/relevance_newprompt.py " + " ".join(argv if argv is not None else sys.argv[1:])
     record = run_record(
-        Path(args.out).stem, figures(table, len(rows)), title=f"Relevance, leave-one-prompt-out over the {len(prompts)} shared prompts (mean per-prompt F1)",
+        Path(args.out).stem, figures(table, len(rows)) + _ratio_figures(vs_plain) + (figures(sub_table["strategies"], sub_table["n_pairs"], "subset.")
+                                                           if sub_table else []), title=f"Relevance, leave-one-prompt-out over the {len(prompts)} shared prompts (mean per-prompt F1)",
         command=command.strip(), model=model, data=data, stage="relevance",
         resampling={"unit": "prompt_id > user_id", "n_clusters": len(prompts), "n_boot": args.n_boot},
-        extra={"strategies": table, "prompts": prompts, "n_pairs": len(rows), "partial": partial, "lm_probe_run": with_probe,
+        extra={"strategies": table, "partial_rows": partial_rows, "probe_subset": sub_table, "prompts": prompts, "n_pairs": len(rows), "partial": partial, "lm_probe_run": with_probe,
                "lm_seconds_per_pair": {"n": len(secs), "mean": float(np.mean(secs)) if secs else None,
                                        "median": float(np.median(secs)) if secs else None},
-               "timing": timing,
+               "timing": timing, "compile_vs_plain_dspy": vs_plain,
                "note": f"per-prompt F1 of each held-out prompt; with {len(prompts)} prompts (< 5) the mean has no "
                        "interval: the range of the per-prompt F1s is given (personalign.metrics.cluster); each "
                        "prompt's F1 has an interval over its users; margin:oracle chooses its threshold on the "
@@ -314,112 +396,6 @@ def main(argv=None) -> int:
         print(f"{n:32s} mean F1 {t['mean_f1']:.3f} {_spread(t['ci'], t['range'])} worst {t['worst_f1']:.3f} "
               f"pooled {t['pooled_f1']:.3f} vs style-rank {t['diff_vs_style_rank']:+.3f}", file=sys.stderr)
     return 0
-
-
-BEGIN, END = "<!-- relevance_newprompt:begin -->", "<!-- relevance_newprompt:end -->"
-
-
-def _spread(ci, rng) -> str:
-    """``[lo, hi]`` for an interval, ``(range lo-hi)`` below 5 clusters (docs/figures.md)."""
-    if ci:
-        return f"[{ci[0]:.2f}, {ci[1]:.2f}]"
-    return f"(range {rng[0]:.2f}–{rng[1]:.2f})" if rng else ""
-
-
-def _signed(ci, rng) -> str:
-    if ci:
-        return f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
-    return f"(range {rng[0]:+.2f} to {rng[1]:+.2f})" if rng else ""
-
-
-def render_markdown(record: dict) -> str:
-    """The docs table of a results file: one row per strategy (mean per-prompt F1 with its interval
-    over prompts, or their range below 5 prompts; worst prompt; pooled F1; difference to style-rank
-    with its range and sign-flip p; per-prompt F1 and yes-rate; ROC AUC per held-out prompt)."""
-    ex = record["extra"]
-    prompts = [str(p) for p in ex["prompts"]]
-    short = [p.split(":")[-1] for p in prompts]
-    lines = [f"Results file `benchmarks/results/{record['name']}.json` (commit `{record['git_commit'][:10]}`, "
-             f"{record['date']}, model `{record['model']['name']}`, {ex['n_pairs']} pairs, {len(prompts)} prompts"
-             + (", PARTIAL: not every prompt" if ex.get("partial") else "") + "). Command: `" + record["command"] + "`",
-             "",
-             "With fewer than 5 prompts no interval of the mean is reported: the range of the per-prompt figures "
-             "is. The difference to `style-rank` is paired per prompt; its sign-flip p cannot go below "
-             f"{2 / 2 ** len(prompts):.3f} with {len(prompts)} prompts.",
-             "",
-             "| strategy | mean F1 (range) | worst | pooled F1 | vs style-rank (range), p | "
-             + " | ".join(f"F1 / yes {p}" for p in short) + " | AUC " + " / ".join(short) + " |",
-             "|---|---|---|---|---|" + "---|" * len(short) + "---|"]
-    for name, t in ex["strategies"].items():
-        per = " | ".join(f"{t['per_prompt_f1'][p]:.3f} / {t['per_prompt_yes_rate'][p]:.2f}" for p in prompts)
-        aucs = [t["auc"].get(p) for p in prompts]
-        auc = " / ".join(f"{a:.2f}" for a in aucs) if all(a is not None for a in aucs) else "-"
-        vs = ("-" if t.get("p_sign_flip") is None else
-              f"{t['diff_vs_style_rank']:+.3f} {_signed(t['diff_ci'], t['diff_range'])}, p {t['p_sign_flip']:.3f}")
-        lines.append(f"| `{name}` | {t['mean_f1']:.3f} {_spread(t['ci'], t['range'])} | {t['worst_f1']:.3f} | "
-                     f"{t['pooled_f1']:.3f} | {vs} | {per} | {auc} |")
-    sec = ex.get("lm_seconds_per_pair") or {}
-    if sec.get("n"):
-        lines += ["", f"LM seconds per pair of `yes-prob` (one forward pass, KV prefix reused; machine shared): median "
-                      f"{sec['median']:.2f} s, mean {sec['mean']:.2f} s over {sec['n']} fresh evaluations."]
-    tm = ex.get("timing")
-    if tm:
-        lines += ["", f"Cost of `lm-probe` against `yes-prob`, paired (the same {tm['n_pairs']} pairs, blocks "
-                      f"{tm['blocks']}): {tm['total_seconds']['lm-probe']:.1f} s against "
-                      f"{tm['total_seconds']['yes-prob']:.1f} s, ratio {tm['ratio_probe_to_yes_prob']:.2f}; "
-                      f"largest margin difference {tm['max_abs_margin_diff']:.3f} nats."]
-    return "\n".join(lines) + "\n"
-
-
-def render_docs(results: Path, page: Path) -> None:
-    """Replace the block between the page's markers with :func:`render_markdown` of ``results``."""
-    record = json.loads(results.read_text())
-    text = page.read_text()
-    if BEGIN not in text or END not in text:
-        usage_error(f"{page}: markers {BEGIN} / {END} not found")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    page.write_text(head + BEGIN + "\n" + render_markdown(record) + END + tail)
-
-
-AUC_ROWS = ("yes-prob", "ensemble", "ensemble-rank", "style-rank", "lm-probe")
-
-
-def figures(table: dict, n: int) -> list[dict]:
-    """The record's figures: per strategy the mean per-prompt F1 (interval over prompts, or none
-    and the range in the note below 5 prompts), the worst prompt, the pooled F1, each prompt's F1
-    (interval over its users), the paired difference to style-rank (range and sign-flip p in the
-    note below 5 prompts), and the ROC AUC of the score per held-out prompt."""
-    from personalign.record import figure
-
-    out = []
-    for name, t in table.items():
-        st, base = registered(name), f"relevance.newprompt.{name}"
-        k = len(t["per_prompt_f1"])
-        few = t["ci"] is None
-        out.append(figure(f"{base}.f1_mean", f"{name}: mean per-prompt F1, leave-one-prompt-out", t["mean_f1"],
-                          metric="f1_mean", strategy=st, ci=t["ci"], n=k,
-                          note=(f"{k} prompts (< 5): no interval; per-prompt range [{t['range'][0]:.3f}, {t['range'][1]:.3f}]"
-                                if few else None)))
-        out.append(figure(f"{base}.f1_worst", f"{name}: worst held-out prompt ({t['worst_prompt']})", t["worst_f1"],
-                          metric="f1", strategy=st, note=str(t["worst_prompt"])))
-        out.append(figure(f"{base}.f1_pooled", f"{name}: F1 of the pooled out-of-prompt predictions", t["pooled_f1"],
-                          metric="f1", strategy=st, n=n))
-        for p, v in t["per_prompt_f1"].items():
-            out.append(figure(f"{base}.f1.{p}", f"{name} on prompt {p} (fitted on the others)", v, metric="f1",
-                              strategy=st, ci=t["per_prompt_f1_ci"].get(p), note="interval: users within the prompt"))
-        if t.get("p_sign_flip") is not None:
-            rng = t["diff_range"]
-            out.append(figure(f"{base}.diff_vs_style_rank", f"{name} - style-rank, mean per-prompt F1",
-                              t["diff_vs_style_rank"], metric="f1_mean_diff", strategy=st, ci=t["diff_ci"], n=k,
-                              note=(f"paired per prompt; sign-flip p {t['p_sign_flip']:.3f} (smallest reachable "
-                                    f"{t['p_min']:.3f})" + (f"; per-prompt range [{rng[0]:+.3f}, {rng[1]:+.3f}]" if few else ""))))
-        if name in AUC_ROWS:
-            for p, a in t["auc"].items():
-                if a is not None:
-                    out.append(figure(f"{base}.auc.{p}", f"{name}: ROC AUC on held-out prompt {p}", a,
-                                      metric="roc_auc", strategy=st))
-    return out
 
 
 if __name__ == "__main__":
