@@ -34,11 +34,13 @@ def hidden_dir(cache_path: Path) -> Path:
     return cache_path.with_name(cache_path.stem.replace("margins-", "hidden-"))
 
 
-def compute_margins(model: str, rows, cache_path: Path, max_new: int | None) -> dict[str, dict]:
+def compute_margins(model: str, rows, cache_path: Path, max_new: int | None,
+                    deadline: float | None = None) -> dict[str, dict]:
     """Margin and final hidden state of every pair, from the cache or the model: margins appended
     to the JSONL cache, hidden states as ``<key>.npy`` (float32, (n_embd,)) beside it, each written
     as soon as it is computed. A pair with a cached margin but no hidden state is re-evaluated
-    for its hidden state (its cached margin is kept)."""
+    for its hidden state (its cached margin is kept). Stops after ``max_new`` evaluations or at
+    ``deadline`` (``time.time()``)."""
     import numpy as np
 
     from personalign.lm.probe import margin_and_hidden
@@ -61,12 +63,14 @@ def compute_margins(model: str, rows, cache_path: Path, max_new: int | None) -> 
     # hidden states alone: in rounds of one user per prompt (the k-th user of every prompt before the
     # (k+1)-th), so a run stopped early leaves whole users of every prompt for a leave-one-prompt-out
     # on them; inside a (prompt, user) block the request's prefix is reused
-    rank: dict[tuple, int] = {}
+    # (a prompt's smallest user first: the first round is done soonest)
+    size: dict[tuple, int] = {}
     for r in rows:
-        users = rank.setdefault(("p", r.prompt_id), 0)
-        if (r.prompt_id, str(r.user_id)) not in rank:
-            rank[(r.prompt_id, str(r.user_id))] = users
-            rank[("p", r.prompt_id)] = users + 1
+        size[(r.prompt_id, str(r.user_id))] = size.get((r.prompt_id, str(r.user_id)), 0) + 1
+    rank: dict[tuple, int] = {}
+    for pid in {u[0] for u in size}:
+        for i, u in enumerate(sorted((u for u in size if u[0] == pid), key=lambda u: (size[u], u[1]))):
+            rank[u] = i
     order = sharing_order([(pair_key(model, rows[i].attribute, rows[i].prompt) in cache, short[rows[i].prompt],
                             rank[(rows[i].prompt_id, str(rows[i].user_id))], rows[i].prompt, str(rows[i].user_id),
                             rows[i].attribute) for i in todo])
@@ -74,6 +78,9 @@ def compute_margins(model: str, rows, cache_path: Path, max_new: int | None) -> 
     with cache_path.open("a") as fh:
         for j in order:
             if max_new is not None and done >= max_new:
+                break
+            if deadline is not None and time.time() > deadline:
+                log(f"deadline reached after {done} pairs")
                 break
             r = rows[todo[j]]
             key = pair_key(model, r.attribute, r.prompt)

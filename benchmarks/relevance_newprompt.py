@@ -286,7 +286,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dspy-folds", default=None, metavar="P1,P2|all",
                     help="first run plain DSPy and personalign's zero-shot@labeled on these held-out prompts (stored per fold)")
     ap.add_argument("--dspy-only", action="store_true", help="stop after --dspy-folds")
-    ap.add_argument("--deadline", default=None, metavar="HH:MM", help="UTC time after which no new DSPy fold starts")
+    ap.add_argument("--deadline", default=None, metavar="HH:MM", help="UTC time after which no new LM evaluation or DSPy fold starts")
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "relevance-newprompt.json"))
@@ -320,7 +320,7 @@ def main(argv=None) -> int:
         cache_path.parent.mkdir(parents=True, exist_ok=True)
         t = time_paired(model, rows, args.time_pairs, cache_path.parent / "timing.json")
         log(f"paired timing: lm-probe / yes-prob = {t['ratio_probe_to_yes_prob']:.3f} over {t['n_pairs']} pairs x 2")
-    cache = compute_margins(model, rows, cache_path, args.max_new)
+    cache = compute_margins(model, rows, cache_path, args.max_new, deadline=_deadline(args.deadline))
     log(f"margins: {sum(pair_key(model, r.attribute, r.prompt) in cache for r in rows)}/{len(rows)} cached "
         f"({time.perf_counter() - t0:.0f}s)")
     if args.margins_only:
