@@ -133,3 +133,12 @@ def test_ensemble_stacks_the_probe_out_of_fold_and_saves_it(fake_states, monkeyp
     assert (tmp_path / probe.WEIGHTS_FILE).is_file()
     back = ensemble.EnsembleRank(model=model, learned=MiniLMLogReg()).load_state(state).load_weights(tmp_path)
     assert back.score_batch(test) == pytest.approx(prog.score_batch(test))
+
+
+def test_probe_fits_on_a_single_prompt_without_choosing_C(fake_states):
+    """A nested fold of a stack can hold one prompt: no leave-one-prompt-out to choose C on, so
+    the middle of the grid is used and the CV record says so."""
+    rows = [r for r in fake_states if r.prompt_id == "p0"]
+    prog = probe.LMProbe(model="local/qwen2.5-coder-0.5b-instruct").fit(rows)
+    assert prog.C == probe.C_GRID[len(probe.C_GRID) // 2] and "one prompt" in prog.cv["note"]
+    assert len(prog.score_batch(rows)) == len(rows)
