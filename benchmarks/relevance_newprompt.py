@@ -41,7 +41,6 @@ Usage (load the model one job at a time)::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -50,149 +49,17 @@ from pathlib import Path
 
 from _common import ROOT, log, quiet_logs, shared_data, usage_error
 from personalign.record import run_record, write_record
+from _newprompt_report import _ratio_figures, _spread, figures, render_docs
+from _newprompt_lm import RowStore, compute_margins, hidden_dir, import_dspy_cache, pair_key, seed_margins, time_paired
 
 import personalign  # noqa: E402,F401
 
 BASELINES = ("all-yes", "style-rank", "yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank")
 AUTO = ("yes-prob", "ensemble")  # also run with decision="auto"
-NEW = ("lm-probe",)  # decision="auto" (its default)
-LM_ROWS = {"yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank", "lm-probe"}
-
-
-
-def registered(name: str) -> str | None:
-    """The relevance strategy a row measures (``yes-prob@auto`` -> ``yes-prob``: the decision mode is
-    not an optimizer), None for an analysis row that is no strategy (``margin:offset``, the oracle)."""
-    return None if ":" in name else name.split("@", 1)[0]
-
-def pair_key(model: str, attribute: str, prompt: str) -> str:
-    return hashlib.sha256(f"{model}\x00{prompt}\x00{attribute}".encode()).hexdigest()[:24]
-
-
-def load_cache(path: Path) -> dict[str, dict]:
-    out: dict[str, dict] = {}
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by an interrupted run
-            out[row["key"]] = row
-    return out
-
-
-def hidden_dir(cache_path: Path) -> Path:
-    return cache_path.with_name(cache_path.stem.replace("margins-", "hidden-"))
-
-
-def compute_margins(model: str, rows, cache_path: Path, max_new: int | None) -> dict[str, dict]:
-    """Margin and final hidden state of every pair, from the cache or the model: margins appended
-    to the JSONL cache, hidden states as ``<key>.npy`` (float32, (n_embd,)) beside it, each written
-    as soon as it is computed. A pair with a cached margin but no hidden state is re-evaluated
-    for its hidden state (its cached margin is kept)."""
-    import numpy as np
-
-    from personalign.lm.probe import margin_and_hidden
-    from personalign.lm.scoring import relevance_messages, sharing_order
-
-    cache = load_cache(cache_path)
-    hdir = hidden_dir(cache_path)
-    hdir.mkdir(parents=True, exist_ok=True)
-
-    def missing(r) -> bool:
-        k = pair_key(model, r.attribute, r.prompt)
-        return k not in cache or not (hdir / f"{k}.npy").is_file()
-
-    todo = [i for i, r in enumerate(rows) if missing(r)]
-    # pairs without a margin first (the margin rows need them), prompts with the fewest missing
-    # margins first (so an interrupted run completes whole prompts), then hidden states alone
-    short: dict[str, int] = {}
-    for r in rows:
-        short[r.prompt] = short.get(r.prompt, 0) + (pair_key(model, r.attribute, r.prompt) not in cache)
-    order = sharing_order([(pair_key(model, rows[i].attribute, rows[i].prompt) in cache, short[rows[i].prompt],
-                            rows[i].prompt, str(rows[i].user_id), rows[i].attribute) for i in todo])
-    done = 0
-    with cache_path.open("a") as fh:
-        for j in order:
-            if max_new is not None and done >= max_new:
-                break
-            r = rows[todo[j]]
-            key = pair_key(model, r.attribute, r.prompt)
-            t0 = time.perf_counter()
-            m, h = margin_and_hidden(model, relevance_messages(r.attribute, r.prompt))
-            secs = time.perf_counter() - t0
-            tmp = hdir / f".{key}.tmp.npy"
-            np.save(tmp, np.asarray(h, dtype=np.float32), allow_pickle=False)
-            tmp.replace(hdir / f"{key}.npy")
-            if key in cache:  # a margin from the plain scorer: record both, to check they agree
-                with (cache_path.parent / "recheck.jsonl").open("a") as rc:
-                    rc.write(json.dumps({"key": key, "margin_plain": cache[key]["margin"],
-                                         "margin_with_hidden": float(m)}) + "\n")
-            else:
-                row = {"key": key, "prompt_id": r.prompt_id, "user_id": r.user_id, "margin": float(m),
-                       "seconds": secs, "with_hidden": True}
-                fh.write(json.dumps(row) + "\n")
-                fh.flush()
-                cache[key] = row
-            done += 1
-            if done % 20 == 0:
-                log(f"{done}/{len(todo)} pairs evaluated (last {secs:.2f}s)")
-    return cache
-
-
-def import_dspy_cache(model: str, rows, cache_path: Path, directory: Path) -> int:
-    """Copy the margins another run left in a DSPy disk cache (``cached_margin``'s requests: same
-    model file sha256, same messages) into the margin cache, each row marked with its ``source``;
-    the cache is opened read-only through a copy (restricted unpickling: floats only). Returns how
-    many margins were added."""
-    import shutil
-    import tempfile
-
-    from dspy.clients.cache import Cache
-
-    from personalign.lm import get_spec
-    from personalign.lm.scoring import relevance_messages
-
-    spec = get_spec(model)
-    cache = load_cache(cache_path)
-    added = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        copy = Path(tmp) / "cache"
-        shutil.copytree(directory, copy)
-        disk = Cache(enable_disk_cache=True, enable_memory_cache=False, disk_cache_dir=str(copy),
-                     restrict_pickle=True)
-        with cache_path.open("a") as fh:
-            for r in rows:
-                key = pair_key(model, r.attribute, r.prompt)
-                if key in cache:
-                    continue
-                request = {"personalign": "yes_no_margin/1", "model": model,
-                           "messages": relevance_messages(r.attribute, r.prompt),
-                           "weights": spec.split.sha256 if spec.split is not None else None}
-                value = disk.get(request)
-                if isinstance(value, float):
-                    row = {"key": key, "prompt_id": r.prompt_id, "user_id": r.user_id, "margin": value,
-                           "source": f"dspy-cache:{directory}"}
-                    fh.write(json.dumps(row) + "\n")
-                    cache[key] = row
-                    added += 1
-    return added
-
-
-def seed_margins(model: str, rows, cache: dict[str, dict], hdir: Path) -> None:
-    """Put the cached margins and hidden states where ``yes-prob`` and ``lm-probe`` look first
-    (no LM call for them)."""
-    import numpy as np
-
-    from personalign.programs.relevance import probe, yes_prob
-
-    for r in rows:
-        key = pair_key(model, r.attribute, r.prompt)
-        hit = cache.get(key)
-        if hit is not None:
-            yes_prob._margins[(model, r.attribute, r.prompt)] = float(hit["margin"])
-        if (hdir / f"{key}.npy").is_file():
-            probe._hidden[(model, r.attribute, r.prompt)] = np.load(hdir / f"{key}.npy", allow_pickle=False).astype(np.float64)
+NEW = ("lm-probe", "ensemble-rank+probe", "ensemble+probe")  # need the hidden states; decision="auto"
+LM_ROWS = {"yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank", "lm-probe", "ensemble-rank+probe", "ensemble+probe"}
+SUBSET = ("style-rank", "yes-prob-rank", "ensemble-rank", "yes-prob@auto", "ensemble@auto") + NEW
+"""Rows run on the users whose hidden states are all cached, when not every pair has one."""
 
 
 def f1(gold, pred) -> float:
@@ -217,12 +84,18 @@ def run_strategy(name: str, train, test, model: str):
     from personalign.programs.run import run_program
 
     base, _, mode = name.partition("@")
+    base, plus, _ = base.partition("+probe")
     info = STAGE.registry.info(base)
-    fit = {"decision": "threshold"} if (base in AUTO and not mode) else None  # today's raw threshold
+    fit = {"decision": "threshold"} if (base in AUTO and not mode and not plus) else None  # today's raw threshold
+    program = STAGE.registry.create(base) if plus else None
+    if plus:
+        from personalign.programs.relevance.ensemble import _probe_member
+
+        program.probe = _probe_member(None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with use(make_lm(model)) if info.uses_lm else _null():
-            program, cinfo = compile_program(STAGE, base, None, list(train), seed=0, fit_settings=fit)
+            program, cinfo = compile_program(STAGE, base, None, list(train), seed=0, fit_settings=fit, program=program)
             out = run_program(program, list(test), inputs=STAGE.inputs, output=STAGE.output, progress=False)
     rule = ((cinfo or {}).get("details") or {}).get("decision_rule")
     facts = {"decision_rule": {k: rule[k] for k in ("kind", "unit", "value", "cv_objective", "fallback")}
@@ -267,28 +140,135 @@ def rule_rows(train, test, m_train, m_test):
     return out
 
 
-def cluster_boot(per_fold: dict[str, dict], names, n_boot: int, seed: int):
-    """Two-level cluster bootstrap of the mean per-prompt F1: prompts with replacement, then users
-    within each drawn prompt. Returns ``{name: [draws]}`` (same resamples for every name)."""
-    import numpy as np
+def summarize(per_fold: dict[str, dict], tests: dict[str, list], names: list[str], *, n_boot: int,
+              seed: int) -> dict[str, dict]:
+    """The leave-one-group-out rows of :mod:`personalign.crossval` (one place for the figures of a
+    LOGO run): per strategy the mean per-prompt F1 with its interval over resampled prompts -- or,
+    below 5 prompts, no interval and the range of the per-prompt F1s -- the pooled F1, the worst
+    prompt, each prompt's F1 with its interval over users (two levels of
+    :mod:`personalign.metrics.cluster`); each row's per-prompt differences to ``style-rank`` (mean,
+    range or interval, exact sign-flip p, Holm-adjusted over the rows)."""
+    from personalign.crossval import add_holm, paired_groups, summarize_strategy
+    from personalign.evaluation import stage_report
+    from personalign.programs.relevance import STAGE
 
-    rng = np.random.default_rng(seed)
-    prompts = sorted(per_fold)
-    draws = {n: [] for n in names}
-    for _ in range(n_boot):
-        pick = rng.choice(len(prompts), size=len(prompts), replace=True)
-        vals = {n: [] for n in names}
-        for pi in pick:
-            fold = per_fold[prompts[pi]]
-            users = sorted(set(fold["users"]))
-            upick = rng.choice(len(users), size=len(users), replace=True)
-            idx = [i for u in upick for i, uu in enumerate(fold["users"]) if uu == users[u]]
-            gold = [fold["gold"][i] for i in idx]
-            for n in names:
-                vals[n].append(f1(gold, [fold["pred"][n][i] for i in idx]))
+    prompts = list(per_fold)
+    pooled = [ex for p in prompts for ex in tests[p]]
+    rows: dict[str, dict] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         for n in names:
-            draws[n].append(float(np.mean(vals[n])))
-    return draws
+            folds = [{"group": p, "report": {**stage_report(STAGE, tests[p], per_fold[p]["pred"][n], n_boot=n_boot,
+                                                            seed=seed), "predictions": per_fold[p]["pred"][n]}}
+                     for p in prompts]
+            rows[n] = summarize_strategy(STAGE, n, folds, pooled, n_boot=n_boot, seed=seed)
+        for n in names:
+            if n != "style-rank":
+                rows[n]["vs_first"] = paired_groups(rows[n], rows["style-rank"], seed=seed)
+    add_holm(list(rows.values()))
+    return rows
+
+
+def table_row(row: dict, per_fold: dict[str, dict], name: str, facts: dict | None) -> dict:
+    """The results file's ``extra.strategies[name]`` entry of one crossval row."""
+    h, vs = row["headline"], row.get("vs_first")
+    by = {g["group"]: g for g in row["by_group"]}
+    return {"mean_f1": h["value"], "ci": h["ci"], "range": h["range"], "worst_f1": row["worst"]["value"],
+            "worst_prompt": row["worst"]["group"], "pooled_f1": row["pooled"]["value"],
+            "per_prompt_f1": {p: by[p]["f1"] for p in per_fold}, "per_prompt_f1_ci": {p: by[p].get("f1_ci") for p in per_fold},
+            "per_prompt_yes_rate": {p: by[p]["yes_rate"] for p in per_fold},
+            "auc": {p: per_fold[p]["auc"][name] for p in per_fold},
+            "diff_vs_style_rank": vs["diff"] if vs else 0.0, "diff_ci": vs["ci"] if vs else None,
+            "diff_range": vs["range"] if vs else None, "diff_by_prompt": vs["diff_by_group"] if vs else None,
+            "p_sign_flip": vs["permutation"]["p_value"] if vs else None,
+            "p_min": vs["permutation"]["p_min"] if vs else None, "p_holm": vs.get("p_holm") if vs else None,
+            "lm": name.split("@")[0] in LM_ROWS or name.startswith("margin:") or name.startswith("dspy:"),
+            "compile": facts}
+
+
+def lopo(rows, prompts, wanted, store, tag, margin_of, model, reuse):
+    """Leave-one-prompt-out of the rows ``wanted`` (fitted on the other prompts, from ``store`` with
+    ``reuse``) plus the margin rules and, with no ``tag``, the rows other jobs completed in the
+    store: ``(per_fold, tests, facts, names)``."""
+    per_fold: dict[str, dict] = {}
+    tests: dict[str, list] = {}
+    facts: dict[str, dict] = {}
+    names: list[str] = []
+    for p in prompts:
+        train = [r for r in rows if r.prompt_id != p]
+        test = [r for r in rows if r.prompt_id == p]
+        gold = [bool(r.relevant) for r in test]
+        fold = {"gold": gold, "users": [str(r.user_id) for r in test], "pred": {}, "auc": {}}
+        for name in wanted:
+            hit = store.get(tag + name, p, len(test)) if reuse else None
+            if hit is None:
+                t1 = time.perf_counter()
+                pred, scores, f = run_strategy(name, train, test, model)
+                hit = {"pred": pred, "auc": auc(gold, scores), "facts": {**f, "seconds": round(time.perf_counter() - t1, 2)}}
+                store.put(tag + name, p, hit)
+            fold["pred"][name], fold["auc"][name] = hit["pred"], hit["auc"]
+            facts.setdefault(name, {})[str(p)] = hit["facts"]
+            log(f"prompt {p}: {name} F1 {f1(gold, hit['pred']):.3f}")
+        m_tr = [margin_of[id(r)] for r in train]
+        m_te = [margin_of[id(r)] for r in test]
+        for name, pred in rule_rows(train, test, m_tr, m_te).items():
+            fold["pred"][name] = pred
+            fold["auc"][name] = auc(gold, m_te)
+        per_fold[str(p)] = fold
+        tests[str(p)] = test
+    # rows computed by other jobs (plain DSPy, compiled programs): only when every prompt has them
+    for name in ([] if tag else store.names()):
+        if name.startswith("subset:"):
+            continue
+        if name not in per_fold[prompts[0]]["pred"] and all(store.get(name, p, len(tests[p])) for p in prompts):
+            for p in prompts:
+                hit = store.get(name, p, len(tests[p]))
+                per_fold[p]["pred"][name], per_fold[p]["auc"][name] = hit["pred"], hit["auc"]
+                facts.setdefault(name, {})[p] = hit["facts"]
+    names = list(per_fold[prompts[0]]["pred"])
+    return per_fold, tests, facts, names
+
+
+def _partial_rows(store, per_fold, tests, names) -> dict:
+    """Rows of the store done on some prompts only: their per-prompt F1 (no mean: a subset of
+    prompts is not the leave-one-prompt-out figure), with the same prompts' F1 of the full rows."""
+    out = {}
+    for name in store.names():
+        if name in names or name.startswith("subset:"):
+            continue
+        done = {p: store.get(name, p, len(tests[p])) for p in per_fold}
+        done = {p: h for p, h in done.items() if h is not None}
+        if done:
+            out[name] = {"per_prompt_f1": {p: f1(per_fold[p]["gold"], h["pred"]) for p, h in done.items()},
+                         "per_prompt_yes_rate": {p: sum(h["pred"]) / len(h["pred"]) for p, h in done.items()},
+                         "facts": {p: h["facts"] for p, h in done.items()}}
+    return out
+
+
+def compile_vs_plain(table: dict) -> dict | None:
+    """personalign's compiled ``zero-shot@labeled`` against the best plain-DSPy row on the same
+    folds (None until every fold of all three is done): the ratio of mean per-prompt F1s (the
+    issue's target >= 1.3) and the difference (target +0.15 when plain DSPy is below 0.10)."""
+    plain = [r for r in ("dspy:labeled-k8", "dspy:bootstrap") if r in table]
+    if "zero-shot@labeled" not in table or len(plain) < 2:
+        return None
+    best = max(plain, key=lambda r: table[r]["mean_f1"])
+    ours, theirs = table["zero-shot@labeled"]["mean_f1"], table[best]["mean_f1"]
+    return {"best_plain": best, "personalign": ours, "plain": theirs, "diff": ours - theirs,
+            "ratio": ours / theirs if theirs > 0 else None,
+            "target": "ratio >= 1.3" if theirs >= 0.10 else "diff >= +0.15 (plain DSPy below 0.10)",
+            "met": (ours / theirs >= 1.3) if theirs >= 0.10 else (ours - theirs >= 0.15)}
+
+
+def _deadline(hhmm: str | None) -> float | None:
+    """``time.time()`` of today's ``HH:MM`` UTC (None: no deadline)."""
+    if not hhmm:
+        return None
+    import datetime as dt
+
+    h, m = (int(v) for v in hhmm.split(":"))
+    now = dt.datetime.now(dt.timezone.utc)
+    return now.replace(hour=h, minute=m, second=0, microsecond=0).timestamp()
 
 
 def main(argv=None) -> int:
@@ -299,6 +279,14 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new", type=int, default=None)
     ap.add_argument("--partial", action="store_true")
     ap.add_argument("--margins-only", action="store_true")
+    ap.add_argument("--time-pairs", type=int, default=0, metavar="N",
+                    help="first time yes-prob against lm-probe on N pairs (paired blocks; cache dir timing.json)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="read the rows already stored under --cache instead of refitting them")
+    ap.add_argument("--dspy-folds", default=None, metavar="P1,P2|all",
+                    help="first run plain DSPy and personalign's zero-shot@labeled on these held-out prompts (stored per fold)")
+    ap.add_argument("--dspy-only", action="store_true", help="stop after --dspy-folds")
+    ap.add_argument("--deadline", default=None, metavar="HH:MM", help="UTC time after which no new LM evaluation or DSPy fold starts")
     ap.add_argument("--n-boot", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "relevance-newprompt.json"))
@@ -328,7 +316,11 @@ def main(argv=None) -> int:
         cache_path.parent.mkdir(parents=True, exist_ok=True)
         log(f"{import_dspy_cache(model, rows, cache_path, Path(args.import_dspy_cache))} margins imported "
             f"from {args.import_dspy_cache}")
-    cache = compute_margins(model, rows, cache_path, args.max_new)
+    if args.time_pairs:
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        t = time_paired(model, rows, args.time_pairs, cache_path.parent / "timing.json")
+        log(f"paired timing: lm-probe / yes-prob = {t['ratio_probe_to_yes_prob']:.3f} over {t['n_pairs']} pairs x 2")
+    cache = compute_margins(model, rows, cache_path, args.max_new, deadline=_deadline(args.deadline))
     log(f"margins: {sum(pair_key(model, r.attribute, r.prompt) in cache for r in rows)}/{len(rows)} cached "
         f"({time.perf_counter() - t0:.0f}s)")
     if args.margins_only:
@@ -351,123 +343,59 @@ def main(argv=None) -> int:
     if not with_probe:
         log("hidden states missing for some pairs: the lm-probe row is skipped")
     margin_of = {id(r): cache[pair_key(model, r.attribute, r.prompt)]["margin"] for r in rows}
-    per_fold: dict[str, dict] = {}
-    facts: dict[str, dict] = {}
-    names: list[str] = []
-    for p in prompts:
-        train = [r for r in rows if r.prompt_id != p]
-        test = [r for r in rows if r.prompt_id == p]
-        gold = [bool(r.relevant) for r in test]
-        fold = {"gold": gold, "users": [str(r.user_id) for r in test], "pred": {}, "auc": {}}
-        for name in list(BASELINES) + [f"{b}@auto" for b in AUTO] + (list(NEW) if with_probe else []):
-            t1 = time.perf_counter()
-            pred, scores, f = run_strategy(name, train, test, model)
-            fold["pred"][name], fold["auc"][name] = pred, auc(gold, scores)
-            facts.setdefault(name, {})[str(p)] = {**f, "seconds": round(time.perf_counter() - t1, 2)}
-            log(f"prompt {p}: {name} F1 {f1(gold, pred):.3f}")
-        m_tr = [margin_of[id(r)] for r in train]
-        m_te = [margin_of[id(r)] for r in test]
-        for name, pred in rule_rows(train, test, m_tr, m_te).items():
-            fold["pred"][name] = pred
-            fold["auc"][name] = auc(gold, m_te)
-        per_fold[str(p)] = fold
-        names = list(fold["pred"])
-    draws = cluster_boot(per_fold, names, args.n_boot, args.seed)
+    store = RowStore(Path(args.cache) / f"rows-{model.replace('/', '_')}")
+    if args.dspy_folds:
+        from _newprompt_dspy import run_folds
+
+        folds = prompts if args.dspy_folds == "all" else args.dspy_folds.split(",")
+        by_prompt = {p: ([r for r in rows if r.prompt_id != p], [r for r in rows if r.prompt_id == p]) for p in prompts}
+        run_folds(store, by_prompt, folds, model, seed=args.seed, deadline=_deadline(args.deadline))
+        if args.dspy_only:
+            return 0
+    wanted = list(BASELINES) + [f"{b}@auto" for b in AUTO] + (list(NEW) if with_probe else [])
+    per_fold, tests, facts, names = lopo(rows, prompts, wanted, store, "", margin_of, model, args.reuse)
+    partial_rows = _partial_rows(store, per_fold, tests, names)
+    sub_table = None
+    if not with_probe:
+        units = {(r.prompt_id, str(r.user_id)) for r in rows}
+        done = {u for u in units if all((hdir / f"{pair_key(model, r.attribute, r.prompt)}.npy").is_file()
+                                        for r in rows if (r.prompt_id, str(r.user_id)) == u)}
+        sub = [r for r in rows if (r.prompt_id, str(r.user_id)) in done]
+        if {r.prompt_id for r in sub} == set(prompts):
+            log(f"lm-probe on the {len(done)} (prompt, user) units with every hidden state cached ({len(sub)} pairs)")
+            sp, st, sf, sn = lopo(sub, prompts, list(SUBSET), store, "subset:", margin_of, model, args.reuse)
+            sub_rows = summarize(sp, st, sn, n_boot=args.n_boot, seed=args.seed)
+            sub_table = {"units": sorted(f"{p}/{u}" for p, u in done), "n_pairs": len(sub),
+                         "strategies": {n: table_row(sub_rows[n], sp, n, sf.get(n)) for n in sn}}
+        else:
+            log("hidden states: not every prompt has a complete user yet: no lm-probe rows")
+    rows_cv = summarize(per_fold, tests, names, n_boot=args.n_boot, seed=args.seed)
     secs = [row["seconds"] for row in cache.values() if "seconds" in row and row.get("prompt_id") in covered]
-    table = {}
-    for n in names:
-        per = {p: f1(per_fold[p]["gold"], per_fold[p]["pred"][n]) for p in per_fold}
-        yes = {p: float(np.mean(per_fold[p]["pred"][n])) for p in per_fold}
-        pooled = f1([g for p in per_fold for g in per_fold[p]["gold"]], [d for p in per_fold for d in per_fold[p]["pred"][n]])
-        diff = np.asarray(draws[n]) - np.asarray(draws["style-rank"])
-        table[n] = {"mean_f1": float(np.mean(list(per.values()))), "worst_f1": min(per.values()),
-                    "ci": [float(np.percentile(draws[n], 2.5)), float(np.percentile(draws[n], 97.5))],
-                    "pooled_f1": pooled, "per_prompt_f1": per, "per_prompt_yes_rate": yes,
-                    "auc": {p: per_fold[p]["auc"][n] for p in per_fold},
-                    "diff_vs_style_rank": float(np.mean(list(per.values())) - np.mean(
-                        [f1(per_fold[p]["gold"], per_fold[p]["pred"]["style-rank"]) for p in per_fold])),
-                    "diff_ci": [float(np.percentile(diff, 2.5)), float(np.percentile(diff, 97.5))],
-                    "lm": n.split("@")[0] in LM_ROWS or n.startswith("margin:"), "compile": facts.get(n)}
+    table = {n: table_row(rows_cv[n], per_fold, n, facts.get(n)) for n in names}
+    vs_plain = compile_vs_plain(table)
+    timing_file = cache_path.parent / "timing.json"
+    timing = json.loads(timing_file.read_text()) if timing_file.is_file() else None
     command = "python benchmarks/relevance_newprompt.py " + " ".join(argv if argv is not None else sys.argv[1:])
     record = run_record(
-        name="relevance-newprompt", title="Relevance, leave-one-prompt-out over the 4 shared prompts (mean per-prompt F1)",
+        Path(args.out).stem, figures(table, len(rows)) + _ratio_figures(vs_plain) + (figures(sub_table["strategies"], sub_table["n_pairs"], "subset.")
+                                                           if sub_table else []), title=f"Relevance, leave-one-prompt-out over the {len(prompts)} shared prompts (mean per-prompt F1)",
         command=command.strip(), model=model, data=data, stage="relevance",
-        resampling={"unit": "prompt_id, then user_id within prompt", "n_clusters": len(prompts), "n_boot": args.n_boot},
-        figures=figures(table, len(rows), len(prompts)),
-        extra={"strategies": table, "prompts": prompts, "n_pairs": len(rows), "partial": partial, "lm_probe_run": with_probe,
+        resampling={"unit": "prompt_id > user_id", "n_clusters": len(prompts), "n_boot": args.n_boot},
+        extra={"strategies": table, "partial_rows": partial_rows, "probe_subset": sub_table, "prompts": prompts, "n_pairs": len(rows), "partial": partial, "lm_probe_run": with_probe,
                "lm_seconds_per_pair": {"n": len(secs), "mean": float(np.mean(secs)) if secs else None,
                                        "median": float(np.median(secs)) if secs else None},
-               "note": "per-prompt F1 of each held-out prompt; the interval is a two-level cluster bootstrap "
-                       f"over {len(prompts)} prompts (coarse: see worst/per-prompt); margin:oracle chooses its "
-                       "threshold on the held-out prompt and is a ceiling, not a strategy"})
+               "timing": timing, "compile_vs_plain_dspy": vs_plain,
+               "note": f"per-prompt F1 of each held-out prompt; with {len(prompts)} prompts (< 5) the mean has no "
+                       "interval: the range of the per-prompt F1s is given (personalign.metrics.cluster); each "
+                       "prompt's F1 has an interval over its users; margin:oracle chooses its threshold on the "
+                       "held-out prompt and is a ceiling, not a strategy"})
     write_record(Path(args.out), record)
     log(f"wrote {args.out}")
     for n in names:
         t = table[n]
-        print(f"{n:32s} mean F1 {t['mean_f1']:.3f} [{t['ci'][0]:.3f}, {t['ci'][1]:.3f}] worst {t['worst_f1']:.3f} "
+        print(f"{n:32s} mean F1 {t['mean_f1']:.3f} {_spread(t['ci'], t['range'])} worst {t['worst_f1']:.3f} "
               f"pooled {t['pooled_f1']:.3f} vs style-rank {t['diff_vs_style_rank']:+.3f}", file=sys.stderr)
     return 0
-
-
-BEGIN, END = "<!-- relevance_newprompt:begin -->", "<!-- relevance_newprompt:end -->"
-
-
-def render_markdown(record: dict) -> str:
-    """The docs table of a results file: one row per strategy (mean per-prompt F1 with its cluster
-    interval, worst prompt, pooled F1, difference to style-rank, per-prompt F1 and yes-rate)."""
-    ex = record["extra"]
-    prompts = [str(p) for p in ex["prompts"]]
-    short = [p.split(":")[-1] for p in prompts]
-    lines = [f"Results file `benchmarks/results/{record['name']}.json` (commit `{record['git_commit'][:10]}`, "
-             f"{record['date']}, model `{record['model']['name']}`, {ex['n_pairs']} pairs, "
-             f"{record['resampling']['n_boot']} two-level cluster resamples over {len(prompts)} prompts"
-             + (", PARTIAL: not every prompt" if ex.get("partial") else "") + "). Command: `" + record["command"] + "`",
-             "",
-             "| strategy | mean F1 [95% cluster CI] | worst | pooled F1 | vs style-rank [CI] | "
-             + " | ".join(f"F1 / yes {p}" for p in short) + " | AUC " + " / ".join(short) + " |",
-             "|---|---|---|---|---|" + "---|" * len(short) + "---|"]
-    for name, t in ex["strategies"].items():
-        per = " | ".join(f"{t['per_prompt_f1'][p]:.3f} / {t['per_prompt_yes_rate'][p]:.2f}" for p in prompts)
-        aucs = [t["auc"].get(p) for p in prompts]
-        auc = " / ".join(f"{a:.2f}" for a in aucs) if all(a is not None for a in aucs) else "-"
-        lines.append(f"| `{name}` | {t['mean_f1']:.3f} [{t['ci'][0]:.2f}, {t['ci'][1]:.2f}] | {t['worst_f1']:.3f} | "
-                     f"{t['pooled_f1']:.3f} | {t['diff_vs_style_rank']:+.3f} [{t['diff_ci'][0]:+.2f}, {t['diff_ci'][1]:+.2f}] | "
-                     f"{per} | {auc} |")
-    sec = ex.get("lm_seconds_per_pair") or {}
-    if sec.get("n"):
-        lines += ["", f"LM seconds per pair (one forward pass, KV prefix reused; machine shared): median "
-                      f"{sec['median']:.2f} s, mean {sec['mean']:.2f} s over {sec['n']} fresh evaluations."]
-    return "\n".join(lines) + "\n"
-
-
-def render_docs(results: Path, page: Path) -> None:
-    """Replace the block between the page's markers with :func:`render_markdown` of ``results``."""
-    record = json.loads(results.read_text())
-    text = page.read_text()
-    if BEGIN not in text or END not in text:
-        usage_error(f"{page}: markers {BEGIN} / {END} not found")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    page.write_text(head + BEGIN + "\n" + render_markdown(record) + END + tail)
-
-
-def figures(table: dict, n: int, n_prompts: int) -> list[dict]:
-    out = []
-    for name, t in table.items():
-        out.append({"key": f"relevance.newprompt.{name}.f1_mean", "label": f"{name}: mean per-prompt F1 (LOPO)",
-                    "strategy": registered(name), "metric": "f1_mean", "value": t["mean_f1"], "ci": t["ci"], "n": n,
-                    "note": f"worst prompt {t['worst_f1']:.3f}; pooled F1 {t['pooled_f1']:.3f}; {n_prompts} prompts"})
-        out.append({"key": f"relevance.newprompt.{name}.f1_worst", "label": f"{name}: worst held-out prompt F1",
-                    "strategy": registered(name), "metric": "f1_worst", "value": t["worst_f1"], "ci": None, "n": n_prompts,
-                    "note": "minimum over held-out prompts"})
-        out.append({"key": f"relevance.newprompt.{name}.diff_vs_style_rank", "label": f"{name} - style-rank, mean per-prompt F1",
-                    "strategy": registered(name), "metric": "f1_mean_diff", "value": t["diff_vs_style_rank"], "ci": t["diff_ci"],
-                    "n": n, "note": "paired: same folds and cluster resamples"})
-        for p, a in t["auc"].items():
-            if a is not None and name.split("@")[0] in ("yes-prob", "ensemble", "style-rank", "lm-probe") and "@" not in name:
-                out.append({"key": f"relevance.newprompt.{name}.auc.prompt{p}", "label": f"{name}: ROC AUC on held-out prompt {p}",
-                            "strategy": registered(name), "metric": "roc_auc", "value": a, "ci": None, "n": None, "note": None})
-    return out
 
 
 if __name__ == "__main__":

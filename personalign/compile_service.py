@@ -18,7 +18,11 @@ Compiling an LLM strategy with a teleprompter:
    predicts a single class on dev gets a warning and never wins over a non-constant one; among the
    rest the highest objective wins and ties go to the uncompiled program. So a compile never
    returns a program that scores worse on dev than the one it was given (unless that one was
-   constant and the compiled one is not);
+   constant and the compiled one is not). **Toward ranking** (``optimizer_settings={"select_by":
+   "auc"}``, for programs whose decision the rule of step 4 makes): the candidates are compared by
+   the dev ROC AUC of the scores they produce instead (a constant-decision candidate competes:
+   its score may still rank), the uncompiled program first, ties to it; when a candidate has no
+   score on some dev example, the set objective decides and the reason says so;
 4. **decision calibration** (binary stages, programs whose predictions carry a ``score``, e.g. the
    LLM judges' own yes/no log-probability margin): a raw threshold or a rule inside a unit (top
    share, z-score, offset from the unit's median; unit = ``stage.group_key`` or
@@ -63,8 +67,9 @@ def dev_split(trainset: list, seed: int, group_key: str | None) -> tuple[list, l
 def score_on(stage, program, examples: Sequence, *, lm=None, name: str = "candidate") -> dict[str, Any]:
     """Run ``program`` on ``examples`` and score it with the stage's set objective.
 
-    Returns ``{"name", "objective", "constant", "yes_rate" (binary stages), "failures", "lm_calls",
-    "predictions", "scores"}``.
+    Returns ``{"name", "objective", "constant", "yes_rate" and "auc" (binary stages; ``auc``: ROC
+    AUC of the scores against the labels, None when a score is missing or dev holds one class),
+    "failures", "lm_calls", "predictions", "scores"}``.
     """
     from personalign.evaluation import run_program
     from personalign.objectives import is_constant, objective_score
@@ -80,17 +85,43 @@ def score_on(stage, program, examples: Sequence, *, lm=None, name: str = "candid
     if stage.kind == "binary":
         pos = [stage.is_positive(p) for p in outcome.predictions]
         out["yes_rate"] = sum(bool(p) for p in pos) / max(1, len(pos))
+        out["auc"] = _auc(stage, examples, outcome.scores)
     return out
 
 
-def choose(candidates: list[dict]) -> tuple[dict, str]:
-    """The winning candidate (see the module docstring, step 3) and why it won."""
+def _auc(stage, examples: Sequence, scores) -> float | None:
+    from sklearn.metrics import roc_auc_score
+
+    gold = [bool(stage.is_positive(stage.gold(ex))) for ex in examples]
+    if not scores or any(s is None for s in scores) or len(set(gold)) < 2:
+        return None
+    return float(roc_auc_score(gold, [float(s) for s in scores]))
+
+
+def choose(candidates: list[dict], by: str = "objective") -> tuple[dict, str]:
+    """The winning candidate (see the module docstring, step 3) and why it won; ``by`` is
+    ``"objective"`` (the set objective of the decisions) or ``"auc"`` (the ranking quality of the
+    scores; falls back to the objective when a candidate has no AUC)."""
     import math
 
+    fallback = by == "auc" and any(c.get("auc") is None for c in candidates)
+    key = "auc" if by == "auc" and not fallback else "objective"
+
     def value(c):
-        v = c["objective"]
+        v = c[key]
         return -math.inf if v is None or math.isnan(v) else v
 
+    if key == "auc":
+        live = candidates
+        best = live[0]
+        for c in live[1:]:
+            if value(c) > value(best) + 1e-12:
+                best = c
+        others = ", ".join(f"{c['name']} {value(c):.4f}" for c in candidates if c is not best)
+        why = f"highest dev ROC AUC of the scores {value(best):.4f}" + (f" vs {others}" if others else "")
+        if any(c is not best and abs(value(c) - value(best)) <= 1e-12 for c in live):
+            why += "; ties go to the earlier candidate (the uncompiled program first)"
+        return best, why
     live = [c for c in candidates if not c["constant"]] or candidates
     best = live[0]
     for c in live[1:]:
@@ -99,6 +130,8 @@ def choose(candidates: list[dict]) -> tuple[dict, str]:
     others = ", ".join(f"{c['name']} {value(c):.4f}" + (" (constant)" if c["constant"] else "")
                        for c in candidates if c is not best)
     why = f"highest dev objective {value(best):.4f}" + (f" vs {others}" if others else "")
+    if fallback:
+        why += "; chosen by the objective: a candidate has no score on some dev example (no AUC)"
     if len(live) < len(candidates):
         why += "; constant candidates excluded"
     elif best["constant"]:
@@ -209,6 +242,12 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
 
     settings = dict(optimizer_settings or {})
     rule_mode = settings.pop("decision_rule", "auto")
+    select_by = settings.pop("select_by", "objective")
+    if select_by not in ("objective", "auc"):
+        from personalign.errors import ConfigurationError
+
+        raise ConfigurationError(f"select_by must be 'objective' or 'auc' (ranking quality of the scores on dev), "
+                                 f"got {select_by!r}")
     if rule_mode not in ("auto", "none"):
         from personalign.errors import ConfigurationError
 
@@ -244,7 +283,7 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
             programs[f"{optimizer}#{i}"] = alt
             candidates.append(score_on(stage, alt, dev, lm=lm, name=f"{optimizer}#{i}"))
     notes = [f"{c['name']} predicts a single class on dev" for c in candidates if c["constant"]]
-    best, why = choose(candidates)
+    best, why = choose(candidates, by=select_by)
     chosen = programs[best["name"]]
     after, rule, calib_calls, n_calib = best["objective"], None, 0, 0
     if calibrate and info.uses_lm:
@@ -272,7 +311,8 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
     result.reason = why
     result.details["selection"] = {
         "objective": result.objective, "n_dev": len(dev), "n_fit": len(fit), "lm_calls": dev_calls,
-        "candidates": [{k: c.get(k) for k in ("name", "objective", "constant", "yes_rate", "failures")}
+        "select_by": select_by,
+        "candidates": [{k: c.get(k) for k in ("name", "objective", "auc", "constant", "yes_rate", "failures")}
                        for c in candidates],
         "chosen": result.chosen, "reason": why, "warnings": notes,
         "decision_rule": rule.to_dict() if rule is not None else None, "n_calibration": n_calib,

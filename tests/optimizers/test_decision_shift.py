@@ -188,3 +188,39 @@ def test_compile_chooses_a_unit_rule_when_the_level_moves_between_prompts(dummy_
     assert rule["cv_objective"] > cands[("threshold", None)]["cv_objective"] + 0.2
     assert len(rule["per_group"]) == rule["n_groups"] >= 3  # one held-out figure per prompt group
     assert "leave-one-group-out" in info["reason"]
+
+
+def test_choose_by_auc_ranks_candidates_by_their_scores_not_their_decisions():
+    """Toward ranking: a candidate whose decisions are constant (the judge says no to every pair)
+    but whose score ranks best wins by AUC; ties go to the uncompiled program; with a candidate
+    missing its AUC the objective decides and the reason says so."""
+    from personalign.compile_service import choose
+
+    cands = [{"name": "uncompiled", "objective": 0.40, "auc": 0.80, "constant": False},
+             {"name": "labeled", "objective": 0.00, "auc": 0.91, "constant": True},
+             {"name": "labeled#2", "objective": 0.55, "auc": 0.70, "constant": False}]
+    best, why = choose(cands, by="auc")
+    assert best["name"] == "labeled" and "ROC AUC" in why
+    assert choose(cands)[0]["name"] == "labeled#2"  # by the objective (constant excluded)
+    tie = [{**cands[0], "auc": 0.9}, {**cands[1], "auc": 0.9}]
+    assert choose(tie, by="auc")[0]["name"] == "uncompiled"
+    best, why = choose([cands[0], {**cands[2], "auc": None}], by="auc")
+    assert best["name"] == "labeled#2" and "no AUC" in why
+
+
+def test_compile_toward_ranking_records_each_candidates_auc(dummy_lm):
+    from personalign.compile_service import compile_program
+    from personalign.errors import ConfigurationError
+    from personalign.programs.relevance import STAGE
+    from personalign.testing.tasks import imbalanced_examples
+
+    program, info = compile_program(STAGE, "zero-shot", "labeled", imbalanced_examples(), lm=dummy_lm, seed=0,
+                                    optimizer_settings={"k": 0, "select_by": "auc"}, program=ShiftedMarginJudge())
+    sel = info["details"]["selection"]
+    assert sel["select_by"] == "auc"
+    aucs = [c["auc"] for c in sel["candidates"]]
+    assert all(a is not None and 0.0 <= a <= 1.0 for a in aucs)
+    assert sel["chosen"].startswith("uncompiled") and "ROC AUC" in sel["reason"]  # k=0: same scores, tie
+    with pytest.raises(ConfigurationError, match="select_by"):
+        compile_program(STAGE, "zero-shot", "labeled", imbalanced_examples(), lm=dummy_lm, seed=0,
+                        optimizer_settings={"select_by": "f1"}, program=ShiftedMarginJudge())

@@ -104,3 +104,41 @@ def test_margins_are_unchanged_with_the_probe_on():
     h1 = margin_and_hidden(model, relevance_messages(attrs[0], prompt))[1]
     h2 = margin_and_hidden(model, relevance_messages(attrs[2], prompt))[1]
     assert not np.allclose(h1, h2)
+
+
+def test_ensemble_stacks_the_probe_out_of_fold_and_saves_it(fake_states, monkeypatch, tmp_path):
+    """``probe=True``: a third stacker input (the probe's out-of-fold logit), carried by the
+    synthetic hidden states (the margin is noise here); the
+    probe member's head is saved as lm_probe.npz and read back to the same scores."""
+    from personalign.programs.relevance import ensemble
+    from personalign.programs.relevance.learned import MiniLMLogReg
+
+    rows = fake_states
+    rng = np.random.default_rng(1)
+    noise = {r.attribute: float(rng.normal()) for r in rows}
+    monkeypatch.setattr(ensemble, "margins", lambda model, examples: [noise[e.attribute] for e in examples])
+    train, test = [r for r in rows if r.prompt_id != "p3"], [r for r in rows if r.prompt_id == "p3"]
+    model = "local/qwen2.5-coder-0.5b-instruct"
+    prog = ensemble.EnsembleRank(model=model, learned=MiniLMLogReg(), probe=True, threshold=0.5).fit(train)
+    from sklearn.metrics import roc_auc_score
+
+    assert len(prog.stacker["coef"]) == 3 and prog.stacker["coef"][2] > 0
+    assert isinstance(prog.probe, probe.LMProbe) and prog.probe.n_embd == 24
+    plain = ensemble.EnsembleRank(model=model, learned=MiniLMLogReg(), threshold=0.5).fit(train)
+    assert len(plain.stacker["coef"]) == 2 and plain.probe is None
+    gold = [r.relevant for r in test]
+    assert roc_auc_score(gold, prog.score_batch(test)) > 0.8
+    state = prog.dump_state()
+    prog.save_weights(tmp_path)
+    assert (tmp_path / probe.WEIGHTS_FILE).is_file()
+    back = ensemble.EnsembleRank(model=model, learned=MiniLMLogReg()).load_state(state).load_weights(tmp_path)
+    assert back.score_batch(test) == pytest.approx(prog.score_batch(test))
+
+
+def test_probe_fits_on_a_single_prompt_without_choosing_C(fake_states):
+    """A nested fold of a stack can hold one prompt: no leave-one-prompt-out to choose C on, so
+    the middle of the grid is used and the CV record says so."""
+    rows = [r for r in fake_states if r.prompt_id == "p0"]
+    prog = probe.LMProbe(model="local/qwen2.5-coder-0.5b-instruct").fit(rows)
+    assert prog.C == probe.C_GRID[len(probe.C_GRID) // 2] and "one prompt" in prog.cv["note"]
+    assert len(prog.score_batch(rows)) == len(rows)

@@ -12,6 +12,13 @@ the decision threshold, so train labels never set the threshold through in-sampl
 
 The stacker's margin weight shows how much the LLM adds: near 0 when the model is at chance.
 
+``probe=True`` adds a third stacker input: the logit of an ``lm-probe`` member
+(:class:`~personalign.programs.relevance.probe.LMProbe`, a linear probe on the embedded model's
+final hidden state at the verdict position, read from the same forward pass as the margin), its
+stacker inputs out-of-fold like the learned member's; then ``coef`` is ``[w_learned, w_margin,
+w_probe]``, the state holds ``"probe": <member state>`` and the weights directory the member's
+``lm_probe.npz``. Embedded models only.
+
 Saving (no pickle): :meth:`LearnedPlusLLM.dump_state` -> JSON ``{"threshold", "model",
 "stacker": {"coef": [w_learned, w_margin], "intercept": b}, "learned": <member state>}``;
 :meth:`LearnedPlusLLM.save_weights(dir)` writes the member's ``minilm_logreg.npz``.
@@ -31,6 +38,12 @@ from personalign.programs.relevance.learned import MiniLMLogReg
 from personalign.programs.relevance.yes_prob import margins, resolve_model
 
 
+def _probe_member(model: str | None):
+    from personalign.programs.relevance.probe import LMProbe
+
+    return LMProbe(model=model)
+
+
 def _logit(p: float) -> float:
     p = min(max(p, 1e-6), 1 - 1e-6)
     return math.log(p / (1 - p))
@@ -44,8 +57,10 @@ class LearnedPlusLLM(RelevanceScorer):
             default model), recorded at fit time and reused for predicting.
         learned: the learned member (default ``MiniLMLogReg()``).
         threshold: decision threshold on the stacked probability; None until compiled.
+        probe: stack the logit of an ``lm-probe`` member too (embedded models only; see the module).
 
-    Cost per pair: one MiniLM embedding lookup and one prompt evaluation of the embedded model.
+    Cost per pair: one MiniLM embedding lookup and one prompt evaluation of the embedded model
+    (with ``probe``, the hidden state is read from that same evaluation).
 
     Raises:
         ConfigurationError: an endpoint that returns no ``top_logprobs``.
@@ -57,13 +72,14 @@ class LearnedPlusLLM(RelevanceScorer):
     uses_lm = True
 
     def __init__(self, model: str | None = None, learned: MiniLMLogReg | None = None,
-                 threshold: float | None = None) -> None:
+                 threshold: float | None = None, probe: bool = False) -> None:
         super().__init__()
         self.model = model
         self.learned = learned or MiniLMLogReg()
         self.threshold = threshold
         self.fitted_model: str | None = None
         self.stacker: dict | None = None
+        self.probe = _probe_member(model) if probe else None
 
     def _model(self) -> str:
         from personalign.lm.serving import require_top_logprobs
@@ -72,11 +88,13 @@ class LearnedPlusLLM(RelevanceScorer):
         require_top_logprobs(model, "the ensemble's LLM signal")
         return model
 
-    def _features(self, learned_scores: Sequence[float], examples: Sequence, model: str):
+    def _features(self, learned_scores: Sequence[float], examples: Sequence, model: str,
+                  probe_scores: Sequence[float] | None = None):
         import numpy as np
 
         margin = margins(model, examples)
-        return np.array([[_logit(p), m] for p, m in zip(learned_scores, margin)], dtype=float)
+        X = np.array([[_logit(p), m] for p, m in zip(learned_scores, margin)], dtype=float)
+        return X if probe_scores is None else np.column_stack([X, np.asarray(probe_scores, dtype=float)])
 
     def fit(self, examples: Sequence, *, seed: int = 0) -> "LearnedPlusLLM":
         """Fit the learned member (out-of-fold for the stacker, then on all) and the stacker."""
@@ -91,9 +109,17 @@ class LearnedPlusLLM(RelevanceScorer):
             member.fit(tr, seed=seed)
             return member.score_batch(te)
 
-        oof, _ = out_of_fold_scores(fit_and_score, examples, labels=[bool(e.relevant) for e in examples],
-                                    groups=[group_of(e, "prompt_id", fallback="prompt") for e in examples])
-        X = self._features(oof, examples, model)
+        labels = [bool(e.relevant) for e in examples]
+        groups = [group_of(e, "prompt_id", fallback="prompt") for e in examples]
+        oof, _ = out_of_fold_scores(fit_and_score, examples, labels=labels, groups=groups)
+        probe_oof = None
+        if self.probe is not None:
+            def fit_and_score_probe(tr, te):
+                return _probe_member(model).fit(tr, seed=seed).score_batch(te)
+
+            probe_oof, _ = out_of_fold_scores(fit_and_score_probe, examples, labels=labels, groups=groups)
+            self.probe = _probe_member(model).fit(examples, seed=seed)
+        X = self._features(oof, examples, model, probe_oof)
         y = np.array([bool(e.relevant) for e in examples], dtype=int)
         head = LogisticHead(class_weight="balanced", standardize=False, random_state=seed).fit(X, y)
         self.stacker = {"coef": [float(v) for v in head.coef_], "intercept": float(head.intercept_)}
@@ -107,13 +133,18 @@ class LearnedPlusLLM(RelevanceScorer):
             raise RuntimeError("LearnedPlusLLM is not fitted: compile it with LearnedSelectorFit first")
         if not examples:
             return []
-        X = self._features(self.learned.score_batch(examples), examples, self._model())
+        model = self._model()
+        probe = self.probe.score_batch(examples) if self.probe is not None else None
+        X = self._features(self.learned.score_batch(examples), examples, model, probe)
         head = LogisticHead.from_arrays(self.stacker["coef"], self.stacker["intercept"])
         return [float(v) for v in head.predict_proba(X)[:, 1]]
 
     def dump_state(self, *args, **kwargs) -> dict:
-        return {"threshold": self.threshold, "model": self.fitted_model, "stacker": self.stacker,
-                "learned": self.learned.dump_state()}
+        state = {"threshold": self.threshold, "model": self.fitted_model, "stacker": self.stacker,
+                 "learned": self.learned.dump_state()}
+        if self.probe is not None:
+            state["probe"] = self.probe.dump_state()
+        return state
 
     def load_state(self, state: dict) -> "LearnedPlusLLM":
         self.threshold = state.get("threshold")
@@ -121,14 +152,21 @@ class LearnedPlusLLM(RelevanceScorer):
         self.stacker = state.get("stacker")
         if state.get("learned"):
             self.learned.load_state(state["learned"])
+        if state.get("probe") is not None:
+            self.probe = _probe_member(self.model).load_state(state["probe"])
         return self
 
     def save_weights(self, directory: Path) -> Path:
-        """Write the learned member's weights (``minilm_logreg.npz``) into ``directory``."""
+        """Write the learned member's weights (``minilm_logreg.npz``) into ``directory``, and the
+        probe member's (``lm_probe.npz``) when there is one."""
+        if self.probe is not None:
+            self.probe.save_weights(directory)
         return self.learned.save_weights(directory)
 
     def load_weights(self, directory: Path) -> "LearnedPlusLLM":
         self.learned.load_weights(directory)
+        if self.probe is not None:
+            self.probe.load_weights(directory)
         return self
 
 
@@ -144,13 +182,14 @@ class EnsembleRank(TopShareDecision, LearnedPlusLLM):
         min_group: smallest group decided by rank; smaller groups use ``probability >= threshold``.
         top_fraction: share of a group marked relevant; None = the train positive rate (``fit``).
         threshold: stacked-probability threshold for small groups (grouped CV in compile).
+        probe: as :class:`LearnedPlusLLM`.
     """
 
     def __init__(self, model: str | None = None, learned=None, min_group: int = 5,
-                 top_fraction: float | None = None, threshold: float | None = None) -> None:
+                 top_fraction: float | None = None, threshold: float | None = None, probe: bool = False) -> None:
         from personalign.programs.relevance.ranked import StyleRank
 
-        super().__init__(model=model, learned=learned or StyleRank(), threshold=threshold)
+        super().__init__(model=model, learned=learned or StyleRank(), threshold=threshold, probe=probe)
         self.min_group = int(min_group)
         self.top_fraction = top_fraction
 

@@ -6,7 +6,8 @@ the position that emits the Yes/No verdict (:func:`personalign.lm.probe.margin_a
 (n_embd,), 1536 for Qwen2.5-Coder-1.5B) -- and the head is the class-balanced
 :class:`~personalign.programs.common.logistic.LogisticHead`. Its ``C`` is chosen inside the
 training examples by leave-one-group-out CV over prompts (``prompt_id``): the ``C`` of
-:data:`C_GRID` with the best mean held-out-prompt ROC AUC (ties: the smaller ``C``). The score is
+:data:`C_GRID` with the best mean held-out-prompt ROC AUC (ties: the smaller ``C``; one prompt in
+train, as in a nested fold of a stack: the middle of the grid, said in ``cv``). The score is
 the head's logit; the decision rule is chosen by :class:`personalign.optimizers.LearnedSelectorFit`
 (leave-one-prompt-out, threshold or a rule inside a unit).
 
@@ -143,7 +144,10 @@ class LMProbe(LogisticSelector, RelevanceScorer):
         X = hidden_states(model, examples)
         groups = [_group(e) for e in examples]
         C = self.C
-        if not self.fixed_C:
+        if not self.fixed_C and len(set(groups)) < 2:  # one prompt (a nested fold): no held-out prompt to choose C on
+            C = C_GRID[len(C_GRID) // 2]
+            self.cv = {"C": C, "C_grid_mean_auc": None, "note": "one prompt in train: C not chosen by CV"}
+        elif not self.fixed_C:
             table = {}
             for c in C_GRID:
                 aucs = []
