@@ -103,10 +103,11 @@ RESULTS = ROOT / "benchmarks" / "results"
 def write_results(name: str, figures: list[dict], *, title: str | None = None, command: str | None = None,
                   model: str | None = None, adapter: str | None = None, sampler: dict | None = None,
                   data=None, data_sha256: str | None = None, resampling: dict | None = None,
-                  stage: str | None = None, extra: dict | None = None, out_dir=None) -> Path:
+                  stage: str | None = None, extra: dict | None = None, out_dir=None) -> dict:
     """Write ``benchmarks/results/<name>.json`` in the run-record format (:mod:`personalign.record`:
     command, git commit, versions, model sha256, data sha256, resampling, figures) atomically; return
-    its path. ``figures``: :func:`personalign.record.figure` dicts.
+    the record written. ``name``: the file stem (lower-case letters, digits, hyphens); ``figures``:
+    :func:`personalign.record.figure` dicts.
 
     Raises:
         ValueError: a malformed figure or record (nothing is written)."""
@@ -114,4 +115,5 @@ def write_results(name: str, figures: list[dict], *, title: str | None = None, c
 
     record = run_record(name, figures, title=title, command=command, model=model, adapter=adapter, sampler=sampler,
                         data=data, data_sha256=data_sha256, resampling=resampling, stage=stage, extra=extra)
-    return write_record(Path(out_dir or RESULTS) / f"{name}.json", record)
+    write_record(Path(out_dir or RESULTS) / f"{name}.json", record)
+    return record

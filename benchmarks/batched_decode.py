@@ -11,7 +11,7 @@ decodes them (temperature 0, free text, ``--max-tokens``) two ways on the same l
 
 Reports generated tokens/s of both, their ratio per round (rounds alternate which goes first)
 and whether every batched output equals the sequential one token for token. Writes
-``benchmarks/results/batched_decode.json`` (run-record format) and prints it.
+``benchmarks/results/batched-decode.json`` (run-record format) and prints it.
 
 Usage: ``flock /tmp/personalign-model.lock python benchmarks/batched_decode.py [--k 4] [--rounds 3]``.
 """
@@ -22,8 +22,7 @@ import argparse
 import statistics
 import time
 
-from _common import emit, log
-from _record import write_record
+from _common import emit, log, write_results
 
 REQUEST = ("I am planning a two-week trip to Japan in April with my partner. We like food, gardens and "
            "quiet places, we do not drive, and our budget is moderate. Please suggest how to split the "
@@ -91,8 +90,8 @@ def main() -> None:
          "strategy": None, "metric": "share", "value": round(n_eq / n_out, 4), "ci": None, "n": n_out,
          "note": "text identical, temperature 0"},
     ]
-    record = write_record("batched_decode", title=f"Batched generation on the embedded engine, k = {args.k}",
-                          model=args.lm, adapter=None, data=None, stage=None, figures=figures,
+    record = write_results("batched-decode", figures, title=f"Batched generation on the embedded engine, k = {args.k}",
+                          model=args.lm, adapter=None, data=None, stage=None,
                           extra={"rounds": rounds, "max_tokens": args.max_tokens, "threads": settings.n_threads,
                                  "all_equal": equal_all})
     emit(record)

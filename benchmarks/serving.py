@@ -22,8 +22,7 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from _common import ROOT, emit, log, quiet_logs
-from _record import write_record
+from _common import ROOT, emit, log, quiet_logs, write_results
 
 FAST = "local/qwen2.5-coder-0.5b-instruct"
 DEMO = ROOT / "examples" / "relevance_demo.jsonl"
@@ -94,12 +93,12 @@ def main() -> None:
                             "strategy": "zero-shot", "metric": "agreement", "value": round(same / len(examples), 4),
                             "ci": [round(ci.low, 4), round(ci.high, 4)], "n": len(examples),
                             "note": "share of pairs with the same yes/no decision, Wilson 95% CI"})
-    record = write_record(
-        "serving", title="The same program embedded and behind llama-cpp-python's OpenAI-compatible server",
+    record = write_results(
+        "serving", figures, title="The same program embedded and behind llama-cpp-python's OpenAI-compatible server",
         command="python benchmarks/serving.py " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in
                                                          {"limit": args.limit, "n_jobs": args.n_jobs}.items()),
-        model=FAST, adapter=adapter, data={"path": str(DEMO.relative_to(ROOT)), "sha256": file_sha256(DEMO)},
-        stage="relevance", figures=figures, extra=extra)
+        model=FAST, adapter=adapter, data=DEMO.relative_to(ROOT), data_sha256=file_sha256(DEMO),
+        stage="relevance", extra=extra)
     emit(record)
     log(json.dumps({f["key"]: f["value"] for f in figures}))
 

@@ -72,9 +72,9 @@ def test_benchmarks_write_results(tmp_path, monkeypatch):
     sys.modules.pop("_common", None)
     from _common import write_results
 
-    path = write_results("unit", [_fig("b.f1", 0.7)], data=DEMO, stage="relevance", out_dir=tmp_path)
-    rec = json.loads(path.read_text())
-    assert path.name == "unit.json" and rec["name"] == "unit" and rec["figures"][0]["value"] == 0.7
+    written = write_results("unit", [_fig("b.f1", 0.7)], data=DEMO, stage="relevance", out_dir=tmp_path)
+    rec = json.loads((tmp_path / "unit.json").read_text())
+    assert rec == written and rec["name"] == "unit" and rec["figures"][0]["value"] == 0.7
     assert rec["data"]["sha256"] and rec["stage"] == "relevance"
 
 
