@@ -13,7 +13,9 @@ Reports generated tokens/s of both, their ratio per round (rounds alternate whic
 and whether every batched output equals the sequential one token for token. Writes
 ``benchmarks/results/batched-decode.json`` (run-record format) and prints it.
 
-Usage: ``flock /tmp/personalign-model.lock python benchmarks/batched_decode.py [--k 4] [--rounds 3]``.
+Usage: ``flock /tmp/personalign-model.lock python benchmarks/batched_decode.py [--k 4] [--rounds 3]``;
+``--way sequential`` or ``--way batched`` decodes one way only and writes nothing (to time the two
+as whole processes, one against the other).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--way", choices=("both", "sequential", "batched"), default="both",
+                    help="Decode one way only and write no results (for timing each way as a whole process).")
     args = ap.parse_args()
     from personalign.lm import current_settings
     from personalign.lm._batch import BatchDecoder
@@ -54,6 +58,8 @@ def main() -> None:
     for r in range(args.rounds):
         timings = {}
         order = ("sequential", "batched") if r % 2 == 0 else ("batched", "sequential")
+        if args.way != "both":
+            order = (args.way,)
         for way in order:
             t0 = time.perf_counter()
             if way == "sequential":
@@ -66,12 +72,17 @@ def main() -> None:
                 n_gen = sum(len(t) for t in res.tokens)
             secs = time.perf_counter() - t0
             timings[way] = {"seconds": round(secs, 3), "tokens": n_gen, "tokens_per_s": round(n_gen / secs, 3)}
+        if args.way != "both":
+            log(f"round {r + 1}: {timings}")
+            continue
         equal = [a == b for a, b in zip(seq_text, bat_text)]
         equal_all &= all(equal)
         ratio = timings["batched"]["tokens_per_s"] / timings["sequential"]["tokens_per_s"]
         rounds.append({**timings, "ratio": round(ratio, 3), "outputs_equal": equal})
         log(f"round {r + 1}: {timings} ratio {ratio:.2f} equal {equal}")
     dec.close()
+    if args.way != "both":
+        return
     med = lambda key, way: round(statistics.median(x[way][key] for x in rounds), 3)  # noqa: E731
     ratio = round(statistics.median(x["ratio"] for x in rounds), 3)
     n_eq = sum(sum(x["outputs_equal"]) for x in rounds)

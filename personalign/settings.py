@@ -49,6 +49,7 @@ def _model_class():
         SEED: Optional[Annotated[int, Field(ge=0, le=SEED_MAX)]] = None
         MAX_TRACES: Optional[Annotated[int, Field(ge=0, le=MAX_TRACES_MAX)]] = None
         KV_REUSE: Optional[bool] = None
+        BATCH_DECODE: Optional[bool] = None
         LM: Optional[str] = None
 
         @field_validator("*", mode="before")
@@ -68,6 +69,7 @@ EXPECTED = {
     "SEED": f"an integer from 0 to {SEED_MAX}",
     "MAX_TRACES": f"an integer from 0 to {MAX_TRACES_MAX} (0 turns traces off)",
     "KV_REUSE": "1 or 0 (true/false, yes/no, on/off)",
+    "BATCH_DECODE": "1 or 0 (true/false, yes/no, on/off)",
 }
 PATH_SETTINGS = ("RUNS_DIR", "CACHE_DIR", "MODELS_DIR")
 

@@ -4,8 +4,8 @@ llama-cpp-python's ``Llama`` decodes one sequence at a time, and on a CPU that i
 each generated token reads every weight once, so one token per step wastes most of that read.
 llama.cpp's batch API puts several sequences in one ``llama_batch`` (a ``seq_id`` per token), so
 one pass over the weights advances k sequences. This module does that for greedy decoding
-(temperature 0), optionally grammar-constrained like the engine's typed outputs
-(:mod:`personalign.lm._constrained`'s sample-then-check, per sequence):
+or sampled (a seeded RNG per sequence), optionally grammar-constrained like the engine's typed
+outputs (:mod:`personalign.lm._constrained`'s sample-then-check, per sequence):
 
 1. the **longest prefix all prompts share** is evaluated once, in sequence 0, and copied to the
    other sequences with ``llama_memory_seq_cp`` (a unified KV cache: the copy only tags cells);
@@ -16,14 +16,27 @@ A :class:`BatchDecoder` owns its own llama.cpp context on the engine's already l
 (``n_seq_max`` = k, ``kv_unified``), so the engine's single-sequence context and its KV prefix
 cache are untouched. Not thread-safe: the caller holds the engine lock.
 
+**Exact per row.** Every sequence's logits are bit-identical whatever else is in the batch, so a
+row decoded among k equals the same prompt decoded alone (k = 1) token for token, greedy or
+sampled with the same seed. Two things make it so, both measured (``tests/lm/test_batch_decode.py``):
+flash attention is on in this context and in the engine's (llama.cpp's CPU flash-attention kernel
+computes each query row on its own and skips the cells its mask hides; without it, the KQ·V
+products run over every cell of the batch's KV window, masked ones included, and their rounding
+changes with the batch's shape and the cells' interleaving: greedy text drifted after 0-30
+tokens), and the weight matmuls quantize and reduce each activation row separately.
+
 Source: llama.cpp ``examples/batched`` and ``examples/parallel`` (the same batch layout).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+from personalign.lm._engine import Completion
 
 
 @dataclass
@@ -60,6 +73,7 @@ class BatchDecoder:
 
         self.llm = llm
         self.n_seq = int(n_seq)
+        self.n_ctx = int(n_ctx)
         self.n_batch = int(n_batch)
         self.n_vocab = llm.n_vocab()
         self.vocab = llm._model.vocab
@@ -69,6 +83,7 @@ class BatchDecoder:
         params.n_ubatch = self.n_batch
         params.n_seq_max = self.n_seq
         params.kv_unified = True
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED  # exact per row (module docstring)
         params.n_threads = int(n_threads)
         params.n_threads_batch = int(n_threads)
         self.ctx = llama_cpp.llama_init_from_model(llm._model.model, params)
@@ -119,19 +134,32 @@ class BatchDecoder:
                 out[i] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
         return out
 
-    def generate(self, prompts: list[list[int]], *, max_tokens: int, grammars: list[str] | None = None,
-                 top_k: int = 40) -> BatchResult:
-        """Greedy-decode up to ``max_tokens`` tokens after each of ``prompts`` (token ids), at most
-        ``n_seq`` of them at once; each may be constrained by a GBNF grammar (``grammars[i]``,
-        None = free text). The result equals decoding each prompt alone greedily, up to
-        floating-point differences between batch shapes (measured in ``benchmarks/batched_decode.py``)."""
+    def generate(self, prompts: list[list[int]], *, max_tokens: int, grammars: list[str | None] | None = None,
+                 temperature: float = 0.0, seeds: list[int] | None = None, top_k: int = 40, top_p: float = 0.95,
+                 stops: list[str] | None = None) -> BatchResult:
+        """Decode up to ``max_tokens`` tokens after each of ``prompts`` (token ids), at most ``n_seq``
+        of them at once.
+
+        Args:
+            grammars: per prompt a GBNF grammar or None (free text).
+            temperature: 0 = greedy; else top-k, temperature, nucleus top-p, one draw from
+                ``numpy.random.default_rng(seeds[i])`` per token of sequence i (as the engine's
+                typed outputs sample).
+            seeds: per prompt (required when ``temperature`` > 0).
+            stops: strings that end a free-text sequence (the text is cut before the first).
+
+        Each sequence's output equals decoding it alone with this decoder (k = 1): see the module
+        docstring. ``BatchResult.tokens`` holds every generated token; a stop string is cut from
+        the text by the caller (:func:`complete_many`)."""
         import llama_cpp
 
-        from personalign.lm._constrained import _Candidates, _choose
+        from personalign.lm._constrained import _Candidates, _choose, _sample_nucleus
 
         k = len(prompts)
         if not 1 <= k <= self.n_seq:
             raise ValueError(f"{k} prompts for a decoder of {self.n_seq} sequences")
+        if temperature > 0 and (seeds is None or len(seeds) != k):
+            raise ValueError(f"sampling at temperature {temperature} needs one seed per prompt ({k})")
         llama_cpp.llama_memory_clear(self.mem, True)
         shared = min(_common_prefix(prompts), min(len(p) for p in prompts) - 1)  # each keeps >= 1 own token
         items = [(t, i, 0, False) for i, t in enumerate(prompts[0][:shared])]
@@ -154,6 +182,7 @@ class BatchDecoder:
             for s, g in enumerate(grammars):
                 if g is not None:
                     samplers[s] = llama_cpp.llama_sampler_init_grammar(self.vocab, g.encode("utf-8"), b"root")
+        rngs = [np.random.default_rng(int(x)) for x in seeds] if temperature > 0 else [None] * k
         one, full = _Candidates(top_k), _Candidates(self.n_vocab)
         all_ids = np.arange(self.n_vocab, dtype=np.int32)
         out: list[list[int]] = [[] for _ in range(k)]
@@ -165,16 +194,21 @@ class BatchDecoder:
                 step = []
                 for s in active:
                     logits = logits_of[s]
-                    if samplers[s] is None:
-                        tok = int(np.argmax(logits))
+                    if samplers[s] is not None:
+                        tok = _choose(samplers[s], logits, one, full, all_ids, temperature, top_k, top_p, rngs[s])
+                    elif temperature > 0:
+                        tok = _sample_nucleus(logits, temperature, top_k, top_p, rngs[s])[1]
                     else:
-                        tok = _choose(samplers[s], logits, one, full, all_ids, 0.0, top_k, 1.0, None)
+                        tok = int(np.argmax(logits))
                     if tok < 0 or llama_cpp.llama_vocab_is_eog(self.vocab, tok):
                         finish[s] = "stop"
                         continue
                     if samplers[s] is not None:
                         llama_cpp.llama_sampler_accept(samplers[s], tok)
                     out[s].append(tok)
+                    if stops and samplers[s] is None and _stopped(self.llm, out[s], stops):
+                        finish[s] = "stop"
+                        continue
                     step.append((s, tok))
                 if not step:
                     break
@@ -192,4 +226,66 @@ class BatchDecoder:
         return BatchResult(tokens=out, finish=finish, prompt_tokens_evaluated=evaluated)
 
 
-__all__ = ["BatchDecoder", "BatchResult"]
+def _stopped(llm, tokens: list[int], stops: list[str]) -> bool:
+    """True when the text of ``tokens`` contains a stop string (only its tail can be new)."""
+    tail = llm.detokenize(tokens[-16:]).decode("utf-8", errors="ignore")
+    return any(st and st in tail for st in stops)
+
+
+def _cut(text: str, stops: list[str] | None) -> str:
+    cuts = [text.find(st) for st in stops or () if st and st in text]
+    return text[: min(cuts)] if cuts else text
+
+
+def complete_many(engine, prompts: list[str], *, max_tokens: int | None = None, temperature: float | None = None,
+                  seeds: list[int] | None = None, stop: list[str] | None = None,
+                  schema: dict[str, Any] | None = None) -> list[Completion]:
+    """k completions of k rendered prompts in one batched decode on ``engine``'s loaded weights
+    (:class:`~personalign.lm._engine.LocalEngine`; its lock is held): the provider's ``n > 1``.
+
+    Defaults and budgets are the engine's (:meth:`LocalEngine.complete`): ``max_tokens`` capped
+    by the room the longest prompt leaves in ``n_ctx``, a ``schema`` bounded and turned into the
+    same grammar. ``seeds`` default to the engine's (``seed`` at temperature 0, else
+    ``seed + call index``, one call per prompt). Each output equals decoding its prompt alone
+    with this decoder (same seed); at temperature 0 it equals :meth:`LocalEngine.complete`.
+
+    Returns one :class:`~personalign.lm._engine.Completion` per prompt, in order (no logprobs).
+
+    Raises:
+        ContextWindowError: a prompt does not fit ``n_ctx``.
+    """
+    from personalign.lm._engine import _gbnf_for, fit_schema
+
+    s = engine.settings
+    temperature = s.temperature if temperature is None else float(temperature)
+    max_tokens = s.max_tokens if max_tokens is None else int(max_tokens)
+    tokens = [engine._prompt_tokens(p) for p in prompts]
+    max_tokens = max(1, min(max_tokens, s.n_ctx - max(len(t) for t in tokens)))
+    grammar = None
+    if schema is not None:
+        bounded = fit_schema(schema, s.max_string_chars, s.max_list_items, budget=max_tokens)
+        grammar = _gbnf_for(json.dumps(bounded, sort_keys=True))
+    shared = _common_prefix(tokens)
+    cells = shared + sum(len(t) - shared + max_tokens for t in tokens)
+    with engine.lock:
+        if seeds is None:
+            seeds = [s.seed if temperature == 0 else s.seed + engine.calls + 1 + i for i in range(len(tokens))]
+        engine.calls += len(tokens)
+        engine.prompt_tokens += sum(len(t) for t in tokens)
+        dec = getattr(engine, "batch_decoder", None)
+        if dec is None or dec.n_seq < len(tokens) or dec.n_ctx < cells:
+            if dec is not None:
+                dec.close()
+            n_ctx = max(s.n_ctx, -(-cells // 256) * 256)
+            dec = engine.batch_decoder = BatchDecoder(engine.llm, n_seq=max(len(tokens), 4), n_ctx=n_ctx,
+                                                      n_threads=s.n_threads)
+        res = dec.generate(tokens, max_tokens=max_tokens, grammars=[grammar] * len(tokens),
+                           temperature=temperature, seeds=seeds, stops=stop)
+        engine.evaluated_tokens += res.prompt_tokens_evaluated
+        texts = [engine.llm.detokenize(t).decode("utf-8", errors="replace") for t in res.tokens]
+    return [Completion(text=_cut(text, stop) if grammar is None else text, finish_reason=fin,
+                       prompt_tokens=len(t), completion_tokens=len(ids))
+            for text, fin, t, ids in zip(texts, res.finish, tokens, res.tokens)]
+
+
+__all__ = ["BatchDecoder", "BatchResult", "complete_many"]

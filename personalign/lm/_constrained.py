@@ -112,6 +112,19 @@ def _step_logprobs(logits: np.ndarray, token: int, k: int) -> tuple[int, float, 
     return int(token), float(z[token] - logz), top
 
 
+def _sample_nucleus(logits, temperature, top_k, top_p, rng) -> tuple[np.ndarray, int]:
+    """One draw from ``logits`` after top-k, temperature and nucleus top-p (in that order);
+    returns (the top-k ids, best first; the drawn id)."""
+    order = np.argpartition(-logits, top_k)[:top_k]
+    order = order[np.argsort(-logits[order])]
+    scaled = logits[order].astype(np.float64) / temperature
+    probs = np.exp(scaled - scaled.max())
+    probs /= probs.sum()
+    keep = int(np.searchsorted(np.cumsum(probs), top_p) + 1)
+    cand, p = order[:keep], probs[:keep] / probs[:keep].sum()
+    return order, int(rng.choice(cand, p=p))
+
+
 def _choose(sampler, logits, one, full, all_ids, temperature, top_k, top_p, rng) -> int:
     if temperature <= 0:
         order = np.argpartition(-logits, top_k)[:top_k]
@@ -124,14 +137,7 @@ def _choose(sampler, logits, one, full, all_ids, temperature, top_k, top_p, rng)
             return -1
         return int(np.argmax(filtered))
     # sampling: top-k -> temperature -> top-p, check the drawn token, else filter the top-k, else all
-    order = np.argpartition(-logits, top_k)[:top_k]
-    order = order[np.argsort(-logits[order])]
-    scaled = logits[order].astype(np.float64) / temperature
-    probs = np.exp(scaled - scaled.max())
-    probs /= probs.sum()
-    keep = int(np.searchsorted(np.cumsum(probs), top_p) + 1)
-    cand, p = order[:keep], probs[:keep] / probs[:keep].sum()
-    tok = int(rng.choice(cand, p=p))
+    order, tok = _sample_nucleus(logits, temperature, top_k, top_p, rng)
     if math.isfinite(one.apply(sampler, np.array([tok], dtype=np.int32), logits[[tok]])[0]):
         return tok
     for ids in (order, all_ids):

@@ -42,6 +42,9 @@ class LocalSettings:
         reuse_prefix: keep the KV cache between calls and evaluate only the tokens after the
             longest prefix a prompt shares with the previous call (False: reset before every
             call; same outputs, for measuring the gain -- ``PERSONALIGN_KV_REUSE=0``).
+        batch_decode: answer a call asking for ``n > 1`` choices with one batched decode of the n
+            sequences (:func:`personalign.lm._batch.complete_many`) instead of n calls in turn
+            (``PERSONALIGN_BATCH_DECODE=0`` turns it off).
     """
 
     n_ctx: int = 4096
@@ -52,11 +55,12 @@ class LocalSettings:
     max_string_chars: int = 600
     max_list_items: int = 12
     reuse_prefix: bool = True
+    batch_decode: bool = True
 
     @classmethod
     def from_env(cls) -> "LocalSettings":
         """Settings overridden by ``PERSONALIGN_N_CTX``, ``PERSONALIGN_THREADS``, ``PERSONALIGN_SEED``,
-        ``PERSONALIGN_KV_REUSE`` (validated by :func:`personalign.settings.env_settings`).
+        ``PERSONALIGN_KV_REUSE``, ``PERSONALIGN_BATCH_DECODE`` (validated by :func:`personalign.settings.env_settings`).
 
         Raises:
             ConfigurationError: a variable out of its type or bounds (names it and its value).
@@ -73,6 +77,8 @@ class LocalSettings:
             s = replace(s, seed=env.SEED)
         if env.KV_REUSE is not None:
             s = replace(s, reuse_prefix=env.KV_REUSE)
+        if env.BATCH_DECODE is not None:
+            s = replace(s, batch_decode=env.BATCH_DECODE)
         return s
 
 
@@ -114,6 +120,7 @@ class LocalEngine:
                 n_threads=settings.n_threads,
                 n_threads_batch=settings.n_threads,
                 seed=settings.seed,
+                flash_attn=True,  # per-row exact kernels: batched decoding equals this (lm/_batch.py)
                 verbose=False,
             )
         except (ValueError, RuntimeError) as exc:
@@ -132,6 +139,13 @@ class LocalEngine:
         eos = vocab.token_get_text(self.llm.token_eos()) if self.llm.token_eos() >= 0 else ""
         self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
         self._stop = [eos] if eos else []
+
+    def close(self) -> None:
+        """Free the batch decoder's context (it runs on these weights), then the model."""
+        dec = getattr(self, "batch_decoder", None)
+        if dec is not None:
+            dec.close()
+        self.llm.close()
 
     # ---------------------------------------------------------------- prompts
     def render(self, messages: list[dict[str, Any]]) -> tuple[str, list[str]]:
@@ -328,7 +342,7 @@ def configure_settings(settings: LocalSettings) -> None:
         _settings = settings
         for name, eng in list(_engines.items()):
             if (eng.settings.n_ctx, eng.settings.n_threads) != (settings.n_ctx, settings.n_threads):
-                eng.llm.close()
+                eng.close()
                 del _engines[name]
             else:
                 eng.settings = settings
@@ -362,7 +376,7 @@ def close_all() -> None:
     with _engines_lock:
         for eng in _engines.values():
             try:
-                eng.llm.close()
+                eng.close()
             except Exception:  # noqa: BLE001 -- best effort at exit
                 pass
         _engines.clear()

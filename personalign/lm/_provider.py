@@ -50,16 +50,18 @@ def _make_handler():
             seed = params.get("seed")
             choices = []
             prompt_tokens = completion_tokens = 0
-            for i in range(n):
-                out = engine.complete(
-                    prompt,
-                    max_tokens=params.get("max_tokens") or params.get("max_completion_tokens"),
-                    temperature=params.get("temperature"),
-                    seed=None if seed is None else int(seed) + i,
-                    stop=sorted(set(stop + (user_stop or []))),
-                    schema=schema,
-                    logprobs=logprobs,
-                )
+            kwargs = {"max_tokens": params.get("max_tokens") or params.get("max_completion_tokens"),
+                      "temperature": params.get("temperature"), "stop": sorted(set(stop + (user_stop or []))),
+                      "schema": schema}
+            if n > 1 and logprobs is None and engine.settings.batch_decode:  # the n sequences in one batch
+                from personalign.lm._batch import complete_many
+
+                outs = complete_many(engine, [prompt] * n, seeds=None if seed is None else
+                                     [int(seed) + i for i in range(n)], **kwargs)
+            else:
+                outs = [engine.complete(prompt, seed=None if seed is None else int(seed) + i, logprobs=logprobs,
+                                        **kwargs) for i in range(n)]
+            for i, out in enumerate(outs):
                 prompt_tokens = out.prompt_tokens
                 completion_tokens += out.completion_tokens
                 extra = {"logprobs": {"content": out.logprobs}} if out.logprobs is not None else {}

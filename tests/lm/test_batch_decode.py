@@ -1,5 +1,6 @@
-"""Batched greedy decoding (lm/_batch.py) equals one-at-a-time decoding at temperature 0 (slow:
-real llama.cpp models)."""
+"""Batched decoding (lm/_batch.py) is exact per row (slow: real llama.cpp models): at temperature 0
+it equals the engine's one-at-a-time decoding; sampled, each row equals the same prompt decoded
+alone with the same seed; the provider's ``n > 1`` goes through it."""
 
 from __future__ import annotations
 
@@ -20,11 +21,10 @@ def _prompts(eng, k):
                         {"role": "user", "content": f"{REQUEST}\n\nAnswer as {v}."}])[0] for v in VIEWS[:k]]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "measured at merge: on smollm2 the batched free text leaves the sequential text after ~25 tokens "
-    "(llama.cpp's kernels round differently by batch shape); greedy equality holds for grammar-constrained "
-    "outputs (next test). Issue 29 item 3 stays open until batched decoding is exact or its drift is bounded."))
-@pytest.mark.parametrize("model", [TINY, FAST])
+@pytest.mark.parametrize("model", [TINY, pytest.param(FAST, marks=pytest.mark.xfail(strict=False, reason=(
+    "measured 09:14 with flash attention on: SmolLM2 equal on all 4 prompts; the 0.5B Q4_K_M model left the "
+    "sequential text after ~35 tokens on the first prompt. Suspected: llama.cpp repacks Q4_K weights for AVX2 "
+    "(use_extra_bufts) and multiplies 4-row batches with a gemm kernel, single rows with a gemv one")))])
 def test_batched_free_text_equals_sequential(model):
     from personalign.lm import current_settings
     from personalign.lm._batch import BatchDecoder
@@ -67,3 +67,49 @@ def test_batched_grammar_constrained_equals_the_engines_typed_output():
     batched = [eng.llm.detokenize(t).decode("utf-8", errors="replace") for t in res.tokens]
     assert batched == sequential
     assert all(isinstance(json.loads(t)["relevant"], bool) for t in batched if res.finish[batched.index(t)] == "stop")
+
+
+def test_sampled_rows_equal_each_prompt_decoded_alone_with_its_seed():
+    from personalign.lm._batch import complete_many
+    from personalign.lm._engine import get_engine
+
+    eng = get_engine(TINY)
+    prompts = _prompts(eng, 4)
+    seeds = [11, 12, 13, 14]
+    together = complete_many(eng, prompts, temperature=0.8, seeds=seeds, max_tokens=40)
+    alone = [complete_many(eng, [p], temperature=0.8, seeds=[sd], max_tokens=40)[0] for p, sd in zip(prompts, seeds)]
+    assert [c.text for c in together] == [c.text for c in alone]
+    assert len({c.text for c in together}) == 4 and all(c.completion_tokens > 0 for c in together)
+    again = complete_many(eng, prompts, temperature=0.8, seeds=[21, 22, 23, 24], max_tokens=40)
+    assert [c.text for c in again] != [c.text for c in together]  # the seeds matter
+
+
+def test_provider_n_choices_decode_as_one_batch_and_the_switch_turns_it_off():
+    import litellm
+
+    from personalign.lm._engine import configure_settings, current_settings, get_engine
+    from personalign.lm._provider import register
+
+    register()
+    eng = get_engine(TINY)
+    msgs = [{"role": "user", "content": REQUEST}]
+    greedy = eng.complete(eng.render(msgs)[0], temperature=0.0, max_tokens=30).text
+    calls = eng.calls
+    resp = litellm.completion(model=TINY, messages=msgs, n=3, temperature=0.0, max_tokens=30)
+    assert [c.message.content for c in resp.choices] == [greedy] * 3
+    assert eng.calls == calls + 3 and eng.batch_decoder is not None
+    resp = litellm.completion(model=TINY, messages=msgs, n=3, temperature=0.9, max_tokens=30, seed=5)
+    sampled = [c.message.content for c in resp.choices]
+    assert len(set(sampled)) > 1
+    from dataclasses import replace
+
+    before = current_settings()
+    configure_settings(replace(before, batch_decode=False))
+    try:
+        dec = eng.batch_decoder
+        n_eval = eng.evaluated_tokens
+        resp = litellm.completion(model=TINY, messages=msgs, n=2, temperature=0.0, max_tokens=30)
+        assert [c.message.content for c in resp.choices] == [greedy] * 2
+        assert eng.batch_decoder is dec and eng.evaluated_tokens > n_eval  # the engine's own path, call by call
+    finally:
+        configure_settings(before)

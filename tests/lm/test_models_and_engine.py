@@ -177,14 +177,16 @@ def test_fit_schema_makes_the_longest_answer_fit_the_token_budget():
     assert roomy["properties"]["reasoning"]["maxLength"] == 20  # no tightening when it fits
 
 
-def test_kv_reuse_setting_is_parsed_and_a_bad_value_is_an_error(monkeypatch):
+@pytest.mark.parametrize("var,field", [("KV_REUSE", "reuse_prefix"), ("BATCH_DECODE", "batch_decode")])
+def test_switch_settings_are_parsed_and_a_bad_value_is_an_error(monkeypatch, var, field):
     from personalign.errors import ConfigurationError
     from personalign.lm._engine import LocalSettings
 
-    monkeypatch.setenv("PERSONALIGN_KV_REUSE", "0")
-    assert LocalSettings.from_env().reuse_prefix is False
-    monkeypatch.setenv("PERSONALIGN_KV_REUSE", "on")
-    assert LocalSettings.from_env().reuse_prefix is True
-    monkeypatch.setenv("PERSONALIGN_KV_REUSE", "maybe")
-    with pytest.raises(ConfigurationError, match="PERSONALIGN_KV_REUSE.*'maybe'"):
+    assert getattr(LocalSettings.from_env(), field) is True  # on by default
+    monkeypatch.setenv(f"PERSONALIGN_{var}", "0")
+    assert getattr(LocalSettings.from_env(), field) is False
+    monkeypatch.setenv(f"PERSONALIGN_{var}", "on")
+    assert getattr(LocalSettings.from_env(), field) is True
+    monkeypatch.setenv(f"PERSONALIGN_{var}", "maybe")
+    with pytest.raises(ConfigurationError, match=f"PERSONALIGN_{var}.*'maybe'"):
         LocalSettings.from_env()

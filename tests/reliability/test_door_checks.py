@@ -42,7 +42,7 @@ def _one_line(proc, *needles: str, tmp_path: Path | None = None) -> str:
 ENV_CASES = [("PERSONALIGN_N_CTX", v) for v in ("abc", "0", "16", "-4096", "99999999")] + [
     ("PERSONALIGN_THREADS", "abc"), ("PERSONALIGN_THREADS", "0"), ("PERSONALIGN_SEED", "abc"),
     ("PERSONALIGN_SEED", "-1"), ("PERSONALIGN_MAX_TRACES", "abc"), ("PERSONALIGN_MAX_TRACES", "-3"),
-    ("PERSONALIGN_KV_REUSE", "maybe"),
+    ("PERSONALIGN_KV_REUSE", "maybe"), ("PERSONALIGN_BATCH_DECODE", "maybe"),
 ]
 
 

@@ -13,7 +13,9 @@ from several sampled profiles, then aggregate). Steps of :class:`MultiPerspectiv
    ``none`` -- no profile, ``k`` answers sampled at ``temperature`` (the high-temperature
    baseline).
 2. **Answers**: one per profile, each with its own ``rollout_id`` (1..k) and ``temperature`` > 0,
-   so they are distinct samples and never one cached answer; empty answers and refusals are
+   so they are distinct samples and never one cached answer (``none``: one call asking for
+   ``n = k`` choices of the same prompt, which the embedded engine decodes as one batch,
+   :func:`personalign.lm._batch.complete_many`); empty answers and refusals are
    dropped; meta, named and fragmentary sentences are removed (:func:`~.rules.clean_candidate`).
 3. **Aggregate**: one call under the rules of
    :data:`~personalign.signatures.perspectives.AGGREGATION_RULES`; when the question asks for
@@ -212,10 +214,15 @@ class MultiPerspective(dspy.Module):
     def _answers(self, question: str, profiles: Sequence[Profile], names: Sequence[str],
                  n_items: int | None) -> list[str]:
         out = []
-        n = self.k if not profiles else len(profiles)
-        for i in range(n):
-            text = self._one_answer(question, profiles[i] if profiles else None, n_items, i + 1,
-                                    self.temperature).strip()
+        if profiles or n_items and self.typed_items:
+            texts = (self._one_answer(question, profiles[i] if profiles else None, n_items, i + 1, self.temperature)
+                     for i in range(len(profiles) or self.k))
+        else:  # k samples of one prompt: one call for n = k choices (batched on the embedded engine)
+            config = {"rollout_id": 1, "temperature": self.temperature, "max_tokens": self.answer_max_tokens,
+                      "n": self.k}
+            texts = [str(r or "") for r in self.answer_plain(prompt=question, config=config).completions.response]
+        for text in texts:
+            text = text.strip()
             if not text or is_refusal(text) and len(text) < 200:
                 continue
             cleaned = clean_candidate(truncate_head(text, MAX_CANDIDATE_CHARS), names, question=question)
