@@ -120,7 +120,6 @@ class LocalEngine:
                 n_threads=settings.n_threads,
                 n_threads_batch=settings.n_threads,
                 seed=settings.seed,
-                flash_attn=True,  # per-row exact kernels: batched decoding equals this (lm/_batch.py)
                 verbose=False,
             )
         except (ValueError, RuntimeError) as exc:

@@ -72,7 +72,7 @@ def llama_server(model: str = "local/qwen2.5-coder-0.5b-instruct", *, timeout_s:
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", name,
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(settings.n_ctx),
            "--n_threads", str(settings.n_threads), "--n_threads_batch", str(settings.n_threads),
-           "--seed", str(settings.seed), "--flash_attn", "True", "--verbose", "False"]  # as the engine computes
+           "--seed", str(settings.seed), "--verbose", "False"]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=dict(os.environ))
     api_base = f"http://127.0.0.1:{port}/v1"
