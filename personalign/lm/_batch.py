@@ -24,7 +24,7 @@ row on its own and skips the cells its mask hides; without it, the KQ·V product
 cell of the batch's KV window and their rounding changes with the batch's shape: greedy text
 drifted after 0-30 tokens), and the weight matmuls quantize and reduce each activation row
 separately. The engine's own context keeps flash attention off (every cached margin and figure
-was measured so; flash attention moves yes/no margins by up to 0.20 nats on the 1.5B model), so
+was measured so; flash attention moves the yes/no margins slightly), so
 a batched row is not bit-identical to the engine's sequential call: free text may part after
 some tokens. Batching is used where k answers are *sampled* (``n > 1``), not for greedy calls.
 
