@@ -53,7 +53,8 @@ def _make_handler():
             kwargs = {"max_tokens": params.get("max_tokens") or params.get("max_completion_tokens"),
                       "temperature": params.get("temperature"), "stop": sorted(set(stop + (user_stop or []))),
                       "schema": schema}
-            if n > 1 and logprobs is None and engine.settings.batch_decode:  # the n sequences in one batch
+            sampled = (params.get("temperature") or 0) > 0  # greedy choices are the engine's own, exactly
+            if n > 1 and sampled and logprobs is None and engine.settings.batch_decode:  # n sequences, one batch
                 from personalign.lm._batch import complete_many
 
                 outs = complete_many(engine, [prompt] * n, seeds=None if seed is None else

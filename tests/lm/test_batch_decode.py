@@ -73,7 +73,7 @@ def test_batched_grammar_constrained_equals_the_engines_typed_output():
     # the decoder runs flash attention and the engine does not (module docstring of lm/_batch.py): the
     # typed decisions must agree; the free-text reason may part after some tokens
     assert [decision(t) for t in batched] == [decision(t) for t in sequential], (batched, sequential)
-    assert all(t.startswith('{"relevant": ') or t.startswith('{"relevant":') for t in batched), batched
+    assert all(isinstance(json.loads(t)["relevant"], bool) for t, f in zip(batched, res.finish) if f == "stop"), batched
 
 
 def test_sampled_rows_equal_each_prompt_decoded_alone_with_its_seed():
@@ -103,11 +103,11 @@ def test_provider_n_choices_decode_as_one_batch_and_the_switch_turns_it_off():
     greedy = eng.complete(eng.render(msgs)[0], temperature=0.0, max_tokens=30).text
     calls = eng.calls
     resp = litellm.completion(model=TINY, messages=msgs, n=3, temperature=0.0, max_tokens=30)
-    assert [c.message.content for c in resp.choices] == [greedy] * 3
-    assert eng.calls == calls + 3 and eng.batch_decoder is not None
+    assert [c.message.content for c in resp.choices] == [greedy] * 3  # greedy: the engine's own path, exact
+    assert eng.calls == calls + 3
     resp = litellm.completion(model=TINY, messages=msgs, n=3, temperature=0.9, max_tokens=30, seed=5)
     sampled = [c.message.content for c in resp.choices]
-    assert len(set(sampled)) > 1
+    assert len(set(sampled)) > 1 and eng.batch_decoder is not None  # sampled: one batch of 3
     from dataclasses import replace
 
     before = current_settings()
@@ -115,8 +115,8 @@ def test_provider_n_choices_decode_as_one_batch_and_the_switch_turns_it_off():
     try:
         dec = eng.batch_decoder
         n_eval = eng.evaluated_tokens
-        resp = litellm.completion(model=TINY, messages=msgs, n=2, temperature=0.0, max_tokens=30)
-        assert [c.message.content for c in resp.choices] == [greedy] * 2
+        resp = litellm.completion(model=TINY, messages=msgs, n=2, temperature=0.9, max_tokens=30, seed=5)
+        assert len(resp.choices) == 2
         assert eng.batch_decoder is dec and eng.evaluated_tokens > n_eval  # the engine's own path, call by call
     finally:
         configure_settings(before)
