@@ -114,7 +114,7 @@ def test_median_pruner_stops_trials_on_minibatch_scores(runs_dir, mock_lm, tmp_p
     # (trials would collapse to two score paths); keep the compiled ones to get diverse trials
     import personalign.compile_service as service
 
-    monkeypatch.setattr(service, "choose", lambda cands: (cands[-1], "test: the compiled candidate"))
+    monkeypatch.setattr(service, "choose", lambda cands, **_: (cands[-1], "test: the compiled candidate"))
     space = tmp_path / "prune.toml"
     space.write_text(MOCK_SPACE.replace('kind = "none"', 'kind = "median"\nn_startup_trials = 2\nn_warmup_steps = 0')
                      .replace("minibatch_size = 3", "minibatch_size = 2"))
