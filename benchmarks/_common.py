@@ -117,3 +117,20 @@ def write_results(name: str, figures: list[dict], *, title: str | None = None, c
                         data=data, data_sha256=data_sha256, resampling=resampling, stage=stage, extra=extra)
     write_record(Path(out_dir or RESULTS) / f"{name}.json", record)
     return record
+
+
+def write_cv_results(name: str, result: dict, *, title: str, command: str, stage: str) -> dict:
+    """Write a leave-one-group-out compare result (:func:`personalign.crossval.compare_stage_groups`,
+    partial or complete) as ``benchmarks/results/<name>.json``: its figures and resampling from
+    :func:`personalign.crossval.result_record`, ``extra`` gaining the groups, the per-strategy rows
+    without predictions and ``complete``. Returns the record written."""
+    from personalign.crossval import result_record
+
+    rec = result_record({**result, "uses_lm": bool(result.get("lm"))}, command=command)
+    rows = [{k: v for k, v in r.items() if k != "predictions"} for r in result["strategies"]]
+    extra = {**rec["extra"], "groups": result["groups"], "strategies": rows, "complete": bool(result.get("complete"))}
+    record = write_results(name, rec["figures"], title=title, command=command, model=result.get("lm"),
+                           adapter=rec["adapter"], data=result["data"], data_sha256=result["data_sha256"],
+                           resampling=rec["resampling"], stage=stage, extra=extra)
+    log(f"{len(rows)} strategies written to benchmarks/results/{name}.json")
+    return record

@@ -23,7 +23,7 @@ import argparse
 import shlex
 import sys
 
-from _common import emit, log, quiet_logs, shared_data, usage_error, write_results
+from _common import emit, quiet_logs, shared_data, usage_error, write_cv_results
 
 LM_FREE = {"verification": "minilm-logreg,minilm-maxsim", "violation": "never"}
 
@@ -46,21 +46,13 @@ def main(argv=None) -> int:
     data = args.data or str(shared_data() / "prefeval")
     name = args.name or f"{args.stage}-loto-lmfree"
     quiet_logs()
-    from personalign.crossval import result_record
     from personalign.errors import PersonalignError
     from personalign.lm import configure_cache
 
     command = shlex.join(["python", "benchmarks/prefeval_loto.py", *(argv if argv is not None else sys.argv[1:])])
 
     def save(result: dict) -> None:
-        rec = result_record({**result, "uses_lm": bool(result.get("lm"))}, command=command)
-        rows = [{k: v for k, v in r.items() if k != "predictions"} for r in result["strategies"]]
-        extra = {**rec["extra"], "groups": result["groups"], "strategies": rows,
-                 "complete": bool(result.get("complete"))}
-        write_results(name, rec["figures"], title=f"{args.stage}: leave-one-topic-out on the PrefEval-derived labels",
-                      command=command, model=result.get("lm"), adapter=rec["adapter"], data=result["data"],
-                      data_sha256=result["data_sha256"], resampling=rec["resampling"], stage=args.stage, extra=extra)
-        log(f"{len(rows)} strategies written to benchmarks/results/{name}.json")
+        write_cv_results(name, result, title=f"{args.stage}: leave-one-topic-out on the PrefEval-derived labels", command=command, stage=args.stage)
 
     try:
         configure_cache(None, enabled=True)

@@ -25,7 +25,7 @@ import argparse
 import shlex
 import sys
 
-from _common import emit, log, quiet_logs, shared_data, usage_error, write_results
+from _common import emit, log, quiet_logs, shared_data, usage_error, write_cv_results
 
 LM_FREE = "all-yes,bm25,minilm-cosine,minilm-logreg,minilm-rank,style-rank"
 
@@ -80,21 +80,13 @@ def main(argv=None) -> int:
         usage_error(f"--n-boot must be >= 1, got {args.n_boot}")
     data = args.data or str(shared_data() / "recenter_relevance" / "relevance_labels.jsonl")
     quiet_logs()
-    from personalign.crossval import result_record
     from personalign.errors import PersonalignError
     from personalign.lm import configure_cache
 
     command = shlex.join(["python", "benchmarks/relevance_lopo.py", *(argv if argv is not None else sys.argv[1:])])
 
     def save(result: dict) -> None:
-        rec = result_record({**result, "uses_lm": bool(result.get("lm"))}, command=command)
-        rows = [{k: v for k, v in r.items() if k != "predictions"} for r in result["strategies"]]
-        extra = {**rec["extra"], "groups": result["groups"], "strategies": rows,
-                 "complete": bool(result.get("complete"))}
-        write_results(args.name, rec["figures"], title="relevance: leave-one-prompt-out on the shared labels",
-                      command=command, model=result.get("lm"), adapter=rec["adapter"], data=result["data"],
-                      data_sha256=result["data_sha256"], resampling=rec["resampling"], stage="relevance", extra=extra)
-        log(f"{len(rows)} strategies written to benchmarks/results/{args.name}.json")
+        write_cv_results(args.name, result, title="relevance: leave-one-prompt-out on the shared labels", command=command, stage="relevance")
 
     try:
         configure_cache(None, enabled=True)
