@@ -35,11 +35,11 @@ def demo_command() -> list[str]:
     return shlex.split(lines[0])
 
 
-def _progress_only(stderr: str) -> bool:
-    """True when every non-blank stderr line is a progress bar (rich draws them with a percentage or
-    a done/total count), i.e. the run printed no warning or traceback."""
+def _not_progress(stderr: str) -> list[str]:
+    """The non-blank stderr lines that are not a progress bar (rich draws a bar with a done/total
+    count): warnings, log lines, tracebacks. Empty when the run printed nothing else."""
     lines = [ln for ln in stderr.replace("\r", "\n").splitlines() if ln.strip()]
-    return all(("%" in ln or "/" in ln) and ("━" in ln or "─" in ln or "╸" in ln) for ln in lines)
+    return [ln for ln in lines if not (("%" in ln or "/" in ln) and ("━" in ln or "─" in ln or "╸" in ln))]
 
 
 def main() -> None:
@@ -62,16 +62,19 @@ def main() -> None:
             if p.returncode != 0:
                 log(p.stderr[-2000:])
                 raise SystemExit(f"error: demo run {i + 1} exited {p.returncode}")
-            runs.append({"seconds": round(secs, 1), "stderr_progress_only": _progress_only(p.stderr),
-                         "stderr_lines": len([ln for ln in p.stderr.splitlines() if ln.strip()]),
+            other = _not_progress(p.stderr)
+            runs.append({"seconds": round(secs, 1), "stderr_progress_only": not other, "stderr_other": other[:20],
                          "stdout": p.stdout, "record": json.loads(out.read_text())})
     values = [{f["key"]: f["value"] for f in r["record"]["figures"]} for r in runs]
     identical = all(v == values[0] for v in values[1:])
-    record = {**runs[0]["record"], "name": "demo"}  # written as demo<i>.json above
+    # written as demo<i>.json above; the command that reproduces this file is this script's
+    record = {**runs[0]["record"], "name": "demo", "command": f"python benchmarks/demo_timing.py --runs {args.runs}"}
+    record["extra"]["demo_command"] = "make demo: " + shlex.join(argv)
     record["extra"]["timing"] = {
         "timed_by": "benchmarks/demo_timing.py", "runs": len(runs), "wall_seconds": [r["seconds"] for r in runs],
         "fresh_runs_dir_and_cache": True, "figures_identical_across_runs": identical,
         "stderr_progress_only": [r["stderr_progress_only"] for r in runs],
+        "stderr_other_lines": [r["stderr_other"] for r in runs],
         "differing_figures": sorted({k for v in values[1:] for k in v if v[k] != values[0].get(k)}),
     }
     record["extra"]["printed"] = runs[0]["stdout"]
