@@ -70,7 +70,8 @@ def main() -> None:
     # written as demo<i>.json above; the command that reproduces this file is this script's
     record = {**runs[0]["record"], "name": "demo", "command": f"python benchmarks/demo_timing.py --runs {args.runs}"}
     record["extra"]["demo_command"] = "make demo: " + shlex.join(argv)
-    record["figures"] = [*record["figures"], *(
+    # keys unique across the results page: the demo's own namespace (relevance.lopo.* is the shared data's)
+    record["figures"] = [*({**f, "key": f"demo.{f['key']}"} for f in record["figures"]), *(
         {"key": f"demo.run{i + 1}.wall_seconds", "label": f"wall time of fresh run {i + 1}", "strategy": None,
          "metric": "seconds", "value": r["seconds"], "ci": None, "n": None,
          "note": "the whole compare process, fresh runs folder and cache; model already in the user cache"}

@@ -16,17 +16,18 @@ A :class:`BatchDecoder` owns its own llama.cpp context on the engine's already l
 (``n_seq_max`` = k, ``kv_unified``), so the engine's single-sequence context and its KV prefix
 cache are untouched. Not thread-safe: the caller holds the engine lock.
 
-**Exact per row.** Every sequence's logits are bit-identical whatever else is in the batch, so a
-row decoded among k equals the same prompt decoded alone (k = 1) *by this decoder*, token for
-token, greedy or sampled with the same seed. Two things make it so (``tests/lm/test_batch_decode.py``):
-flash attention is on in this context (llama.cpp's CPU flash-attention kernel computes each query
-row on its own and skips the cells its mask hides; without it, the KQ·V products run over every
-cell of the batch's KV window and their rounding changes with the batch's shape: greedy text
-drifted after 0-30 tokens), and the weight matmuls quantize and reduce each activation row
-separately. The engine's own context keeps flash attention off (every cached margin and figure
-was measured so; flash attention moves the yes/no margins slightly), so
-a batched row is not bit-identical to the engine's sequential call: free text may part after
-some tokens. Batching is used where k answers are *sampled* (``n > 1``), not for greedy calls.
+**Rows and their batch.** Flash attention is on in this context: llama.cpp's CPU
+flash-attention kernel computes each query row on its own and skips the cells its mask hides
+(without it, the KQ·V products run over every cell of the batch's KV window and their rounding
+changes with the batch's shape). On SmolLM2 (F16 weights) that makes a row decoded among k equal
+the same prompt decoded alone by this decoder, token for token, greedy or sampled with the same
+seed (``tests/lm/test_batch_decode.py``). On the Qwen2.5-Coder Q4_K_M models it does not: greedy
+rows part from the prompt decoded alone after some tokens, with or without llama.cpp's weight
+repacking (``benchmarks/batched_decode.py``, ``benchmarks/results/batched-decode*.json``), so a
+sampled answer is reproducible for the same k and seeds, not across k. The engine's own context
+keeps flash attention off (every cached margin and figure was measured so; flash attention moves
+the yes/no margins slightly), so a batched row is not the engine's sequential text either.
+Batching is used where k answers are *sampled* (``n > 1``), not for greedy calls.
 
 Source: llama.cpp ``examples/batched`` and ``examples/parallel`` (the same batch layout).
 """
@@ -86,7 +87,7 @@ class BatchDecoder:
         params.n_ubatch = self.n_batch
         params.n_seq_max = self.n_seq
         params.kv_unified = True
-        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED  # exact per row (module docstring)
+        params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED  # rows and their batch: module docstring
         params.n_threads = int(n_threads)
         params.n_threads_batch = int(n_threads)
         self.ctx = llama_cpp.llama_init_from_model(llm._model.model, params)

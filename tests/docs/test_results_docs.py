@@ -80,9 +80,11 @@ def test_stale_when_the_stage_is_gone():
 
 
 def test_stale_when_a_strategy_or_optimizer_is_gone():
-    rec = RECORDS[0].model_dump()
+    # a record of a stage whose first two figures name strategies (records like batched-decode name neither)
+    staged = next(r for r in RECORDS if r.stage and all(f.strategy for f in r.figures[:2]))
+    rec = staged.model_dump()
     rec["figures"][0]["strategy"] = "retired-strategy"
-    rec["figures"][1]["strategy"] = f"{RECORDS[0].figures[0].strategy}@no-such-optimizer"
+    rec["figures"][1]["strategy"] = f"{staged.figures[0].strategy}@no-such-optimizer"
     problems = report.stale(report.RunRecord.model_validate(rec))
     assert any("'retired-strategy' is no longer" in p for p in problems)
     assert any("optimizer 'no-such-optimizer'" in p for p in problems)
