@@ -22,6 +22,11 @@ class ConfigurationError(PersonalignError):
     """A setting, flag or environment variable has an unusable value."""
 
 
+class UsageProblem(ConfigurationError):
+    """A command line that does not parse (click's usage errors: a bad value, a missing or unknown
+    option), as one line."""
+
+
 class UnknownModelError(ConfigurationError):
     """A ``local/...`` model string names no embedded model."""
 
