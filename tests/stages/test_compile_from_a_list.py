@@ -5,21 +5,9 @@ JSONL the verb wrote and deleted -- while a file keeps its path."""
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 
 import pytest
-
-from tests.conftest import ROOT
-
-EXAMPLE = ROOT / "examples" / "own_task"
-
-
-@pytest.fixture
-def task(tmp_path):
-    for name in ("stage.toml", "data.jsonl"):
-        shutil.copy(EXAMPLE / name, tmp_path / name)
-    return tmp_path
 
 
 def _saved(out):
@@ -28,7 +16,7 @@ def _saved(out):
 
 
 @pytest.mark.parametrize("strategy", ["majority", "minilm-logreg"])  # unfitted and fitted, both LM-free
-def test_a_list_is_named_and_hashed_not_its_temporary_file(strategy, task, tmp_path, monkeypatch, runs_dir):
+def test_a_list_is_named_and_hashed_not_its_temporary_file(strategy, own_task, tmp_path, monkeypatch, runs_dir):
     import personalign
     from personalign.data.digest import file_sha256
     from personalign.programs.stage_ref import resolve_stage
@@ -36,8 +24,8 @@ def test_a_list_is_named_and_hashed_not_its_temporary_file(strategy, task, tmp_p
     temp = tmp_path / "temp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    st = resolve_stage(str(task / "stage.toml"))
-    examples = st.load(task / "data.jsonl")
+    st = resolve_stage(str(own_task / "stage.toml"))
+    examples = st.load(own_task / "data.jsonl")
     out = tmp_path / "prog"
     made = personalign.compile(st, strategy, examples, out=out)
     label = f"examples (a list of {len(examples)})"
@@ -53,7 +41,7 @@ def test_a_list_is_named_and_hashed_not_its_temporary_file(strategy, task, tmp_p
     text = (out / "program.json").read_text()
     assert str(temp) not in text and "personalign-option-follows-" not in text
     assert not list(temp.glob("personalign-*")), "the temporary JSONL outlives the call"
-    program, loaded = personalign.load_program(out, stage=str(task / "stage.toml"), with_metadata=True)
+    program, loaded = personalign.load_program(out, stage=str(own_task / "stage.toml"), with_metadata=True)
     assert loaded["data"] == label and program is not None
 
     # evaluated again on the same rows: recognised as fitted-on (sha256), named as the list
@@ -63,7 +51,7 @@ def test_a_list_is_named_and_hashed_not_its_temporary_file(strategy, task, tmp_p
     assert report["data"] == label and str(temp) not in json.dumps(report.to_dict())
 
     # a file keeps its own path and the file's sha256
-    from_file = personalign.compile(st, strategy, task / "data.jsonl", out=tmp_path / "prog-file")
+    from_file = personalign.compile(st, strategy, own_task / "data.jsonl", out=tmp_path / "prog-file")
     _, meta_file = _saved(tmp_path / "prog-file")
-    assert from_file.info["data"] == str(task / "data.jsonl") == meta_file["data"]
-    assert meta_file["data_sha256"] == file_sha256(task / "data.jsonl")
+    assert from_file.info["data"] == str(own_task / "data.jsonl") == meta_file["data"]
+    assert meta_file["data_sha256"] == file_sha256(own_task / "data.jsonl")

@@ -5,42 +5,32 @@ closest known one), a single-example group of the stage's ``group_key``."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
-from tests.conftest import ROOT
-
-EXAMPLE = ROOT / "examples" / "own_task"
+from tests.stages.conftest import OWN_TASK as EXAMPLE
 
 
-@pytest.fixture
-def task(tmp_path):
-    for name in ("stage.toml", "data.jsonl"):
-        shutil.copy(EXAMPLE / name, tmp_path / name)
-    return tmp_path
-
-
-def _edit(task, edits: dict[int, dict], extra: list[dict] = ()) -> None:
+def _edit(own_task, edits: dict[int, dict], extra: list[dict] = ()) -> None:
     """Rewrite data.jsonl with row ``i`` (0-based) updated by ``edits[i]`` and ``extra`` rows appended."""
-    path = task / "data.jsonl"
+    path = own_task / "data.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     for i, change in edits.items():
         rows[i].update(change)
     path.write_text("".join(json.dumps(r) + "\n" for r in [*rows, *extra]))
 
 
-def _validate(task, capsys, *extra: str):
+def _validate(own_task, capsys, *extra: str):
     from personalign.cli import main
 
     with pytest.raises(SystemExit) as exc:
-        main(["stage", "validate", str(task / "stage.toml"), "--data", str(task / "data.jsonl"), *extra])
+        main(["stage", "validate", str(own_task / "stage.toml"), "--data", str(own_task / "data.jsonl"), *extra])
     out, err = capsys.readouterr()
     return exc.value.code, out, [line for line in err.splitlines() if line.strip()]
 
 
-def test_clean_data_has_no_warnings(task, capsys):
-    code, out, err = _validate(task, capsys)
+def test_clean_data_has_no_warnings(own_task, capsys):
+    code, out, err = _validate(own_task, capsys)
     assert code == 0 and err == [] and "60 rows" in out and out.rstrip().endswith("; 0 warnings")
 
 
@@ -55,35 +45,35 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_each_problem_is_one_warning_line_and_exit_0(case, task, capsys):
+def test_each_problem_is_one_warning_line_and_exit_0(case, own_task, capsys):
     edits, extra, expected = CASES[case]
-    _edit(task, edits, extra)
-    code, out, err = _validate(task, capsys)
+    _edit(own_task, edits, extra)
+    code, out, err = _validate(own_task, capsys)
     assert code == 0, err
     assert len(err) == 1 and err[0].startswith("warning: ") and expected in err[0], err
-    assert str(task / "data.jsonl") in err[0] and "Traceback" not in err[0]
+    assert str(own_task / "data.jsonl") in err[0] and "Traceback" not in err[0]
     assert out.rstrip().endswith("; 1 warning")
 
 
-def test_warnings_add_up_and_a_bad_row_still_fails(task, capsys):
-    _edit(task, {5: {"id": "food-1"}, 3: {"split": "tran"}, 7: {"split": "tran"}, 9: {"split": "xyzzy"}})
-    code, out, err = _validate(task, capsys)
+def test_warnings_add_up_and_a_bad_row_still_fails(own_task, capsys):
+    _edit(own_task, {5: {"id": "food-1"}, 3: {"split": "tran"}, 7: {"split": "tran"}, 9: {"split": "xyzzy"}})
+    code, out, err = _validate(own_task, capsys)
     assert code == 0 and len(err) == 3 and out.rstrip().endswith("; 3 warnings"), err
     assert "'tran' (2 rows: lines 4, 8)" in err[1] and "did you mean" not in err[2]  # nothing close to 'xyzzy'
-    _edit(task, {10: {"follows": "yes"}})
-    code, out, err = _validate(task, capsys)
+    _edit(own_task, {10: {"follows": "yes"}})
+    code, out, err = _validate(own_task, capsys)
     assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and "data.jsonl:11" in err[0], err
     assert "'follows'" in err[0]
 
 
-def test_the_train_split_is_known_and_groups_need_a_group_key(task, capsys):
-    _edit(task, {i: {"split": "fit"} for i in range(60) if json.loads(
+def test_the_train_split_is_known_and_groups_need_a_group_key(own_task, capsys):
+    _edit(own_task, {i: {"split": "fit"} for i in range(60) if json.loads(
         (EXAMPLE / "data.jsonl").read_text().splitlines()[i])["split"] == "train"})
-    code, out, err = _validate(task, capsys, "--train-split", "fit")
+    code, out, err = _validate(own_task, capsys, "--train-split", "fit")
     assert code == 0 and err == [], err
-    toml = task / "stage.toml"
+    toml = own_task / "stage.toml"
     toml.write_text("\n".join(l for l in toml.read_text().splitlines() if not l.startswith("group_key")) + "\n")
-    _edit(task, {}, [{"id": "x-1", "split": "fit", "topic": "lonely", "preference": "p", "question": "q",
+    _edit(own_task, {}, [{"id": "x-1", "split": "fit", "topic": "lonely", "preference": "p", "question": "q",
                       "option": "o", "follows": True}])
-    code, out, err = _validate(task, capsys, "--train-split", "fit")
+    code, out, err = _validate(own_task, capsys, "--train-split", "fit")
     assert code == 0 and err == [], err  # no group_key: no group to be alone in
