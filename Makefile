@@ -55,8 +55,14 @@ test: setup
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
+# every benchmark script, then the results page re-rendered from benchmarks/results/*.json; not the
+# helpers (benchmarks/_*.py), the renderer (report.py) or demo_timing.py (model-heavy: `make demo-results`
+# and its own run); `make -n bench` lists them
+BENCH_SKIP := benchmarks/_% benchmarks/report.py benchmarks/demo_timing.py
+BENCHES := $(sort $(filter-out $(BENCH_SKIP),$(wildcard benchmarks/*.py)))
 bench: setup
-	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	set -e; for b in $(BENCHES); do echo "== $$b"; $(BIN)/python $$b; done
+	$(BIN)/python benchmarks/report.py
 
 clean:
 	rm -rf $(VENV) runs/cache runs/mlflow.db runs/mlartifacts runs/models  # the user model cache stays: `personalign doctor` names it

@@ -179,6 +179,8 @@ def compile(stage, strategy=None, data=None, *, optimizer: str | None = None, tr
     it beats the uncompiled one on a dev split of whole held-out groups; a decision rule is fitted
     where it raises the set objective) and, with ``out``, save it (``program.json`` records the
     ``stage_ref``). ``lm``: a model string or a ``dspy.LM`` (default :func:`personalign.lm.default_model`).
+    The compile record (``info``, and ``compile``/``data`` in ``program.json``) names the data --
+    its path, or ``"examples (a list of N)"`` -- with its ``data_sha256``.
 
     Raises:
         ConfigurationError: unknown stage/strategy/optimizer, a teleprompter on a fitted strategy.
@@ -188,11 +190,9 @@ def compile(stage, strategy=None, data=None, *, optimizer: str | None = None, tr
     from personalign.workflows import compile_and_save
 
     with _inputs(stage, strategy, data) as (st, name, path, label):
-        made = compile_and_save(st, name, path, optimizer=optimizer, train_split=train_split, lm=lm, seed=seed,
-                                out=out, tracker=tracker, make=CompiledProgram, stage_ref=stage_ref_of(st))
-    if made.info:
-        made.info = _named(made.info, path, label)
-    return made
+        return compile_and_save(st, name, path, optimizer=optimizer, train_split=train_split, lm=lm, seed=seed,
+                                out=out, tracker=tracker, make=CompiledProgram, stage_ref=stage_ref_of(st),
+                                data_label=label)
 
 
 def evaluate(stage, program, data, *, split: str = "val", lm=None, seed: int = 0, n_boot: int = 1000,
@@ -208,8 +208,8 @@ def evaluate(stage, program, data, *, split: str = "val", lm=None, seed: int = 0
     from personalign.workflows import evaluate_program
 
     with _inputs(stage, None, data) as (st, _, path, label):
-        out = _named(evaluate_program(st, program, path, split=split, lm=lm, seed=seed, n_boot=n_boot,
-                                      limit=limit, tracker=tracker, progress=progress), path, label)
+        out = evaluate_program(st, program, path, split=split, lm=lm, seed=seed, n_boot=n_boot, limit=limit,
+                               tracker=tracker, progress=progress, data_label=label)
     key = st.metric_name
     return EvalReport(stage=st.name, data=out, metric=key, value=out.get(key), ci=out.get(f"{key}_ci"))
 

@@ -22,6 +22,11 @@ class ConfigurationError(PersonalignError):
     """A setting, flag or environment variable has an unusable value."""
 
 
+class UsageProblem(ConfigurationError):
+    """A command line that does not parse (click's usage errors: a bad value, a missing or unknown
+    option), as one line."""
+
+
 class UnknownModelError(ConfigurationError):
     """A ``local/...`` model string names no embedded model."""
 
@@ -38,14 +43,19 @@ class ContextWindowError(PersonalignError):
     """A prompt does not fit the model's context window (n_ctx tokens)."""
 
 
+def located(path: object, line: int | None, field: str | None, problem: str) -> str:
+    """``"PATH[:LINE]: [field 'FIELD': ]PROBLEM"``: how a data problem is named (errors and warnings)."""
+    where = str(path) if line is None else f"{path}:{line}"
+    what = f"field '{field}': " if field else ""
+    return f"{where}: {what}{problem}"
+
+
 class DataError(PersonalignError):
     """A data file is malformed. The message names the file, the line and the field."""
 
     def __init__(self, path: object, line: int | None, field: str | None, problem: str):
         self.path, self.line, self.field, self.problem = str(path), line, field, problem
-        where = self.path if line is None else f"{self.path}:{line}"
-        what = f"field '{field}': " if field else ""
-        super().__init__(f"{where}: {what}{problem}")
+        super().__init__(located(path, line, field, problem))
 
 
 class Interrupted(KeyboardInterrupt):

@@ -116,6 +116,31 @@ def stage_clusters(stage, examples: Sequence) -> dict:
     return {"names": names, "levels": levels}
 
 
+def across_groups(report: dict, metric: str) -> dict:
+    """``report`` (:func:`stage_report`) read as a figure about *other* groups: with fewer than
+    :data:`~personalign.metrics.cluster.MIN_CLUSTERS` top-level groups (its ``cluster_levels``) it
+    carries no percentile interval (every ``*_ci`` None) but ``{metric}_by_group`` and
+    ``{metric}_range``, and its ``resampling`` names the groups. This adds the single-group case to
+    what :func:`stage_report` already does for 2-4 groups: there the interval resampled the units
+    inside the one group, which says nothing about another (a sweep's dev split of one topic).
+    A report with 5 or more groups, or without groups, is returned as it is.
+    """
+    from personalign.metrics.cluster import MIN_CLUSTERS
+
+    levels = report.get("cluster_levels") or {}
+    if not levels.get("levels") or report.get(metric) is None:
+        return report
+    groups = list(dict.fromkeys(str(g) for g in levels["levels"][0]))
+    if len(groups) >= MIN_CLUSTERS:
+        return report
+    out = {k: (None if k.endswith("_ci") else v) for k, v in report.items()}
+    if len(groups) == 1:
+        out[f"{metric}_by_group"] = {groups[0]: float(report[metric])}
+        out[f"{metric}_range"] = [float(report[metric])] * 2
+        out["resampling"] = {**(report.get("resampling") or {}), "unit": levels["names"][0], "n_clusters": 1}
+    return out
+
+
 def paired_comparison(stage, report_a: dict, report_b: dict, *, n_boot: int = 1000, seed: int = 0) -> dict:
     """System a minus system b on the same examples: the paired cluster-bootstrap difference of the
     main metric with its 95% CI (None below 5 top-level clusters), the sign-flip permutation test
@@ -254,5 +279,5 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["EvalOutcome", "run_program", "evaluate_metric", "score_of", "fatal_lm_error", "filled_predictions", "stage_report", "stage_clusters", "paired_comparison",
+__all__ = ["EvalOutcome", "run_program", "evaluate_metric", "score_of", "fatal_lm_error", "filled_predictions", "stage_report", "stage_clusters", "across_groups", "paired_comparison",
            "evaluate_stage", "evaluate_repeats", "PersonalignError"]

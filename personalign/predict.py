@@ -119,8 +119,13 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
             ``split``).
 
     Returns:
-        one dict per attribute, in order: ``{"attribute", "relevant": bool | None, "score": float | None}``
-        (``relevant`` None when an LM call failed).
+        one dict per attribute, in order: ``{"attribute", "relevant": bool | None, "score": float | None,
+        "decision": str | None}`` (``relevant`` None when an LM call failed). ``decision`` is None when
+        the strategy's own rule decided; a program that decides inside a set (rank, top share, z-score
+        within one user's attributes for a prompt) given fewer attributes than its smallest set
+        decides by its fallback threshold, and ``decision`` says so: ``"fallback threshold X (no pool
+        of N or more to rank against; batch prediction uses <rule>@<unit>)"``
+        (:func:`personalign.programs.decision.fallback_note`).
 
     Raises:
         ConfigurationError: unknown strategy/model, bad saved program. DataError: bad training data.
@@ -175,7 +180,8 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
         rel = getattr(p, "relevant", None)
         score = getattr(p, "score", None)
         out.append({"attribute": a, "relevant": None if rel is None else bool(rel),
-                    "score": None if score is None else float(score)})
+                    "score": None if score is None else float(score),
+                    "decision": getattr(p, "decision_note", None)})
     return out
 
 

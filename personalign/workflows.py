@@ -56,11 +56,14 @@ def check_strategy(stage, strategy: str, optimizer: str | None):
 def compile_and_save(st, strategy: str | None, data: Path, *, optimizer: str | None = None,
                      train_split: str = "train", lm=None, seed: int = 0, out: str | Path | None = None,
                      tracker=None, make: Callable = dict, stage_ref: str | None = None,
-                     on_ready: Callable[[], None] | None = None):
+                     on_ready: Callable[[], None] | None = None, data_label: str | None = None):
     """Compile ``strategy`` of stage ``st`` on the ``train_split`` rows of ``data``; save it to ``out``
     (None: not saved) with ``stage_ref``; log one MLflow run (``tracker``) named after the stage.
     Returns ``make(program=, stage=, strategy=, optimizer=, info=, path=, stage_ref=, lm=, adapter=)``
     (``lm``/``adapter``: the model string and its output adapter, None for LM-free strategies).
+    ``info`` (and the saved ``compile_info``) records ``data`` -- ``data_label`` when given (e.g.
+    ``"examples (a list of N)"`` for a temporary file that will not outlive the call), else the
+    path -- and ``data_sha256``, the file's sha256.
 
     Raises:
         ConfigurationError: see :func:`check_strategy`; an unusable ``out``.
@@ -87,11 +90,12 @@ def compile_and_save(st, strategy: str | None, data: Path, *, optimizer: str | N
         tracker.check()
     record: dict[str, Any] = {}
     made: dict[str, Any] = {}
+    data_sha256 = file_sha256(data)
 
     def work():
         program, info_dict = compile_program(st, strategy, optimizer, trainset, lm=lm_obj, seed=seed)
         record.update(info_dict or {"optimizer": None})
-        record.update({"data": str(data), "train_split": train_split})
+        record.update({"data": data_label or str(data), "data_sha256": data_sha256, "train_split": train_split})
         made["program"] = program
         if target is not None:
             try:
@@ -112,9 +116,9 @@ def compile_and_save(st, strategy: str | None, data: Path, *, optimizer: str | N
 
     if tracker is not None:
         params = {"stage": st.name, "stage_ref": stage_ref, "strategy": strategy, "optimizer": optimizer,
-                  "data": str(data), "data_sha256": file_sha256(data), "train_split": train_split, "seed": seed,
-                  "lm": model if info.uses_lm else None}
-        with tracker.run(run_name("compile", st.name, strategy=name, data=data, split=train_split,
+                  "data": data_label or str(data), "data_sha256": data_sha256, "train_split": train_split,
+                  "seed": seed, "lm": model if info.uses_lm else None}
+        with tracker.run(run_name("compile", st.name, strategy=name, data=data_label or data, split=train_split,
                                   lm=model if info.uses_lm else None),
                          params=params, tags={"command": "compile", "stage": st.name}):
             log_dataset(tracker, st, trainset, data=data, sha256=params["data_sha256"], split=train_split,
@@ -131,9 +135,10 @@ def compile_and_save(st, strategy: str | None, data: Path, *, optimizer: str | N
 
 def evaluate_program(st, program, data: Path, *, split: str = "val", lm=None, seed: int = 0, n_boot: int = 1000,
                      limit: int | None = None, tracker=None, progress: bool = False,
-                     on_ready: Callable[[], None] | None = None) -> dict[str, Any]:
+                     on_ready: Callable[[], None] | None = None, data_label: str | None = None) -> dict[str, Any]:
     """Score ``program`` (a saved program directory -- loaded for stage ``st`` -- an object with a
-    ``.program``, or a ``dspy.Module``) on the ``split`` rows of ``data``; one MLflow run.
+    ``.program``, or a ``dspy.Module``) on the ``split`` rows of ``data``; one MLflow run. The result,
+    its warning and the run name ``data`` as ``data_label`` when given (as :func:`compile_and_save`).
 
     Returns ``{"stage", "program", "strategy", "optimizer", "data", "split", <report>, "lm", "seed"}``
     (``warnings`` when the split holds rows the program was fitted on).
@@ -160,7 +165,7 @@ def evaluate_program(st, program, data: Path, *, split: str = "val", lm=None, se
         meta = {"strategy": getattr(program, "strategy", None) or type(prog).__name__,
                 "compile": getattr(program, "info", None) or {}}
     evalset = st.load(data, split)
-    leak = fitted_rows_warning(meta, data, split) if where is not None else None
+    leak = fitted_rows_warning(meta, data, split, shown=data_label) if where is not None else None
     evalset = st.limit(evalset, limit, seed)
     strategy = meta["strategy"]
     uses_lm = st.registry.info(strategy).uses_lm if strategy in st.registry else bool(getattr(prog, "uses_lm", True))
@@ -182,7 +187,8 @@ def evaluate_program(st, program, data: Path, *, split: str = "val", lm=None, se
         hidden = {"correct", "gold_positive", "predicted_positive", "scores", "predictions", "errors", "cluster_levels"}
         out.update({"stage": st.name, "program": None if where is None else str(where), "strategy": strategy,
                     **({"warnings": [leak]} if leak else {}),
-                    "optimizer": (meta.get("compile") or {}).get("optimizer"), "data": str(data), "split": split,
+                    "optimizer": (meta.get("compile") or {}).get("optimizer"), "data": data_label or str(data),
+                    "split": split,
                     **{k: v for k, v in report.items() if k not in hidden},
                     "lm": model if uses_lm else None, "seed": seed})
         if tracker is not None:
@@ -190,12 +196,12 @@ def evaluate_program(st, program, data: Path, *, split: str = "val", lm=None, se
             log_predictions(tracker, st, evalset, report)
 
     if tracker is not None:
-        params = {"stage": st.name, "program": str(where), "strategy": strategy, "data": str(data),
+        params = {"stage": st.name, "program": str(where), "strategy": strategy, "data": data_label or str(data),
                   "data_sha256": file_sha256(data), "split": split, "seed": seed, "lm": model if uses_lm else None,
                   "evaluated_on_fitted_rows": bool(leak)}
         optimizer = (meta.get("compile") or {}).get("optimizer")
         label = strategy + (f"@{optimizer}" if optimizer else "")
-        with tracker.run(run_name("eval", st.name, strategy=label, data=data, split=split,
+        with tracker.run(run_name("eval", st.name, strategy=label, data=data_label or data, split=split,
                                   lm=model if uses_lm else None),
                          params=params, tags={"command": "eval", "stage": st.name}):
             log_dataset(tracker, st, evalset, data=data, sha256=params["data_sha256"], split=split)

@@ -2,7 +2,8 @@
 
 Importing this module imports only typer (and click/rich through it): ``personalign --help``
 never loads dspy, litellm, torch or llama_cpp. Every command imports its machinery when run.
-Errors caused by input (:class:`personalign.errors.PersonalignError`) print one line and exit 2.
+Errors caused by input (:class:`personalign.errors.PersonalignError`, click's usage errors among
+them: :mod:`personalign.cli._usage`) print one line and exit 2.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import typer
 
 from personalign import __version__
 from personalign.cli._checks import api_base_option, lm_kwargs_option, lm_option
+from personalign.cli._usage import OneLineUsageGroup
 from personalign.errors import find_personalign_error
 
 app = typer.Typer(
@@ -24,6 +26,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click help: keeps `personalign --help` fast (no rich/markdown import)
+    cls=OneLineUsageGroup,  # click's usage errors: one line `error: ...`, exit 2 (cli/_usage.py)
 )
 
 

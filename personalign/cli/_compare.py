@@ -9,14 +9,11 @@ from pathlib import Path
 
 
 def _fmt_ci(value, ci, rng=None, sign: str = "") -> str:
-    """``0.512 [0.40, 0.61]``; without an interval, the per-group range ``0.512 (range 0.30–0.70)``."""
-    if value is None:
-        return "-"
-    if ci is not None:
-        return f"{value:{sign}.3f} [{ci[0]:{sign}.2f}, {ci[1]:{sign}.2f}]"
-    if rng is not None:
-        return f"{value:{sign}.3f} (range {rng[0]:{sign}.2f}–{rng[1]:{sign}.2f})"
-    return f"{value:{sign}.3f}"
+    """``0.512 [0.40, 0.61]``; without an interval, the per-group range ``0.512 (range 0.30–0.70)``
+    (:func:`personalign.metrics.cluster.format_figure`)."""
+    from personalign.metrics.cluster import format_figure
+
+    return format_figure(value, ci, rng, sign)
 
 
 def _p_cell(d: dict, mcnemar: dict | None = None) -> str:
@@ -76,16 +73,11 @@ def render_table(result: dict):
 
 
 def resampling_line(result: dict) -> str:
-    """What the intervals of a single-split result resample, and how many top-level clusters."""
-    res = next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None)
-    if not res:
-        return ""
-    line = f"intervals resample {res['unit']} ({res['n_clusters']} top-level clusters, {res['n_boot']} resamples)"
-    if res["unit"] != "item" and res["n_clusters"] < 5:
-        line += "; fewer than 5: per-group range shown, no percentile interval"
-    if " within one " in res["unit"]:
-        line += f"; single split: says nothing about another {res['unit'].split(' within one ')[1]}"
-    return line
+    """What the intervals of a single-split result resample, and how many top-level clusters
+    (:func:`personalign.metrics.cluster.resampling_note`)."""
+    from personalign.metrics.cluster import resampling_note
+
+    return resampling_note(next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None))
 
 
 def check_results_path(path: Path) -> None:

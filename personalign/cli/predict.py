@@ -21,7 +21,10 @@ LM_HELP = "Model: local/qwen2.5-coder-1.5b-instruct (default), local/qwen2.5-cod
 def relevance(
     prompt: str = typer.Option(..., "--prompt", help="The user's new request."),
     attribute: Optional[List[str]] = typer.Option(None, "--attribute", "-a",
-                                                  help="A user attribute (repeatable)."),
+                                                  help="A user attribute (repeatable). Give all of a user's attributes together: "
+                                                       "a rank strategy decides within them, and fewer than its "
+                                                       "smallest set are decided by its fallback threshold "
+                                                       "(the output says so)."),
     attributes_file: Optional[Path] = typer.Option(None, "--attributes-file",
                                                    help="A text file with one attribute per line."),
     strategy: Optional[str] = typer.Option(None, "--strategy",
@@ -94,5 +97,7 @@ def relevance(
         mark = "?" if row["relevant"] is None else ("YES" if row["relevant"] else "no ")
         score = "" if row["score"] is None else f" ({row['score']:.3f})"
         typer.echo(f"{mark}{score}  {row['attribute']}")
+    for note in dict.fromkeys(row["decision"] for row in rows if row.get("decision")):
+        typer.echo(f"decision: {note}")
     if save is not None:
         typer.echo(f"saved: {save}")

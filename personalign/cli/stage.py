@@ -40,7 +40,13 @@ def validate(
     data: Optional[Path] = typer.Option(None, "--data", help="Labelled JSONL to check against the stage."),
     train_split: str = typer.Option("train", "--train-split", help="The split compile fits on (must exist)."),
 ) -> None:
-    """Check a stage (keys, types, references) and, with --data, every row of its data."""
+    """Check a stage (keys, types, references) and, with --data, every row of its data.
+
+    A bad row fails (one line naming file, line and field; exit 2). Duplicate ids, a split that is
+    not train/val/test, and a single-example group are warnings: one line each on stderr, counted
+    in the summary, exit 0."""
+    import sys
+
     from personalign.programs.declared import check_data
     from personalign.programs.stage_ref import resolve_stage
 
@@ -51,5 +57,9 @@ def validate(
         facts = check_data(st, data, train_split=train_split)
         splits = ", ".join(f"{k} {v}" for k, v in sorted(facts["splits"].items(), key=lambda kv: str(kv[0])))
         labels = ", ".join(f"{k} {v}" for k, v in sorted(facts["labels"].items()))
-        line += f"\nok: {facts['n']} rows in {data} (splits: {splits}; {st.label}: {labels})"
+        n_warn = len(facts["warnings"])
+        line += (f"\nok: {facts['n']} rows in {data} (splits: {splits}; {st.label}: {labels}); "
+                 f"{n_warn} warning{'' if n_warn == 1 else 's'}")
+        for warning in facts["warnings"]:
+            sys.stderr.write(f"warning: {warning}\n")
     typer.echo(line)

@@ -95,11 +95,14 @@ def _print(result: dict, tracker) -> None:
         console.print(f"stale trials of killed workers failed and re-queued: {result['stale_failed']}", markup=False)
     best = result.get("best")
     if best:
+        from personalign.metrics.cluster import resampling_note
+        from personalign.sweep.runner import figure_text
+
         report = best.get("report") or {}
-        ci = report.get(f"{metric}_ci")
-        ci_text = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
-        console.print(f"best: trial {best['number']} {metric} {best['value']:.3f}{ci_text} {best['params']}",
-                      markup=False, highlight=False)
+        console.print(f"best: trial {best['number']} {metric} {figure_text(report, metric, best['value'])} "
+                      f"{best['params']}", markup=False, highlight=False)
+        if resampling_note(report.get("resampling")):
+            console.print(resampling_note(report.get("resampling")), markup=False, highlight=False)
     if result.get("program"):
         console.print(f"program: {result['program']}\nreadable prompt: {result['prompt_file']}", markup=False)
     console.print(f"view: {result['dashboard']}", markup=False, highlight=False)

@@ -34,7 +34,8 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["Clusters", "make_clusters", "resample_weights", "percentile_ci", "summarize", "sign_flip_test",
-           "holm", "minimum_detectable_effect", "MIN_CLUSTERS", "EXACT_MAX", "MDE_Z"]
+           "holm", "minimum_detectable_effect", "format_figure", "resampling_note", "MIN_CLUSTERS", "EXACT_MAX",
+           "MDE_Z"]
 
 MIN_CLUSTERS = 5
 """Below this many top-level clusters no percentile interval is reported (per-group figures and range instead)."""
@@ -178,6 +179,37 @@ def summarize(point: float, samples: np.ndarray, per_group: dict | None, cluster
                       "no percentile interval; the per-group figures and their range are reported", UserWarning,
                       stacklevel=2)
     return out
+
+
+def format_figure(value: float | None, ci: Sequence[float] | None = None, rng: Sequence[float] | None = None,
+                  sign: str = "", by_group: dict | None = None) -> str:
+    """A figure as printed: ``0.512 [0.40, 0.61]`` (percentile interval); without one, the range of
+    its per-group figures, ``0.512 (range 0.30–0.70)``, followed by the figures themselves when
+    ``by_group`` is given (``0.512 (range 0.30–0.70: p1 0.300, p2 0.700)``; a single group:
+    ``0.750 (one group, music: no interval)``). ``sign="+"`` signs differences; None prints ``-``."""
+    if value is None:
+        return "-"
+    if ci is not None:
+        return f"{value:{sign}.3f} [{ci[0]:{sign}.2f}, {ci[1]:{sign}.2f}]"
+    if by_group and len(by_group) == 1:
+        return f"{value:{sign}.3f} (one group, {next(iter(by_group))}: no interval)"
+    if rng is not None:
+        groups = ": " + ", ".join(f"{g} {v:{sign}.3f}" for g, v in by_group.items()) if by_group else ""
+        return f"{value:{sign}.3f} (range {rng[0]:{sign}.2f}–{rng[1]:{sign}.2f}{groups})"
+    return f"{value:{sign}.3f}"
+
+
+def resampling_note(res: dict | None) -> str:
+    """What a report's intervals resample (its ``resampling``: ``{"unit", "n_clusters", "n_boot"}``),
+    and what is shown instead below :data:`MIN_CLUSTERS` top-level clusters; ``""`` for None."""
+    if not res:
+        return ""
+    line = f"intervals resample {res['unit']} ({res['n_clusters']} top-level clusters, {res['n_boot']} resamples)"
+    if res["unit"] != "item" and res["n_clusters"] < MIN_CLUSTERS:
+        line += f"; fewer than {MIN_CLUSTERS}: per-group range shown, no percentile interval"
+    if " within one " in res["unit"]:
+        line += f"; single split: says nothing about another {res['unit'].split(' within one ')[1]}"
+    return line
 
 
 def sign_flip_test(diffs: Sequence[float], *, n_perm: int = 10000, seed: int = 0) -> dict:

@@ -14,7 +14,9 @@ user's attributes for one prompt) -- using only that unit's own, unlabelled scor
 **Fallback (no pool):** a unit with fewer than ``min_unit`` scored examples (a single call of
 ``forward``, ``predict`` on one attribute) cannot be normalized; it is decided by
 ``score >= fallback``, the raw score at which the rule flips in the *median* calibration unit
-(fitted with the rule), and the prediction says so in its ``decision_note`` field. A rule without
+(fitted with the rule), and the prediction says so in its ``decision_note`` field
+(:func:`fallback_note`: ``"fallback threshold X (no pool of N or more to rank against; batch
+prediction uses <kind>@<unit>)"``). A rule without
 a fallback (saved before fallbacks existed) keeps the program's own decision there.
 
 :class:`DecidedProgram` (threshold) and :class:`UnitRuleProgram` (the unit rules; decides in
@@ -195,6 +197,21 @@ def fallback_threshold(kind: str, value: float, scores: Sequence[float], groups:
     return float(np.median(flips))
 
 
+def fallback_note(threshold: float, min_unit: int, kind: str, unit: Sequence[str] | None) -> str:
+    """What a prediction decided by a set-level rule's fallback says in its ``decision_note``.
+
+    One line, e.g. ``"fallback threshold 0.412 (no pool of 3 or more to rank against; batch
+    prediction uses top_share@prompt_id+user_id)"``: the raw-score ``threshold`` that decided, the
+    smallest unit ``min_unit`` the rule works on, and the rule ``kind`` with its ``unit`` fields
+    (None: the stage's group) that decides the same example when its unit is passed together.
+    Used by :class:`UnitRuleProgram` and by the scorers that rank inside a group
+    (:class:`personalign.programs.relevance._scorer.TopShareDecision`)."""
+    verb = "rank" if kind == "top_share" else "normalize"
+    where = "+".join(unit) if unit else "group"
+    return (f"fallback threshold {threshold:.4g} (no pool of {min_unit} or more to {verb} against; "
+            f"batch prediction uses {kind}@{where})")
+
+
 class DecidedProgram(dspy.Module):
     """``program`` with a threshold rule on its predictions' ``score``: ``output = score >= value``
     (a prediction without a score keeps the program's own decision). ``undecided`` is the wrapped
@@ -252,9 +269,8 @@ class DecidedProgram(dspy.Module):
         return self._decide(pred, float(score) >= self.rule.fallback, self.fallback_note())
 
     def fallback_note(self) -> str:
-        return (f"fallback: no pool to normalize against (a unit under {self.rule.min_unit} examples); "
-                f"decided by score >= {self.rule.fallback:.4g}, where the rule ({self.rule.kind}) flips in "
-                "the median calibration unit")
+        """The ``decision_note`` of a prediction decided by the rule's fallback (:func:`fallback_note`)."""
+        return fallback_note(self.rule.fallback, self.rule.min_unit, self.rule.kind, self.rule.unit)
 
 
 class UnitRuleProgram(DecidedProgram):
@@ -295,4 +311,4 @@ def with_rule(program, rule: DecisionRule | dict, output: str, group_of: Callabl
 
 
 __all__ = ["KINDS", "UNIT_KINDS", "DecisionRule", "DecidedProgram", "TopShareProgram", "UnitRuleProgram",
-           "apply_rule", "fallback_mask", "fallback_threshold", "normalize", "with_rule"]
+           "apply_rule", "fallback_mask", "fallback_note", "fallback_threshold", "normalize", "with_rule"]

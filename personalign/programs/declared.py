@@ -192,7 +192,10 @@ def declare_stage(**fields: Any):
 
 def check_data(stage, path: str | Path, *, train_split: str = "train") -> dict[str, Any]:
     """Load ``path`` with ``stage`` and check what compile needs: a ``train_split`` split, and for
-    binary stages both classes in it. Returns ``{"n", "splits": {split: n}, "labels": {label: n}}``.
+    binary stages both classes in it. Returns ``{"n", "splits": {split: n}, "labels": {label: n},
+    "warnings": [DataWarning]}``; the warnings (:func:`personalign.data.lint.data_warnings`: duplicate
+    ids, a split that is not ``train``/``val``/``test``/``train_split``, a single-example group of
+    the stage's ``group_key``) do not fail the check.
 
     Raises:
         DataError: a bad row (file, line, field), no train split, one class in train.
@@ -211,7 +214,11 @@ def check_data(stage, path: str | Path, *, train_split: str = "train") -> dict[s
                                              f"{', '.join(sorted(map(str, splits)))})")
     stage.check_fittable(train, path, train_split)
     labels = Counter(str(stage.gold(ex)) for ex in examples)
-    return {"n": len(examples), "splits": dict(splits), "labels": dict(labels)}
+    from personalign.data.lint import KNOWN_SPLITS, data_warnings
+
+    group_key = stage.group_key if stage.group_key != "id" else None  # undeclared: every row its own group
+    warnings = data_warnings(path, group_key=group_key, splits=(*KNOWN_SPLITS, train_split))
+    return {"n": len(examples), "splits": dict(splits), "labels": dict(labels), "warnings": warnings}
 
 
 __all__ = ["build_stage", "check_data", "declare_stage", "load_rows", "make_signature"]

@@ -22,10 +22,12 @@ def fitted_splits(meta: dict[str, Any]) -> list[str] | None:
     return None
 
 
-def fitted_rows_warning(meta: dict[str, Any], data: str | os.PathLike, split: str | None) -> str | None:
+def fitted_rows_warning(meta: dict[str, Any], data: str | os.PathLike, split: str | None, *,
+                        shown: str | None = None) -> str | None:
     """A one-line warning when ``split`` of ``data`` (None: every row) holds rows the saved program
     (metadata ``meta`` from ``program.json``) was fitted on: same file content (sha256) and a
-    split it was fitted on. None otherwise."""
+    split it was fitted on. None otherwise. ``shown``: how the warning names the data (default
+    its path; e.g. ``"examples (a list of N)"`` for a temporary file)."""
     from personalign.data.digest import file_sha256
 
     splits = fitted_splits(meta)
@@ -35,7 +37,7 @@ def fitted_rows_warning(meta: dict[str, Any], data: str | os.PathLike, split: st
     if split is not None and split not in splits:
         return None
     where = f"split '{split}'" if split is not None else "every row"
-    return (f"warning: the program was fitted on split(s) {', '.join(splits)} of {data}; evaluating it on {where} "
+    return (f"warning: the program was fitted on split(s) {', '.join(splits)} of {shown or data}; evaluating it on {where} "
             "scores rows it was fitted on (not held out)")
 
 

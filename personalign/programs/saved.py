@@ -149,8 +149,10 @@ def save_program(program, directory: str | Path, *, stage: str, strategy: str, l
                                 "weights": _weight_files(tmp)}
         if rule is not None:
             meta["decision_rule"] = rule
-        data = (compile_info or {}).get("data")
-        if data and Path(data).is_file():
+        data, sha = (compile_info or {}).get("data"), (compile_info or {}).get("data_sha256")
+        if data and sha:  # as recorded at compile (a list of examples: its label, not a temporary file)
+            meta["data"], meta["data_sha256"] = str(data), str(sha)
+        elif data and Path(data).is_file():
             from personalign.data.digest import file_sha256
 
             meta["data"], meta["data_sha256"] = str(data), file_sha256(data)

@@ -155,7 +155,7 @@ class Objective:
             raise
 
     def _score(self, trial: optuna.Trial, config, run_id: str | None) -> float:
-        from personalign.evaluation import run_program, stage_report
+        from personalign.evaluation import across_groups, run_program, stage_report
         from personalign.objectives import objective_name, objective_score
 
         start = time.perf_counter()
@@ -188,8 +188,11 @@ class Objective:
                                                    "lm_calls": lm_calls,
                                                    "seconds": round(time.perf_counter() - start, 3)})
                     raise optuna.TrialPruned(f"{metric} {running:.3f} after {len(preds)} examples")
-            report = stage_report(self.stage, evalset, preds, n_boot=self.n_boot, seed=self.seed)
-            summary = {k: v for k, v in report.items() if not isinstance(v, list) or (len(v) == 2 and k.endswith("_ci"))}
+            # below 5 dev groups (one topic, say): per-group figures and their range, no interval
+            report = across_groups(stage_report(self.stage, evalset, preds, n_boot=self.n_boot, seed=self.seed),
+                                   self.stage.metric_name)
+            summary = {k: v for k, v in report.items()
+                       if not isinstance(v, list) or (len(v) == 2 and k.endswith(("_ci", "_range")))}
             value = objective_score(self.stage, evalset, preds, scores=scores)  # the set objective (F1, F2, kappa)
             summary.update({"lm_calls": lm_calls, "failures": sum(p is None for p in preds), "objective": metric,
                             metric: value, "seconds": round(time.perf_counter() - start, 3)})

@@ -44,6 +44,16 @@ def default_study_name(stage: str, data: Path, split: str, space: SearchSpace) -
     return f"{stage}-{Path(data).stem}-{split}-{space.sha256[:8]}"
 
 
+def figure_text(report: dict, metric: str, value: float) -> str:
+    """A trial's ``value`` of ``metric`` as printed: with its 95% interval, or -- below 5 groups in
+    the split it was scored on -- the per-group figures and their range
+    (:func:`personalign.metrics.cluster.format_figure`); plain when the report holds neither."""
+    from personalign.metrics.cluster import format_figure
+
+    return format_figure(value, report.get(f"{metric}_ci"), report.get(f"{metric}_range"),
+                         by_group=report.get(f"{metric}_by_group"))
+
+
 class Sweep:
     """One invocation of a sweep (see :func:`run_sweep`, which validates the arguments)."""
 
@@ -135,10 +145,7 @@ class Sweep:
 
         metric = set_objective_name(self.stage)  # what t.value is
         report = t.user_attrs.get("report") or {}
-        value = f"{metric} {t.value:.3f}" if t.value is not None else ""
-        ci = report.get(f"{metric}_ci")
-        if ci:
-            value += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+        value = f"{metric} {figure_text(report, metric, t.value)}" if t.value is not None else ""
         extra = t.user_attrs.get("error", "")
         if "same_as" in t.user_attrs:
             extra = f"(same parameters as trial {t.user_attrs['same_as']}: result reused)"

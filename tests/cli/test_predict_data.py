@@ -71,3 +71,33 @@ def test_predict_without_data_uses_the_packaged_labels_and_says_so(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert "packaged with personalign" in out["warnings"][0] and len(out["predictions"]) == 1
+
+
+def test_a_saved_rank_program_on_one_attribute_says_it_used_the_fallback(tmp_path):
+    """A program that ranks inside one user's attributes for a prompt (style-rank: top share of
+    groups of 5 or more) cannot rank a single attribute: it decides by its fallback threshold, and
+    the table and the JSON say so; six attributes are ranked and carry no such line."""
+    env = cli_env(tmp_path / "runs")
+    saved = tmp_path / "style"
+    attrs = ["The user is vegan.", "The user plays chess.", "The user has two children.", "The user likes jazz.",
+             "The user values concise answers.", "The user is allergic to peanuts."]
+    many = [x for a in attrs for x in ("-a", a)]
+    proc = run_cli("predict", "relevance", "--strategy", "style-rank", "--prompt", "Plan my dinners.", *many,
+                   "--data", str(DEMO), "--fit-split", "train", "--save", str(saved), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert all(r["decision"] is None for r in json.loads(proc.stdout)["predictions"])
+    threshold = json.loads((saved / "program.json").read_text())["threshold"]
+    one = run_cli("predict", "relevance", "--program", str(saved), "--prompt", "Plan my dinners.", "-a", attrs[0],
+                  env=env)
+    assert one.returncode == 0, one.stderr[-2000:]
+    lines = one.stdout.strip().splitlines()
+    assert len(lines) == 2 and lines[0].endswith(attrs[0]), one.stdout
+    assert lines[1].startswith("decision: fallback threshold ")
+    assert "(no pool of 5 or more to rank against; batch prediction uses top_share@prompt_id+user_id)" in lines[1]
+    assert lines[1].split()[3] == f"{threshold:.4g}"  # the saved small-group threshold decided
+    row = json.loads(run_cli("predict", "relevance", "--program", str(saved), "--prompt", "Plan my dinners.", "-a",
+                             attrs[0], "--json", env=env).stdout)["predictions"][0]
+    assert row["decision"] == lines[1].removeprefix("decision: ")
+    assert row["relevant"] == (row["score"] >= threshold)
+    many_out = run_cli("predict", "relevance", "--program", str(saved), "--prompt", "Plan my dinners.", *many, env=env)
+    assert many_out.returncode == 0 and "decision:" not in many_out.stdout, many_out.stdout

@@ -42,6 +42,17 @@ def test_decide_top_fraction_per_user_and_small_group_fallback():
     assert got[15:] == [True, False]  # group of 2 < min_group -> probability >= threshold
 
 
+def test_small_groups_carry_the_fallback_note_ranked_ones_none(monkeypatch):
+    sel = RankedSelector(min_group=5, top_fraction=0.2, threshold=0.5)
+    exs = [_ex(f"a{i}", user_id="U") for i in range(5)] + [_ex("b", user_id="V")]
+    monkeypatch.setattr(sel, "score_batch", lambda examples: [0.9, 0.1, 0.2, 0.3, 0.4, 0.6][:len(examples)])
+    preds = sel.predict_batch(exs)
+    assert [p.relevant for p in preds] == [True, False, False, False, False, True]
+    assert all("decision_note" not in p for p in preds[:5])
+    assert preds[5].decision_note == ("fallback threshold 0.5 (no pool of 5 or more to rank against; "
+                                      "batch prediction uses top_share@prompt_id+user_id)")
+
+
 def test_unfitted_and_bad_arguments_raise():
     with pytest.raises(RuntimeError, match="not fitted"):
         STRATEGIES.create("minilm-rank").score_batch([_ex("a")])

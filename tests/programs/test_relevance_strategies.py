@@ -151,7 +151,7 @@ def test_predict_relevance_python_call():
 
     out = predict_relevance(["The user follows a vegetarian diet.", "The user enjoys playing chess online."],
                             "Suggest a weekly dinner plan for a family of four.")
-    assert [set(r) for r in out] == [{"attribute", "relevant", "score"}] * 2
+    assert [set(r) for r in out] == [{"attribute", "relevant", "score", "decision"}] * 2
     assert out[0]["score"] > out[1]["score"]
 
 

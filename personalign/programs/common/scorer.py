@@ -49,8 +49,14 @@ class ThresholdedScorer(dspy.Module):
         """Extra prediction fields per example (e.g. a rationale); None adds none."""
         return None
 
+    def decision_notes(self, examples: Sequence) -> list[str | None] | None:
+        """Per example, how :meth:`decide` decided it when that differs from the batch rule (e.g. a
+        group too small to rank falls back to the threshold); None: every example by the rule."""
+        return None
+
     def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
-        """One ``Prediction(<output_field>, score, ...)`` per example, decided by :meth:`decide`.
+        """One ``Prediction(<output_field>, score, ...)`` per example, decided by :meth:`decide`
+        (plus ``decision_note`` where :meth:`decision_notes` gives one).
 
         Raises:
             RuntimeError: not compiled (:meth:`require_compiled`).
@@ -59,6 +65,8 @@ class ThresholdedScorer(dspy.Module):
         scores = self.score_batch(examples)
         decisions = self.decide(scores, examples)
         extras = self.explain(examples, scores, decisions) or [{} for _ in scores]
+        notes = self.decision_notes(examples) or [None] * len(scores)
+        extras = [{**x, "decision_note": n} if n else x for x, n in zip(extras, notes)]
         return [dspy.Prediction(**{self.output_field: d if self.positive_output else not d}, score=s, **x)
                 for d, s, x in zip(decisions, scores, extras)]
 

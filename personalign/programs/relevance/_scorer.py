@@ -38,7 +38,8 @@ class TopShareDecision:
         self.top_fraction = sum(bool(e.relevant) for e in examples) / max(1, len(examples))
 
     def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
-        """Top share per group.
+        """Top share per group. Examples sharing (prompt_id, user_id) are ranked together, so pass
+        a user's attributes for a prompt in one ``predict_batch`` call.
 
         Raises:
             RuntimeError: not fitted (no ``top_fraction``) or no threshold.
@@ -49,6 +50,15 @@ class TopShareDecision:
             raise RuntimeError(f"{type(self).__name__} has no top_fraction/threshold: "
                                "compile it with LearnedSelectorFit first")
         return top_share_decisions(scores, examples, self.top_fraction, self.min_group, self.threshold)
+
+    def decision_notes(self, examples: Sequence) -> list[str | None]:
+        """The fallback note (:func:`personalign.programs.decision.fallback_note`) for examples whose
+        (prompt, user) group has fewer than ``min_group`` examples, None for the ranked ones."""
+        from personalign.programs.decision import fallback_note
+        from personalign.programs.relevance.ranked import small_group_mask
+
+        note = fallback_note(self.threshold, self.min_group, "top_share", ["prompt_id", "user_id"])
+        return [note if small else None for small in small_group_mask(examples, self.min_group)]
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {**super().dump_state(), "top_fraction": self.top_fraction, "min_group": self.min_group}

@@ -50,7 +50,7 @@ from typing import Sequence
 
 from personalign.programs.common.embed import embed_cached
 from personalign.programs.common.logistic import LogisticHead, LogisticSelector, check_c, check_feature_groups
-from personalign.programs.relevance._scorer import RelevanceScorer
+from personalign.programs.relevance._scorer import RelevanceScorer, TopShareDecision
 
 FEATURE_GROUPS = ("attribute", "cosine", "sentence_cosine", "cosine_z", "style")
 LABEL_MODES = ("hard", "soft")
@@ -108,6 +108,16 @@ def top_share_decisions(scores: Sequence[float], examples: Sequence, top_fractio
     return out
 
 
+def small_group_mask(examples: Sequence, min_group: int) -> list[bool]:
+    """True for each example whose (prompt, user) group (:func:`group_keys`) has fewer than
+    ``min_group`` examples: :func:`top_share_decisions` decides it by the threshold, not by rank."""
+    out = [False] * len(examples)
+    for idx in _groups(examples).values():
+        for i in idx:
+            out[i] = len(idx) < min_group
+    return out
+
+
 def feature_dim(features: Sequence[str]) -> int:
     return sum(EMBEDDING_DIM if f == "attribute" else 1 for f in features)
 
@@ -162,7 +172,7 @@ def _soft_rate(example) -> float:
     return float(rate) if rate is not None else float(bool(example.relevant))
 
 
-class RankedSelector(LogisticSelector, RelevanceScorer):
+class RankedSelector(TopShareDecision, LogisticSelector, RelevanceScorer):
     """Relevant = among the top ``top_fraction`` of its (prompt, user) group by learned probability.
 
     Args:
@@ -251,19 +261,6 @@ class RankedSelector(LogisticSelector, RelevanceScorer):
             raise RuntimeError(f"{type(self).__name__} has no threshold/top_fraction: "
                                f"compile it with {self.fit_with} first")
 
-    # -- deciding -------------------------------------------------------------------------------
-    def decide(self, scores: Sequence[float], examples: Sequence) -> list[bool]:
-        """Decisions for ``scores`` (one per example): :func:`top_share_decisions` with this
-        selector's ``top_fraction``, ``min_group`` and ``threshold``. Examples sharing
-        (prompt_id, user_id) are ranked together, so pass a user's attributes for a prompt in one
-        ``predict_batch`` call.
-
-        Raises:
-            RuntimeError: no ``threshold`` or ``top_fraction`` yet.
-        """
-        self.require_compiled()
-        return top_share_decisions(scores, examples, self.top_fraction, self.min_group, self.threshold)
-
     # -- state ----------------------------------------------------------------------------------
     def dump_state(self, *args, **kwargs) -> dict:
         return {"threshold": self.threshold, "top_fraction": self.top_fraction, "min_group": self.min_group,
@@ -296,4 +293,4 @@ class StyleRank(RankedSelector):
 
 
 __all__ = ["FEATURE_GROUPS", "STYLE_PROTOTYPES", "MiniLMRank", "RankedSelector", "StyleRank", "group_keys",
-           "prompt_sentences", "ranked_features", "top_share_decisions"]
+           "prompt_sentences", "ranked_features", "small_group_mask", "top_share_decisions"]

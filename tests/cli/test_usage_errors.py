@@ -1,0 +1,80 @@
+"""Click's usage errors (a bad value, a missing or unknown option, an unknown command) are one line
+``error: <message> (try '... --help')`` on stderr, exit 2 -- and Ctrl-C still prints the interrupt
+line and exits 130 (both through the real entry point, in a subprocess)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import DEMO, ROOT, cli_env
+
+INTERRUPT_LINE = ("interrupted (SIGINT): open MLflow runs closed as KILLED, no complete result written "
+                  "(a partial one says \"complete\": false)")
+
+CASES = {
+    "negative --limit": (["compare", "relevance", "--data", str(DEMO), "--limit", "-5"],
+                         "error: Invalid value for '--limit'", "(try 'personalign compare --help')"),
+    "missing option": (["predict", "relevance", "-a", "x"], "error: Missing option '--prompt'",
+                       "(try 'personalign predict relevance --help')"),
+    "missing argument": (["stage", "validate"], "error: Missing argument", "stage validate --help"),
+    "unknown option": (["compare", "relevance", "--bogus"], "error: No such option: --bogus", "compare --help"),
+    "unknown root option": (["--bogus"], "error: No such option: --bogus", "(try 'personalign --help')"),
+    "unknown command": (["nosuch"], "error: No such command 'nosuch'", "(try 'personalign --help')"),
+    "not an integer": (["sweep", "relevance", "--n-trials", "x"], "error: Invalid value for '--n-trials'",
+                       "sweep --help"),
+}
+
+#: A throwaway command that gets a real SIGINT while it runs, through personalign.cli.main.
+SELF_INTERRUPT = """
+import os, signal, sys, time
+import personalign.cli as cli
+
+@cli.app.command("self-interrupt")
+def self_interrupt(n: int = 1) -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
+
+sys.argv[0] = "personalign"
+cli.main(sys.argv[1:])
+"""
+
+
+#: The console script's own code (``personalign = personalign.cli:main``), named as it is installed.
+ENTRY = "import sys; sys.argv[0] = 'personalign'; from personalign.cli import main; main()"
+
+
+def _run(args: list[str], tmp_path, *, code: str = ENTRY) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-c", code, *args]
+    return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=cli_env(tmp_path / "runs"),
+                          stdin=subprocess.DEVNULL, timeout=120)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_usage_error_is_one_line_exit_2(case, tmp_path):
+    args, start, hint = CASES[case]
+    proc = _run(args, tmp_path)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(start) and lines[0].endswith(")") and hint in lines[0], lines
+    assert "Usage:" not in proc.stderr and "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_help_and_no_arguments_still_print_the_help(tmp_path):
+    helped = _run(["compare", "--help"], tmp_path)
+    assert helped.returncode == 0 and "Usage: personalign compare" in helped.stdout and helped.stderr == ""
+    bare = _run([], tmp_path)
+    assert "Usage: personalign [OPTIONS] COMMAND" in bare.stdout + bare.stderr and "error:" not in bare.stderr
+
+
+def test_ctrl_c_still_prints_its_line_and_exits_130(tmp_path):
+    proc = _run(["self-interrupt"], tmp_path, code=SELF_INTERRUPT)
+    assert proc.returncode == 128 + signal.SIGINT, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [INTERRUPT_LINE], proc.stderr[-2000:]
+    usage = _run(["self-interrupt", "--n", "x"], tmp_path, code=SELF_INTERRUPT)  # the same app, a usage error
+    lines = usage.stderr.strip().splitlines()
+    assert usage.returncode == 2 and len(lines) == 1, usage.stderr
+    assert lines[0].startswith("error: Invalid value for '--n'") and "self-interrupt --help" in lines[0]
