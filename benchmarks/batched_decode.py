@@ -105,25 +105,26 @@ def main() -> None:
     dec.close()
     if args.way != "both":
         return
+    prefix = args.name.replace("-", "_")  # figure keys are unique across the results page
     med = lambda key, way: round(statistics.median(x[way][key] for x in rounds), 3)  # noqa: E731
     ratio = round(statistics.median(x["ratio"] for x in rounds), 3)
     n_eq = sum(sum(x["outputs_equal"]) for x in rounds)
     n_out = sum(len(x["outputs_equal"]) for x in rounds)
     n_eng = sum(sum(x["equal_to_engine"]) for x in rounds)
     figures = [
-        {"key": f"batched_decode.k{args.k}.sequential.tokens_per_s", "label": "one sequence at a time",
+        {"key": f"{prefix}.k{args.k}.sequential.tokens_per_s", "label": "one sequence at a time",
          "strategy": None, "metric": "tokens_per_s", "value": med("tokens_per_s", "sequential"), "ci": None,
          "n": args.rounds, "note": f"median of {args.rounds} rounds, {args.k} prompts, temperature 0"},
-        {"key": f"batched_decode.k{args.k}.batched.tokens_per_s", "label": f"{args.k} sequences per llama_batch",
+        {"key": f"{prefix}.k{args.k}.batched.tokens_per_s", "label": f"{args.k} sequences per llama_batch",
          "strategy": None, "metric": "tokens_per_s", "value": med("tokens_per_s", "batched"), "ci": None,
          "n": args.rounds, "note": f"median of {args.rounds} rounds; shared prefix evaluated once"},
-        {"key": f"batched_decode.k{args.k}.ratio", "label": "batched / sequential tokens/s", "strategy": None,
+        {"key": f"{prefix}.k{args.k}.ratio", "label": "batched / sequential tokens/s", "strategy": None,
          "metric": "ratio", "value": ratio, "ci": None, "n": args.rounds,
          "note": f"median over rounds; range {min(x['ratio'] for x in rounds):.2f}-{max(x['ratio'] for x in rounds):.2f}"},
-        {"key": f"batched_decode.k{args.k}.outputs_equal", "label": "batched outputs equal to each prompt decoded alone",
+        {"key": f"{prefix}.k{args.k}.outputs_equal", "label": "batched outputs equal to each prompt decoded alone",
          "strategy": None, "metric": "share", "value": round(n_eq / n_out, 4), "ci": None, "n": n_out,
          "note": "text identical, temperature 0; the decoder with one sequence per call"},
-        {"key": f"batched_decode.k{args.k}.equal_to_engine", "label": "batched outputs equal to the engine's text",
+        {"key": f"{prefix}.k{args.k}.equal_to_engine", "label": "batched outputs equal to the engine's text",
          "strategy": None, "metric": "share", "value": round(n_eng / n_out, 4), "ci": None, "n": n_out,
          "note": "text identical, temperature 0; the engine runs without flash attention, so not promised"},
     ]
