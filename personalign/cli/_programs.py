@@ -80,5 +80,5 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
     res = out.get("resampling") or {}
     line += f", LM calls {out['lm_calls']}, failures {out['failures']}"
     if res:
-        line += f" (intervals resample {res['unit']}: {res['n_clusters']} top-level clusters)"
+        line += f" (intervals resample {res['unit']}: {res['n_clusters']} top-level cluster{'s' if res['n_clusters'] != 1 else ''})"
     Console().print(line, markup=False, highlight=False)

@@ -62,13 +62,23 @@ def validate(
     print a one-line summary, or fail on the first bad record."""
     from personalign.data.kinds import validate as _validate
 
-    if _is_stage(kind):  # a stage of the user's: its loader
+    warnings: list = []
+    if _is_stage(kind):  # a stage of the user's: its loader, then the same warnings as `stage validate`
+        import sys
+
+        from personalign.data.lint import KNOWN_SPLITS, data_warnings
         from personalign.programs.stage_ref import resolve_stage
 
-        n = len(resolve_stage(kind).load(path))
+        st = resolve_stage(kind)
+        n = len(st.load(path))
+        group_key = st.group_key if st.group_key != "id" else None  # undeclared: every row its own group
+        warnings = data_warnings(path, group_key=group_key, splits=KNOWN_SPLITS)
+        for warning in warnings:
+            sys.stderr.write(f"warning: {warning}\n")
     else:
         n = _validate(path, kind)
-    typer.echo(f"ok: {n} {kind} records in {path}")
+    tail = f"; {len(warnings)} warning{'' if len(warnings) == 1 else 's'}" if warnings else ""
+    typer.echo(f"ok: {n} {kind} records in {path}{tail}")
 
 
 @app.command()

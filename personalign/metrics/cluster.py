@@ -204,7 +204,7 @@ def resampling_note(res: dict | None) -> str:
     and what is shown instead below :data:`MIN_CLUSTERS` top-level clusters; ``""`` for None."""
     if not res:
         return ""
-    line = f"intervals resample {res['unit']} ({res['n_clusters']} top-level clusters, {res['n_boot']} resamples)"
+    line = f"intervals resample {res['unit']} ({res['n_clusters']} top-level cluster{'s' if res['n_clusters'] != 1 else ''}, {res['n_boot']} resamples)"
     if res["unit"] != "item" and res["n_clusters"] < MIN_CLUSTERS:
         line += f"; fewer than {MIN_CLUSTERS}: per-group range shown, no percentile interval"
     if " within one " in res["unit"]:

@@ -77,3 +77,16 @@ def test_the_train_split_is_known_and_groups_need_a_group_key(own_task, capsys):
                       "option": "o", "follows": True}])
     code, out, err = _validate(own_task, capsys, "--train-split", "fit")
     assert code == 0 and err == [], err  # no group_key: no group to be alone in
+
+
+def test_data_validate_with_a_stage_kind_gives_the_same_warnings(own_task, capsys):
+    from personalign.cli import main
+
+    _edit(own_task, {3: {"split": "tran"}, 5: {"id": "food-1"}})
+    with pytest.raises(SystemExit) as exc:
+        main(["data", "validate", str(own_task / "data.jsonl"), "--kind", str(own_task / "stage.toml")])
+    out, err = capsys.readouterr()
+    warnings = [line for line in err.splitlines() if line.strip()]
+    assert exc.value.code == 0 and out.rstrip().endswith("; 2 warnings"), out
+    assert len(warnings) == 2 and all(w.startswith("warning: ") for w in warnings)
+    assert any("did you mean 'train'?" in w for w in warnings) and any("'food-1' is the id of 2 rows" in w for w in warnings)

@@ -71,7 +71,7 @@ def test_a_sweep_on_a_single_dev_group_prints_no_interval(tmp_path):
     (trial,) = [line for line in proc.stderr.splitlines() if line.startswith("trial 0 COMPLETE")]
     assert "(one group, " in trial and ": no interval)" in trial and "[" not in trial, trial
     best = next(line for line in proc.stdout.splitlines() if line.startswith("best: trial 0"))
-    assert "(one group, " in best and "intervals resample topic (1 top-level clusters" in proc.stdout
+    assert "(one group, " in best and "intervals resample topic (1 top-level cluster," in proc.stdout
     out = json.loads(run_cli(*args, "--json", env=cli_env(tmp_path / "runs")).stdout)  # resumed: the same trial
     report = out["best"]["report"]
     assert report["f1_ci"] is None and list(report["f1_by_group"]) == [trial.split("(one group, ")[1].split(":")[0]]
