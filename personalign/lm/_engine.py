@@ -9,7 +9,6 @@ constrained answer always ends inside ``max_tokens`` (:mod:`personalign.lm._sche
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import threading
@@ -105,38 +104,15 @@ def _gbnf_for(schema_json: str) -> str:
     return json_schema_to_gbnf(schema_json)
 
 
-class _QuietDevNull(io.TextIOWrapper):
-    """``/dev/null`` for llama-cpp-python's output suppression that closes itself when collected
-    (no ``ResourceWarning: unclosed file`` at interpreter exit)."""
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 -- finalization
-            pass
-
-
-def _quiet_devnull() -> None:
-    """llama-cpp-python opens two ``/dev/null`` files at import (``llama_cpp._utils``) and never closes
-    them; after a leave-one-group-out compare Python printed ``sys:1: ResourceWarning: unclosed file``
-    twice at exit. Swap them, once, for files that close when collected."""
-    import llama_cpp._utils as utils
-
-    for name in ("outnull_file", "errnull_file"):
-        old = getattr(utils, name, None)
-        if old is None or isinstance(old, _QuietDevNull):
-            continue
-        setattr(utils, name, _QuietDevNull(open(os.devnull, "wb"), encoding="utf-8"))  # noqa: SIM115
-        old.close()
-
-
 class LocalEngine:
     """A loaded embedded model. Use :func:`get_engine`, not the constructor."""
 
     def __init__(self, spec: LocalModelSpec, settings: LocalSettings):
         from llama_cpp import Llama
 
-        _quiet_devnull()
+        from personalign.lm._exit import quiet_exit
+
+        quiet_exit()
 
         self.spec = spec
         self.settings = settings

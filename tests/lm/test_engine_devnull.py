@@ -12,24 +12,22 @@ pytest.importorskip("llama_cpp")
 
 
 def _stderr(code: str) -> str:
-    return subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c", code],
-                          capture_output=True, text=True, timeout=120, check=True).stderr
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stderr
 
 
-def test_llama_cpp_alone_warns_at_exit_when_resource_warnings_show():
-    assert "unclosed file" in _stderr("import llama_cpp")  # the condition the engine repairs
+# a warning issued inside catch_warnings + "always" (as compare does around compile) leaves the C side
+# of the warnings machinery on that context's filter list, so the exit checks run against "always"
+STALE = ("import warnings, llama_cpp\n"
+         "with warnings.catch_warnings(record=True):\n"
+         "    warnings.simplefilter('always')\n"
+         "    warnings.warn('inside', UserWarning)\n")
 
 
-def test_the_engines_devnull_files_close_quietly_and_still_suppress_output():
-    code = ("import llama_cpp._utils as u\n"
-            "from personalign.lm._engine import _quiet_devnull, _QuietDevNull\n"
-            "_quiet_devnull(); _quiet_devnull()\n"
-            "assert isinstance(u.outnull_file, _QuietDevNull) and isinstance(u.errnull_file, _QuietDevNull)\n"
-            "import sys\n"
-            "with u.suppress_stdout_stderr(disable=False):\n"
-            "    print('hidden'); print('hidden', file=sys.stderr)\n"
-            "print('shown')\n")
-    out = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c", code],
-                         capture_output=True, text=True, timeout=120, check=True)
-    assert out.stdout == "shown\n"
-    assert out.stderr == ""
+def test_llama_cpp_files_warn_at_exit_after_a_warning_inside_catch_warnings():
+    assert _stderr(STALE).count("unclosed file") == 2  # the condition the engine repairs
+
+
+def test_the_engine_makes_the_exit_use_the_real_filters():
+    code = "from personalign.lm._exit import quiet_exit\nquiet_exit(); quiet_exit()\n" + STALE + "print('ran')\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout == "ran\n" and out.stderr == ""
