@@ -13,6 +13,8 @@ through). Typer >= 0.29 carries its own copy of click, whose exceptions derive f
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import click
 import typer
 from typer.core import TyperGroup
@@ -38,24 +40,27 @@ def one_line(exc: Exception) -> UsageProblem:
     return UsageProblem(message)
 
 
+@contextmanager
+def _one_line_usage():
+    """Re-raise a click exception (not the no-arguments help) as its :func:`one_line` problem."""
+    try:
+        yield
+    except CLICK_ERRORS as exc:
+        if _is_help(exc):
+            raise
+        raise one_line(exc) from None
+
+
 class OneLineUsageGroup(TyperGroup):
     """The root command group (``typer.Typer(cls=OneLineUsageGroup)``): see the module docstring."""
 
     def make_context(self, info_name, args, parent=None, **extra):
-        try:
+        with _one_line_usage():
             return super().make_context(info_name, args, parent=parent, **extra)
-        except CLICK_ERRORS as exc:
-            if _is_help(exc):
-                raise
-            raise one_line(exc) from None
 
     def invoke(self, ctx):
-        try:
+        with _one_line_usage():
             return super().invoke(ctx)
-        except CLICK_ERRORS as exc:
-            if _is_help(exc):
-                raise
-            raise one_line(exc) from None
 
 
 __all__ = ["CLICK_ERRORS", "OneLineUsageGroup", "one_line"]

@@ -66,13 +66,12 @@ def validate(
     if _is_stage(kind):  # a stage of the user's: its loader, then the same warnings as `stage validate`
         import sys
 
-        from personalign.data.lint import KNOWN_SPLITS, data_warnings
+        from personalign.programs.declared import stage_data_warnings
         from personalign.programs.stage_ref import resolve_stage
 
         st = resolve_stage(kind)
         n = len(st.load(path))
-        group_key = st.group_key if st.group_key != "id" else None  # undeclared: every row its own group
-        warnings = data_warnings(path, group_key=group_key, splits=KNOWN_SPLITS)
+        warnings = stage_data_warnings(st, path)
         for warning in warnings:
             sys.stderr.write(f"warning: {warning}\n")
     else:

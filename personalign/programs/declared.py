@@ -214,11 +214,18 @@ def check_data(stage, path: str | Path, *, train_split: str = "train") -> dict[s
                                              f"{', '.join(sorted(map(str, splits)))})")
     stage.check_fittable(train, path, train_split)
     labels = Counter(str(stage.gold(ex)) for ex in examples)
-    from personalign.data.lint import KNOWN_SPLITS, data_warnings
-
-    group_key = stage.group_key if stage.group_key != "id" else None  # undeclared: every row its own group
-    warnings = data_warnings(path, group_key=group_key, splits=(*KNOWN_SPLITS, train_split))
+    warnings = stage_data_warnings(stage, path, train_split=train_split)
     return {"n": len(examples), "splits": dict(splits), "labels": dict(labels), "warnings": warnings}
 
 
-__all__ = ["build_stage", "check_data", "declare_stage", "load_rows", "make_signature"]
+def stage_data_warnings(stage, path, *, train_split: str = "train") -> list:
+    """:func:`personalign.data.lint.data_warnings` of ``path`` for ``stage``: its declared
+    ``group_key`` (undeclared, ``id``: every row its own group, no check) and the known splits
+    plus ``train_split``."""
+    from personalign.data.lint import KNOWN_SPLITS, data_warnings
+
+    group_key = stage.group_key if stage.group_key != "id" else None
+    return data_warnings(path, group_key=group_key, splits=(*KNOWN_SPLITS, train_split))
+
+
+__all__ = ["build_stage", "check_data", "declare_stage", "load_rows", "make_signature", "stage_data_warnings"]
