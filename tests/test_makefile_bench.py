@@ -4,6 +4,7 @@ belongs to ``make demo-results``). Read from ``make -n bench`` (a dry run: nothi
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -18,7 +19,11 @@ NOT_BENCHMARKS = {"report.py", "demo_timing.py"}
 def _dry_run() -> list[str]:
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    proc = subprocess.run(["make", "-n", "bench"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    # Under ``make test`` (CI) the parent make's MAKELEVEL/MAKEFLAGS turn on "make[1]: Entering
+    # directory" lines; a dry run of its own, without them, prints the recipe only.
+    env = {k: v for k, v in os.environ.items() if k not in {"MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"}}
+    proc = subprocess.run(["make", "--no-print-directory", "-n", "bench"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.splitlines()
 
