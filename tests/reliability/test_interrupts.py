@@ -63,7 +63,7 @@ def test_ctrl_c_of_a_tracked_compare(tmp_path):
     runs = tmp_path / "runs"
     db = runs / "mlflow.db"
     proc = _interrupt(["compare", "relevance", "--data", str(DEMO), "--strategies", "zero-shot", "--split", "val",
-                       "--lm", "mock/relevance-400ms", "--no-cache"], runs, signal.SIGINT,
+                       "--lm", "mock/relevance-1500ms", "--no-cache"], runs, signal.SIGINT,
                       lambda: "RUNNING" in _statuses(db))
     _assert_one_clean_line(proc, signal.SIGINT)
     statuses = _statuses(db)

@@ -1,6 +1,6 @@
 """kill -9 of a sweep, anywhere, twice, then the same command: the asked-for trials complete and no
-trial is left RUNNING (issue 28). Real processes, SIGKILL, an LM-free strategy (bm25), sqlite and
-journal storages.
+trial is left RUNNING (issue 28). Real processes, SIGKILL, the mock LM with latency (no model loaded),
+sqlite and journal storages.
 
 The hole: a worker killed inside ``study.ask()`` (after Optuna created the RUNNING trial, while the
 sampler works, before the first heartbeat or the objective) left a trial with no worker and no
@@ -26,7 +26,11 @@ from optuna.trial import TrialState
 from personalign.sweep import WORKER_ATTR, fail_stale_trials, is_stale, open_storage, worker_id
 from tests.conftest import DEMO, ROOT, cli_env
 
-SPACE = 'strategies = ["bm25"]\n[pruner]\nkind = "none"\n[strategy.bm25]\nthreshold = { low = 0.0, high = 20.0 }\n'
+# The mock LM (``benchmarks/_mock_lm.py``) at 100 ms a call, uncached: a trial takes ~3 s, so "k trials
+# COMPLETE and one RUNNING" lasts long enough to be seen by the poller on a loaded machine (an LM-free bm25
+# trial on 3 prompts takes ~0.13 s, no bootstrap below 5 clusters: the sweep could end between two polls).
+SPACE = 'strategies = ["zero-shot"]\n[pruner]\nkind = "none"\n[lm]\ntemperature = { low = 0.0, high = 1.0 }\n'
+MOCK = ROOT / "benchmarks" / "_mock_lm.py"
 _ASK_AND_DIE = """
 import os, signal, sys, warnings, optuna
 from personalign.sweep import open_storage
@@ -65,9 +69,9 @@ def test_a_trial_popped_from_the_queue_records_its_worker(tmp_path):
 
 
 def _cmd(space, url: str) -> list[str]:
-    return [sys.executable, "-m", "personalign", "sweep", "relevance", "--data", str(DEMO), "--space", str(space),
-            "--n-trials", "6", "--split", "val", "--storage", url, "--study-name", "kill", "--n-boot", "3000",
-            "--no-track", "--no-export", "--json"]
+    return [sys.executable, str(MOCK), "sweep", "relevance", "--data", str(DEMO), "--space", str(space),
+            "--n-trials", "6", "--split", "val", "--storage", url, "--study-name", "kill", "--lm",
+            "mock/relevance-100ms", "--no-cache", "--no-track", "--no-export", "--json"]
 
 
 def _states(url: str) -> Counter:
