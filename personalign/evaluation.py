@@ -189,6 +189,16 @@ def paired_comparison(stage, report_a: dict, report_b: dict, *, n_boot: int = 10
     return {"metric": stage.metric_name, "diff": diff, "mcnemar": mcnemar}
 
 
+def output_values(stage, outputs: Sequence[Any]) -> list[Any]:
+    """Predicted outputs made JSON-friendly: booleans (None when unreadable or failed) for binary
+    stages, the raw values (lists, dicts, strings) otherwise."""
+    if stage.kind == "binary":
+        from personalign.metrics.dspy_metrics import to_bool
+
+        return [None if p is None else to_bool(p) for p in outputs]
+    return [_jsonable(p) for p in outputs]
+
+
 def evaluate_stage(stage, program, examples: Sequence, *, lm=None, n_boot: int = 1000, seed: int = 0,
                    progress: bool = True, description: str = "predict", retries: int = 2) -> dict[str, Any]:
     """Run ``program`` of ``stage`` on ``examples`` and score it (:func:`run_program` +
@@ -200,12 +210,7 @@ def evaluate_stage(stage, program, examples: Sequence, *, lm=None, n_boot: int =
     outcome = run_program(program, examples, inputs=stage.inputs, output=stage.output, lm=lm, retries=retries,
                           description=description, progress=progress)
     report = stage_report(stage, examples, outcome.predictions, n_boot=n_boot, seed=seed, lm=lm)
-    if stage.kind == "binary":
-        from personalign.metrics.dspy_metrics import to_bool
-
-        preds: list[Any] = [None if p is None else to_bool(p) for p in outcome.predictions]
-    else:
-        preds = [_jsonable(p) for p in outcome.predictions]
+    preds = output_values(stage, outcome.predictions)
     return {**report, "lm_calls": outcome.lm_calls, "failures": outcome.failures, "errors": outcome.errors[:20],
             "seconds": round(outcome.seconds, 3), "predictions": preds, "scores": outcome.scores}
 
@@ -280,4 +285,4 @@ def _jsonable(value: Any) -> Any:
 
 
 __all__ = ["EvalOutcome", "run_program", "evaluate_metric", "score_of", "fatal_lm_error", "filled_predictions", "stage_report", "stage_clusters", "across_groups", "paired_comparison",
-           "evaluate_stage", "evaluate_repeats", "PersonalignError"]
+           "evaluate_stage", "evaluate_repeats", "output_values", "PersonalignError"]

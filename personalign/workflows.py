@@ -7,6 +7,7 @@ DSPy's cache there), so bad input leaves no cache, no MLflow run and no half-wri
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -211,4 +212,91 @@ def evaluate_program(st, program, data: Path, *, split: str = "val", lm=None, se
     return out
 
 
-__all__ = ["check_strategy", "compile_and_save", "evaluate_program", "metric_keys"]
+def _unit_fields(st, prog) -> tuple[str, ...]:
+    """The fields a loaded program's unit rule decides within (empty for a threshold or no rule)."""
+    from personalign.programs.decision import UnitRuleProgram
+
+    if not isinstance(prog, UnitRuleProgram):
+        return ()
+    return tuple(prog.rule.unit or st.decision_keys or ((st.group_key,) if st.group_key else ()))
+
+
+def _check_out(out: Path, data: Path) -> Path:
+    out = Path(out)
+    if out.is_dir():
+        raise ConfigurationError(f"--out {out} is a directory; give a file path (predictions.jsonl)")
+    if out.exists() and out.resolve() == Path(data).resolve():
+        raise ConfigurationError(f"--out {out} is the input file; give another path")
+    parent = out.parent if str(out.parent) else Path(".")
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent, os.W_OK):
+        raise ConfigurationError(f"--out {out}: {parent} is not writable")
+    return out
+
+
+def predict_file(st, program: str | Path, data: str | Path, *, out: str | Path | None = None, lm=None,
+                 progress: bool = False, on_ready: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Run a saved program of stage ``st`` on every row of the unlabelled JSONL ``data``
+    (:func:`personalign.data.inputs.read_inputs`) and write one JSON object per row to ``out``,
+    atomically (a failed or interrupted run writes nothing). The model is chosen as by
+    :func:`evaluate_program` (``lm``, else the program's embedded model; never a remote one the file names).
+
+    Returns:
+        ``{"stage", "program", "strategy", "data", "data_sha256", "out", "n", "positives" (binary
+        stages: the count predicted positive), "failures", "lm_calls", "seconds", "lm",
+        "predictions"}``; ``predictions`` holds per row ``{"line", "id", <the signature's output
+        field>, "score", "decision", "error"}`` (output None and ``error`` set for an LM failure
+        after retries; ``decision`` says when a unit rule's fallback threshold decided).
+
+    Raises:
+        ConfigurationError: no saved program there; a program of another stage; ``out`` a directory,
+            the input file or not writable.
+        DataError: a malformed saved program; a bad row (file, line, field).
+    """
+    from personalign.data.digest import file_sha256
+    from personalign.data.inputs import read_inputs
+    from personalign.evaluation import output_values
+    from personalign.programs.program_schema import choose_model
+    from personalign.programs.run import run_program
+    from personalign.programs.saved import load_program
+
+    where = Path(program)
+    if not where.exists():
+        raise ConfigurationError(f"no saved program at {where}")
+    prog, meta = load_program(where, stage=st)
+    rows = read_inputs(data, st, unit_fields=_unit_fields(st, prog))
+    if out is not None:
+        out = _check_out(Path(out), Path(data))
+    strategy = meta["strategy"]
+    uses_lm = st.registry.info(strategy).uses_lm if strategy in st.registry else bool(getattr(prog, "uses_lm", True))
+    model, lm_obj = _lm(choose_model(meta, lm, where) if isinstance(lm, str) or lm is None else lm, uses_lm)
+    if on_ready is not None:
+        on_ready()
+    examples = [ex for _, ex in rows]
+    outcome = run_program(prog, examples, inputs=st.inputs, output=None, lm=lm_obj, description=strategy,
+                          progress=progress)
+    field = st.output
+    values = output_values(st, [None if p is None else getattr(p, field, None) for p in outcome.predictions])
+    preds = []
+    for i, ((line, ex), pred, value) in enumerate(zip(rows, outcome.predictions, values)):
+        score = None if pred is None else getattr(pred, "score", None)
+        preds.append({"line": line, "id": getattr(ex, "id", None), field: value,
+                      "score": None if score is None else float(score),
+                      "decision": None if pred is None else getattr(pred, "decision_note", None),
+                      "error": outcome.error_at.get(i) if pred is None else None})
+    if out is not None:
+        from personalign.data.files import write_jsonl
+
+        write_jsonl(out, preds)
+    result = {"stage": st.name, "program": str(where), "strategy": strategy, "data": str(data),
+              "data_sha256": file_sha256(data), "out": None if out is None else str(out), "n": len(preds),
+              "failures": outcome.failures, "lm_calls": outcome.lm_calls, "seconds": round(outcome.seconds, 3),
+              "lm": model if uses_lm else None, "predictions": preds}
+    if st.kind == "binary":
+        positive = st.positive
+        result["positives"] = sum(p[field] is not None and p[field] == positive for p in preds)
+    return result
+
+
+__all__ = ["check_strategy", "compile_and_save", "evaluate_program", "metric_keys", "predict_file"]

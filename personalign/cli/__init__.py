@@ -35,7 +35,7 @@ from personalign.cli.data import app as _data_app  # noqa: E402  (light: typer o
 from personalign.cli.predict import app as _predict_app  # noqa: E402  (light: typer only)
 
 app.add_typer(_data_app, name="data", help="Validate and describe data files.")
-app.add_typer(_predict_app, name="predict", help="Predict with one strategy of a stage: which attributes are relevant to a prompt.")
+app.add_typer(_predict_app, name="predict", help="Predict on new inputs: `predict relevance` (a user's attributes against a prompt), `predict batch` (a saved program of any stage on an unlabelled JSONL).")
 from personalign.cli.sweep import sweep as _sweep_cmd  # noqa: E402  (light: typer only)
 app.command("sweep")(_sweep_cmd)
 from personalign.cli.run import app as _runners_app  # noqa: E402  (light: typer only)

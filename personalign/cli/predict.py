@@ -1,4 +1,6 @@
-"""``personalign predict``: run one stage's strategy on new inputs. Imports typer only at module level."""
+"""``personalign predict``: ``relevance`` (a user's attributes against one prompt, compiled on the fly or
+saved) and ``batch`` (a saved program of any stage, yours included, on an unlabelled JSONL). Imports
+typer only at module level."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import List, Optional
 
 import typer
 
-from personalign.cli._checks import lm_option
+from personalign.cli._checks import api_base_option, lm_option
 
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                   help="Predict with a strategy (compiled on the fly, or a saved program).")
@@ -101,3 +103,50 @@ def relevance(
         typer.echo(f"decision: {note}")
     if save is not None:
         typer.echo(f"saved: {save}")
+
+
+@app.command("batch")
+def batch(
+    stage: str = typer.Argument(..., help="Stage: a built-in name, your stage file path/to/stage.toml, "
+                                           "path/to/file.py:STAGE, module:STAGE, or an installed entry-point name."),
+    program: Path = typer.Option(..., "--program", help="A saved program directory (from `compile`)."),
+    data: Path = typer.Option(..., "--data", help="JSONL, one object per row with the stage's input fields "
+                                                  "(an optional string 'id' is echoed; no label needed)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write one JSON object per row here, atomically "
+                                                           "(default: print them as JSONL on stdout)."),
+    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own when it is an "
+                                     "embedded local/ model (a saved program never chooses a remote one).",
+                                     callback=lm_option),
+    api_base: Optional[str] = typer.Option(None, "--api-base", callback=api_base_option, envvar="PERSONALIGN_API_BASE",
+                                           help="OpenAI-compatible server for a non-embedded --lm (env PERSONALIGN_API_BASE)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Disable the LM cache."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object (the summary; the rows too without --out)."),
+) -> None:
+    """Run a saved program of any stage on unlabelled rows: one prediction per row (output field, score, decision, error)."""
+    from personalign.lm import configure_cache
+    from personalign.programs.stage_ref import resolve_stage
+    from personalign.workflows import predict_file
+
+    st = resolve_stage(stage)
+    result = predict_file(st, program, data, out=out, lm=lm, progress=out is not None and not json_out,
+                          on_ready=lambda: configure_cache(cache_dir, enabled=not no_cache))
+    rows = result["predictions"]
+    if json_out:
+        summary = result if out is None else {k: v for k, v in result.items() if k != "predictions"}
+        sys.stdout.write(json.dumps(summary) + "\n")
+        return
+    if out is None:
+        for row in rows:
+            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    line = (f"{result['strategy']} on {result['n']} rows of {data}: failures {result['failures']}, "
+            f"LM calls {result['lm_calls']}")
+    if "positives" in result:
+        line += f", {st.positive_name} {result['positives']}"
+    if out is not None:
+        line += f"; written to {out}"
+    # the rows on stdout stay pure JSONL: the summary goes to stderr then
+    say = typer.echo if out is not None else (lambda text: sys.stderr.write(text + "\n"))
+    for note in dict.fromkeys(r["decision"] for r in rows if r.get("decision")):
+        say(f"decision: {note}")
+    say(line)

@@ -32,6 +32,7 @@ class EvalOutcome:
         errors: one line per failure (example index and error).
         lm_calls: LM calls that reached a model (cache hits excluded).
         seconds: wall time of the run.
+        error_at: the failures' errors by example index.
     """
 
     predictions: list[Any]
@@ -40,6 +41,7 @@ class EvalOutcome:
     errors: list[str] = field(default_factory=list)
     lm_calls: int = 0
     seconds: float = 0.0
+    error_at: dict[int, str] = field(default_factory=dict)
 
 
 def filled_predictions(gold: Sequence[bool], predictions: Sequence[bool | None]) -> list[bool]:
@@ -94,6 +96,7 @@ def run_program(
     preds: list[Any] = [None] * len(examples)
     scores: list[float | None] = [None] * len(examples)
     errors: list[str] = []
+    error_at: dict[int, str] = {}
     counter = CallCounter()
     with counter, _progress(description, len(examples), progress) as bar:
         task = bar.add_task(description, total=len(examples))
@@ -124,13 +127,14 @@ def run_program(
                         if attempt == policy.retries or decision.action == "fail":
                             ours = decision.error
                             msg = str(ours or exc).splitlines()[0][:300] if str(ours or exc) else type(exc).__name__
-                            errors.append(f"example {i}: {type(ours or exc).__name__}: {msg}")
+                            error_at[i] = f"{type(ours or exc).__name__}: {msg}"
+                            errors.append(f"example {i}: {error_at[i]}")
                             break
                 bar.update(task, advance=1)
                 if on_example is not None:
                     on_example(i)
     failures = sum(p is None for p in preds)
-    return EvalOutcome(preds, scores, failures, errors, counter.calls, time.perf_counter() - start)
+    return EvalOutcome(preds, scores, failures, errors, counter.calls, time.perf_counter() - start, error_at)
 
 
 def score_of(value: Any) -> float:
