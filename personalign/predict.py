@@ -75,8 +75,10 @@ def save_program(program, directory: str | Path, *, strategy: str, lm: str | Non
     """Save a relevance program (:func:`personalign.programs.saved.save_program`)."""
     from personalign.programs.saved import save_program as _save
 
+    from personalign.programs.stages import builtin_stage
+
     return _save(program, directory, stage="relevance", strategy=strategy, lm=lm, compile_info=compile_info,
-                 metrics=metrics)
+                 metrics=metrics, signature=builtin_stage("relevance").signature_record())
 
 
 def load_program(directory: str | Path):

@@ -7,7 +7,6 @@ DSPy's cache there), so bad input leaves no cache, no MLflow run and no half-wri
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -100,8 +99,8 @@ def compile_and_save(st, strategy: str | None, data: Path, *, optimizer: str | N
         made["program"] = program
         if target is not None:
             try:
-                save_program(program, target, stage=st.name, stage_ref=stage_ref, strategy=strategy,
-                             lm=model if info.uses_lm else None, compile_info=record,
+                save_program(program, target, stage=st.name, stage_ref=stage_ref, signature=st.signature_record(),
+                             strategy=strategy, lm=model if info.uses_lm else None, compile_info=record,
                              extra_files={"prompt.md": prompt_text(program)})
             except OSError as exc:
                 raise ConfigurationError(f"cannot write --out {target}: {exc.strerror or exc}") from None
@@ -221,18 +220,21 @@ def _unit_fields(st, prog) -> tuple[str, ...]:
     return tuple(prog.rule.unit or st.decision_keys or ((st.group_key,) if st.group_key else ()))
 
 
+def _rule_text(prog) -> str | None:
+    """The program's compiled decision rule in words (a unit rule decides each row among the other
+    rows of its unit in the same file), or None."""
+    from personalign.programs.decision import DecidedProgram
+
+    return prog.rule.describe() if isinstance(prog, DecidedProgram) else None
+
+
 def _check_out(out: Path, data: Path) -> Path:
-    out = Path(out)
-    if out.is_dir():
-        raise ConfigurationError(f"--out {out} is a directory; give a file path (predictions.jsonl)")
-    if out.exists() and out.resolve() == Path(data).resolve():
+    from personalign.data.files import check_output
+
+    target = check_output(out)
+    if target == Path(data).resolve():
         raise ConfigurationError(f"--out {out} is the input file; give another path")
-    parent = out.parent if str(out.parent) else Path(".")
-    while not parent.exists():
-        parent = parent.parent
-    if not os.access(parent, os.W_OK):
-        raise ConfigurationError(f"--out {out}: {parent} is not writable")
-    return out
+    return target
 
 
 def predict_file(st, program: str | Path, data: str | Path, *, out: str | Path | None = None, lm=None,
@@ -245,13 +247,15 @@ def predict_file(st, program: str | Path, data: str | Path, *, out: str | Path |
     Returns:
         ``{"stage", "program", "strategy", "data", "data_sha256", "out", "n", "positives" (binary
         stages: the count predicted positive), "failures", "lm_calls", "seconds", "lm",
-        "predictions"}``; ``predictions`` holds per row ``{"line", "id", <the signature's output
+        "rule" (the compiled decision rule in words, None when the program has none), "predictions"}``;
+        ``predictions`` holds per row ``{"line", "id", <the signature's output
         field>, "score", "decision", "error"}`` (output None and ``error`` set for an LM failure
         after retries; ``decision`` says when a unit rule's fallback threshold decided).
 
     Raises:
-        ConfigurationError: no saved program there; a program of another stage; ``out`` a directory,
-            the input file or not writable.
+        ConfigurationError: no saved program there; a program of another stage; ``out`` the input
+            file, not a regular file, or in a folder where no file can be created
+            (:func:`personalign.data.files.check_output`).
         DataError: a malformed saved program; a bad row (file, line, field).
     """
     from personalign.data.digest import file_sha256
@@ -266,8 +270,7 @@ def predict_file(st, program: str | Path, data: str | Path, *, out: str | Path |
         raise ConfigurationError(f"no saved program at {where}")
     prog, meta = load_program(where, stage=st)
     rows = read_inputs(data, st, unit_fields=_unit_fields(st, prog))
-    if out is not None:
-        out = _check_out(Path(out), Path(data))
+    target = None if out is None else _check_out(Path(out), Path(data))
     strategy = meta["strategy"]
     uses_lm = st.registry.info(strategy).uses_lm if strategy in st.registry else bool(getattr(prog, "uses_lm", True))
     model, lm_obj = _lm(choose_model(meta, lm, where) if isinstance(lm, str) or lm is None else lm, uses_lm)
@@ -285,14 +288,17 @@ def predict_file(st, program: str | Path, data: str | Path, *, out: str | Path |
                       "score": None if score is None else float(score),
                       "decision": None if pred is None else getattr(pred, "decision_note", None),
                       "error": outcome.error_at.get(i) if pred is None else None})
-    if out is not None:
+    if target is not None:
         from personalign.data.files import write_jsonl
 
-        write_jsonl(out, preds)
+        try:
+            write_jsonl(target, preds)
+        except OSError as exc:
+            raise ConfigurationError(f"--out {out}: cannot write ({exc.strerror or exc})") from None
     result = {"stage": st.name, "program": str(where), "strategy": strategy, "data": str(data),
               "data_sha256": file_sha256(data), "out": None if out is None else str(out), "n": len(preds),
               "failures": outcome.failures, "lm_calls": outcome.lm_calls, "seconds": round(outcome.seconds, 3),
-              "lm": model if uses_lm else None, "predictions": preds}
+              "lm": model if uses_lm else None, "rule": _rule_text(prog), "predictions": preds}
     if st.kind == "binary":
         positive = st.positive
         result["positives"] = sum(p[field] is not None and p[field] == positive for p in preds)

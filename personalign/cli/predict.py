@@ -143,10 +143,14 @@ def batch(
             f"LM calls {result['lm_calls']}")
     if "positives" in result:
         line += f", {st.positive_name} {result['positives']}"
+    if result["n"] and result["failures"] == result["n"]:
+        line += " (every row failed: see the 'error' field)"
     if out is not None:
         line += f"; written to {out}"
     # the rows on stdout stay pure JSONL: the summary goes to stderr then
     say = typer.echo if out is not None else (lambda text: sys.stderr.write(text + "\n"))
+    if result["rule"]:
+        say(f"rule: {result['rule']}")
     for note in dict.fromkeys(r["decision"] for r in rows if r.get("decision")):
         say(f"decision: {note}")
     say(line)

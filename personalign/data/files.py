@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from pydantic import BaseModel, ValidationError
 
-from personalign.errors import DataError
+from personalign.errors import ConfigurationError, DataError
 
 __all__ = [
     "reading",
@@ -36,6 +36,7 @@ __all__ = [
     "validation_to_data_error",
     "check_file",
     "check_input",
+    "check_output",
     "read_text",
     "read_bounded",
     "loads_json",
@@ -88,6 +89,53 @@ def check_input(path: str | os.PathLike, *, what: str = "data file", allow_dir: 
     if not os.access(p, os.R_OK):
         raise DataError(p, None, None, f"cannot read {what} (permission denied)")
     return p
+
+
+def _file_kind(mode: int) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode) else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
+def check_output(path: str | os.PathLike, *, option: str = "--out") -> Path:
+    """The file an output will be written to (``path`` with symlinks resolved, so a link keeps
+    pointing at the written file), checked before any work is done: it is a regular file or does
+    not exist yet, and a file can be created beside it (its nearest existing folder is a folder we
+    can create a file in: probed with a temporary file, removed at once).
+
+    Raises:
+        ConfigurationError: a directory, pipe, device or socket at ``path``; a parent that is a
+            file; a folder where no file can be created.
+    """
+    p = Path(path).resolve()
+    if p.exists() or p.is_symlink():
+        try:
+            mode = p.stat().st_mode
+        except OSError as exc:
+            raise ConfigurationError(f"{option} {path}: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(mode):
+            raise ConfigurationError(f"{option} {path} is {_file_kind(mode)}; give the path of a regular file")
+    folder = p.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigurationError(f"{option} {path}: {folder} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=folder)
+    except OSError as exc:
+        raise ConfigurationError(f"{option} {path}: cannot create a file in {folder} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+    return p
+
+
+def _new_file_mode(path: Path) -> int:
+    """The mode a written file gets: the one of the file it replaces, else 0o666 less the umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def check_file(path: str | os.PathLike, *, what: str = "data file") -> Path:
@@ -278,11 +326,13 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | Mapping])
     """Write records (pydantic models or mappings) as JSONL, atomically.
 
     The file is written to a temporary sibling and renamed into place only when every
-    record was serialized, so a failure leaves no partial output. Returns the number of
-    records written.
+    record was serialized, so a failure leaves no partial output. A symlink at ``path`` is
+    followed (the link stays); the file keeps the mode of the one it replaces, else gets
+    0o666 less the umask. Returns the number of records written.
     """
-    p = Path(path)
+    p = Path(path).resolve()  # a symlink keeps pointing at the written file
     p.parent.mkdir(parents=True, exist_ok=True)
+    mode = _new_file_mode(p)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     n = 0
     try:
@@ -294,6 +344,7 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | Mapping])
                     line = json.dumps(rec, ensure_ascii=False)
                 out.write(line + "\n")
                 n += 1
+        os.chmod(tmp, mode)  # mkstemp creates 0o600
         os.replace(tmp, p)
     except BaseException:
         try:

@@ -43,8 +43,10 @@ def read_inputs(path: str | Path, stage, *, unit_fields: Sequence[str] = ()) -> 
     out = []
     for line, rec in iter_jsonl(path):
         for key in inputs:
-            if key not in rec or rec[key] is None:
+            if key not in rec:
                 raise DataError(path, line, key, f"missing (an input of stage {stage.name}: {', '.join(inputs)})")
+            if rec[key] is None:
+                raise DataError(path, line, key, "null; every input needs a value")
             if _annotation(signature, key) is str and not isinstance(rec[key], str):
                 raise DataError(path, line, key, f"expected a string, got {type(rec[key]).__name__}")
         for key in unit_fields:

@@ -79,7 +79,8 @@ class ProgramMetadata(BaseModel):
     program was compiled for when that stage is not built in (a file or ``module:attr``): such a
     program loads only when the caller passes that same reference as its stage (a built-in stage
     name is not enough: the program was compiled against the referenced code, which loading never
-    imports)."""
+    imports). ``signature`` is the stage's signature at compile time
+    (:meth:`~personalign.programs.stages.Stage.signature_record`), checked when the program loads."""
 
     model_config = ConfigDict(extra="forbid")
     format: int = FORMAT
@@ -95,6 +96,7 @@ class ProgramMetadata(BaseModel):
     data_sha256: str | None = None
     weights: dict[str, str] = Field(default_factory=dict)
     decision_rule: dict[str, Any] | None = None
+    signature: dict[str, Any] | None = None
 
 
 def _describe(value: Any) -> str:

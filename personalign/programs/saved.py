@@ -117,12 +117,15 @@ def check_save_target(directory: str | Path) -> Path:
 
 def save_program(program, directory: str | Path, *, stage: str, strategy: str, lm: str | None = None,
                  compile_info: dict | None = None, metrics: dict | None = None,
-                 extra_files: dict[str, str] | None = None, stage_ref: str | None = None) -> Path:
+                 extra_files: dict[str, str] | None = None, stage_ref: str | None = None,
+                 signature: dict | None = None) -> Path:
     """Save ``program`` as ``directory/program.json`` plus its weight files; returns the directory.
 
     Atomic: written into a sibling temporary directory that then replaces ``directory``, so a save
     onto an existing program directory leaves none of its old files, and an interrupted save leaves
     the old program (or nothing). ``extra_files`` (name -> text, e.g. ``prompt.md``) go in too.
+    ``signature``: the stage's :meth:`~personalign.programs.stages.Stage.signature_record`, checked
+    when the program is loaded.
 
     Raises:
         ConfigurationError: ``directory`` is a file, or a non-empty directory that is not a saved
@@ -149,6 +152,8 @@ def save_program(program, directory: str | Path, *, stage: str, strategy: str, l
                                 "weights": _weight_files(tmp)}
         if rule is not None:
             meta["decision_rule"] = rule
+        if signature is not None:
+            meta["signature"] = signature
         data, sha = (compile_info or {}).get("data"), (compile_info or {}).get("data_sha256")
         if data and sha:  # as recorded at compile (a list of examples: its label, not a temporary file)
             meta["data"], meta["data_sha256"] = str(data), str(sha)

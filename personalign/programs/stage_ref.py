@@ -194,7 +194,9 @@ def stage_for_program(meta: dict, stage: Any, path: Any):
     say-so.
 
     Raises:
-        ConfigurationError: a program of another stage; a file/module stage the caller did not pass.
+        ConfigurationError: a program of another stage; a file/module stage the caller did not pass;
+            a program whose recorded signature (inputs, output field, its type, kind) differs from
+            the stage's now.
     """
     from personalign.errors import ConfigurationError
 
@@ -203,12 +205,24 @@ def stage_for_program(meta: dict, stage: Any, path: Any):
         st = resolve_stage(stage)
         if st.name != meta["stage"]:
             raise ConfigurationError(f"{path} is a saved {meta['stage']} program, not a {st.name} program")
-        return st
-    if is_file_ref(str(recorded)):
+    elif is_file_ref(str(recorded)):
         raise ConfigurationError(f"{path} is a program of stage '{meta['stage']}' declared in {recorded}; "
                                  "personalign does not import a file named by a saved program: pass the stage "
                                  f"(personalign eval {recorded} --program ..., or load_program(path, stage=...))")
-    return resolve_stage(recorded)
+    else:
+        st = resolve_stage(recorded)
+    saved = meta.get("signature")
+    if saved is not None:  # programs saved before signatures were recorded load unchecked
+        now = st.signature_record()
+        diff = [f"{k} {_shown(saved.get(k))} -> {_shown(now[k])}" for k in now if saved.get(k) != now[k]]
+        if diff:
+            raise ConfigurationError(f"{path} was compiled for another signature of stage '{st.name}' "
+                                     f"({'; '.join(diff)}): recompile it for the stage as it is now")
+    return st
+
+
+def _shown(value: Any) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 __all__ = ["ENTRY_POINT_GROUP", "entry_point_names", "installed_entry_points", "import_file", "is_file_ref", "resolve_ref", "resolve_stage",

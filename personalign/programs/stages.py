@@ -130,6 +130,14 @@ class Stage:
         ``program(**{k: example[k] for k in inputs})``."""
         return tuple(self.signature_class.input_fields)
 
+    def signature_record(self) -> dict[str, Any]:
+        """What a saved program records of the signature it was compiled for, and is checked against
+        when loaded (:func:`personalign.programs.stage_ref.stage_for_program`): ``{"inputs": [...],
+        "output": name, "output_type": e.g. "bool" or "typing.Literal['low', 'high']", "kind"}``."""
+        ann = self.signature_class.output_fields[self.output].annotation
+        typ = ann.__name__ if isinstance(ann, type) else str(ann)
+        return {"inputs": list(self.inputs), "output": self.output, "output_type": typ, "kind": self.kind}
+
     @property
     def output(self) -> str:
         """The signature's first output field: the field of a program's ``dspy.Prediction``

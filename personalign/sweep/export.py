@@ -47,7 +47,8 @@ def export_best(sweep, best: FrozenTrial) -> dict[str, Any]:
     uses_lm = sweep.stage.registry.info(config.strategy).uses_lm
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    save_program(program, tmp, stage=sweep.stage.name, stage_ref=sweep.stage.ref, strategy=config.strategy,
+    save_program(program, tmp, stage=sweep.stage.name, stage_ref=sweep.stage.ref,
+                 signature=sweep.stage.signature_record(), strategy=config.strategy,
                  lm=sweep.lm_name if uses_lm else None, compile_info=info, metrics=best.user_attrs.get("report"))
     (tmp / "prompt.md").write_text(prompt_text(program))
     if target.exists() and not (target / PROGRAM_FILE).exists():

@@ -145,3 +145,90 @@ def test_the_cli_prints_jsonl_rows_or_writes_them(setup, tmp_path):
     assert refused.returncode == 2 and not (tmp_path / "never.jsonl").exists()
     assert refused.stderr.strip().splitlines()[-1] == (
         f"error: {bad}:1: field 'preference': missing (an input of stage option-follows: preference, question, option)")
+
+
+def test_out_is_a_regular_file_checked_before_any_prediction(setup, tmp_path, monkeypatch):
+    """``--out`` is checked before the first model call: a pipe, a device or a folder that is a file
+    are refused; a symlink is followed (the link stays); the written file has the usual mode."""
+    import os
+    import stat
+
+    from personalign.workflows import predict_file
+
+    st, prog, new, _ = setup
+
+    def refuse(out, match):
+        calls = []
+        monkeypatch.setattr("personalign.programs.run.run_program", lambda *a, **k: calls.append(1))
+        with pytest.raises(ConfigurationError, match=match):
+            predict_file(st, prog, new, out=out, lm=MOCK)
+        monkeypatch.undo()
+        assert calls == []
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    refuse(fifo, "is a named pipe")
+    refuse("/dev/null", "is a device")
+    (tmp_path / "afile").write_text("x")
+    refuse(tmp_path / "afile" / "p.jsonl", "is a file, not a folder")
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and (tmp_path / "afile").read_text() == "x"
+
+    real = tmp_path / "real.jsonl"
+    real.write_text("old\n")
+    real.chmod(0o640)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    predict_file(st, prog, new, out=link, lm=MOCK)
+    assert link.is_symlink() and len(real.read_text().splitlines()) == 12
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640  # the replaced file's mode is kept
+    old = os.umask(0o022)
+    try:
+        predict_file(st, prog, new, out=tmp_path / "fresh.jsonl", lm=MOCK)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "fresh.jsonl").stat().st_mode) == 0o644  # not mkstemp's 0o600
+
+
+def test_a_null_input_is_named_as_null(own_task):
+    from personalign.data.inputs import read_inputs
+    from personalign.programs.stage_ref import resolve_stage
+
+    st = resolve_stage(str(own_task / "stage.toml"))
+    rows = own_task / "rows.jsonl"
+    rows.write_text(json.dumps({"preference": "p", "question": None, "option": "o"}) + "\n")
+    with pytest.raises(DataError, match="null; every input needs a value") as err:
+        read_inputs(rows, st)
+    assert (err.value.line, err.value.field) == (1, "question")
+
+
+@pytest.mark.parametrize("edit, shown", [
+    ([('option = "one recommended option"', 'choice = "one recommended option"')],
+     "inputs preference, question, option -> preference, question, choice"),
+    ([('type = "bool"', 'type = ["yes", "no"]'), ('kind = "binary"', 'kind = "multiclass"'),
+      ('objective = "f1"', 'objective = "accuracy"')],
+     "output_type bool -> typing.Literal['yes', 'no']"),
+])
+def test_a_program_of_an_edited_stage_is_refused(own_task, runs_dir, edit, shown):
+    """The saved program records the signature it was compiled for; a stage file edited since (an
+    input renamed, the output's type or labels changed) no longer loads it, in every verb."""
+    import personalign
+    from personalign.programs.stage_ref import resolve_stage
+    from personalign.workflows import predict_file
+
+    stage_file = own_task / "stage.toml"
+    prog = own_task / "prog"
+    personalign.compile(str(stage_file), "majority", str(own_task / "data.jsonl"), out=str(prog))
+    assert personalign.load_program(prog, stage=str(stage_file)) is not None
+    text = stage_file.read_text()
+    for old, new in edit:
+        assert old in text
+        text = text.replace(old, new)
+    stage_file.write_text(text)
+    st = resolve_stage(str(stage_file))
+    with pytest.raises(ConfigurationError, match="compiled for another signature") as err:
+        personalign.load_program(prog, stage=st)
+    assert shown in str(err.value)
+    rows = own_task / "rows.jsonl"
+    rows.write_text(json.dumps({"preference": "p", "question": "q", "option": "o", "choice": "o"}) + "\n")
+    with pytest.raises(ConfigurationError, match="compiled for another signature"):
+        predict_file(st, prog, rows)
