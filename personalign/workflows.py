@@ -228,12 +228,20 @@ def _rule_text(prog) -> str | None:
     return prog.rule.describe() if isinstance(prog, DecidedProgram) else None
 
 
-def _check_out(out: Path, data: Path) -> Path:
+def _check_out(out: str | Path, data: Path, program: Path, st) -> Path:
+    """``out`` checked (:func:`~personalign.data.files.check_output`) and never one of the run's own
+    inputs: the data, a file of the saved program, or the stage's file."""
     from personalign.data.files import check_output
 
     target = check_output(out)
     if target == Path(data).resolve():
         raise ConfigurationError(f"--out {out} is the input file; give another path")
+    if Path(program).resolve() in target.parents:
+        raise ConfigurationError(f"--out {out} is inside the saved program {program}; give another path")
+    ref = str(st.ref or "")
+    stage_file = ref.rsplit(":", 1)[0] if ".py:" in ref else ref
+    if stage_file.endswith((".toml", ".py")) and target == Path(stage_file).resolve():
+        raise ConfigurationError(f"--out {out} is the stage file; give another path")
     return target
 
 
@@ -254,7 +262,7 @@ def predict_file(st, program: str | Path, data: str | Path, *, out: str | Path |
 
     Raises:
         ConfigurationError: no saved program there; a program of another stage; ``out`` the input
-            file, not a regular file, or in a folder where no file can be created
+            file, inside the program, the stage file, not a regular file, or in a folder where no file can be created
             (:func:`personalign.data.files.check_output`).
         DataError: a malformed saved program; a bad row (file, line, field).
     """
@@ -270,7 +278,7 @@ def predict_file(st, program: str | Path, data: str | Path, *, out: str | Path |
         raise ConfigurationError(f"no saved program at {where}")
     prog, meta = load_program(where, stage=st)
     rows = read_inputs(data, st, unit_fields=_unit_fields(st, prog))
-    target = None if out is None else _check_out(Path(out), Path(data))
+    target = None if out is None else _check_out(out, Path(data), where, st)  # str: a trailing slash kept
     strategy = meta["strategy"]
     uses_lm = st.registry.info(strategy).uses_lm if strategy in st.registry else bool(getattr(prog, "uses_lm", True))
     model, lm_obj = _lm(choose_model(meta, lm, where) if isinstance(lm, str) or lm is None else lm, uses_lm)

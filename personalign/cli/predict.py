@@ -112,8 +112,9 @@ def batch(
     program: Path = typer.Option(..., "--program", help="A saved program directory (from `compile`)."),
     data: Path = typer.Option(..., "--data", help="JSONL, one object per row with the stage's input fields "
                                                   "(an optional string 'id' is echoed; no label needed)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write one JSON object per row here, atomically "
-                                                           "(default: print them as JSONL on stdout)."),
+    out: Optional[str] = typer.Option(None, "--out", help="Write one JSON object per row here, atomically "
+                                                           "(default or '-': print them as JSONL on stdout). "
+                                                           "Exit 1 when every row failed."),
     lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own when it is an "
                                      "embedded local/ model (a saved program never chooses a remote one).",
                                      callback=lm_option),
@@ -129,12 +130,17 @@ def batch(
     from personalign.workflows import predict_file
 
     st = resolve_stage(stage)
+    if out == "-":
+        out = None
     result = predict_file(st, program, data, out=out, lm=lm, progress=out is not None and not json_out,
                           on_ready=lambda: configure_cache(cache_dir, enabled=not no_cache))
     rows = result["predictions"]
+    failed = bool(result["n"]) and result["failures"] == result["n"]  # a script can tell: exit 1
     if json_out:
         summary = result if out is None else {k: v for k, v in result.items() if k != "predictions"}
         sys.stdout.write(json.dumps(summary) + "\n")
+        if failed:
+            raise typer.Exit(1)
         return
     if out is None:
         for row in rows:
@@ -143,7 +149,7 @@ def batch(
             f"LM calls {result['lm_calls']}")
     if "positives" in result:
         line += f", {st.positive_name} {result['positives']}"
-    if result["n"] and result["failures"] == result["n"]:
+    if failed:
         line += " (every row failed: see the 'error' field)"
     if out is not None:
         line += f"; written to {out}"
@@ -154,3 +160,5 @@ def batch(
     for note in dict.fromkeys(r["decision"] for r in rows if r.get("decision")):
         say(f"decision: {note}")
     say(line)
+    if failed:
+        raise typer.Exit(1)

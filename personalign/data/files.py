@@ -103,10 +103,15 @@ def check_output(path: str | os.PathLike, *, option: str = "--out") -> Path:
     can create a file in: probed with a temporary file, removed at once).
 
     Raises:
-        ConfigurationError: a directory, pipe, device or socket at ``path``; a parent that is a
-            file; a folder where no file can be created.
+        ConfigurationError: a path ending in a slash; a symlink loop; a directory, pipe, device or
+            socket at ``path``; a parent that is a file; a folder where no file can be created.
     """
-    p = Path(path).resolve()
+    if str(path).endswith(("/", os.sep)):
+        raise ConfigurationError(f"{option} {path} names a folder; give the path of a file")
+    try:
+        p = Path(path).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise ConfigurationError(f"{option} {path}: {exc}") from None
     if p.exists() or p.is_symlink():
         try:
             mode = p.stat().st_mode
@@ -129,9 +134,10 @@ def check_output(path: str | os.PathLike, *, option: str = "--out") -> Path:
 
 
 def _new_file_mode(path: Path) -> int:
-    """The mode a written file gets: the one of the file it replaces, else 0o666 less the umask."""
+    """The mode a written file gets: the permission bits of the file it replaces, else 0o666 less
+    the umask."""
     try:
-        return stat.S_IMODE(path.stat().st_mode)
+        return stat.S_IMODE(path.stat().st_mode) & 0o777  # never a setuid/setgid/sticky bit
     except OSError:
         mask = os.umask(0)
         os.umask(mask)

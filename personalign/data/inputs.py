@@ -53,6 +53,8 @@ def read_inputs(path: str | Path, stage, *, unit_fields: Sequence[str] = ()) -> 
             if rec.get(key) is None:
                 raise DataError(path, line, key, "missing (the program decides within units of "
                                                  f"{'+'.join(unit_fields)}: every row needs them)")
+        if "id" in rec and rec["id"] is None:
+            raise DataError(path, line, "id", "null; give a string id or leave the field out")
         if "id" in rec and not isinstance(rec["id"], str):
             raise DataError(path, line, "id", f"expected a string, got {type(rec['id']).__name__}")
         out.append((line, dspy.Example(**rec).with_inputs(*inputs)))

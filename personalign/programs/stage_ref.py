@@ -195,8 +195,8 @@ def stage_for_program(meta: dict, stage: Any, path: Any):
 
     Raises:
         ConfigurationError: a program of another stage; a file/module stage the caller did not pass;
-            a program whose recorded signature (inputs, output field, its type, kind) differs from
-            the stage's now.
+            a program whose recorded signature (inputs, output field, its type, kind, positive
+            class) differs from the stage's now.
     """
     from personalign.errors import ConfigurationError
 
@@ -214,7 +214,7 @@ def stage_for_program(meta: dict, stage: Any, path: Any):
     saved = meta.get("signature")
     if saved is not None:  # programs saved before signatures were recorded load unchecked
         now = st.signature_record()
-        diff = [f"{k} {_shown(saved.get(k))} -> {_shown(now[k])}" for k in now if saved.get(k) != now[k]]
+        diff = [f"{k} {_shown(saved[k])} -> {_shown(now[k])}" for k in now if k in saved and saved[k] != now[k]]
         if diff:
             raise ConfigurationError(f"{path} was compiled for another signature of stage '{st.name}' "
                                      f"({'; '.join(diff)}): recompile it for the stage as it is now")

@@ -133,10 +133,12 @@ class Stage:
     def signature_record(self) -> dict[str, Any]:
         """What a saved program records of the signature it was compiled for, and is checked against
         when loaded (:func:`personalign.programs.stage_ref.stage_for_program`): ``{"inputs": [...],
-        "output": name, "output_type": e.g. "bool" or "typing.Literal['low', 'high']", "kind"}``."""
+        "output": name, "output_type": e.g. "bool" or "typing.Literal['low', 'high']", "kind",
+        "positive"}`` (``positive``: the output value a binary stage counts as its positive class)."""
         ann = self.signature_class.output_fields[self.output].annotation
         typ = ann.__name__ if isinstance(ann, type) else str(ann)
-        return {"inputs": list(self.inputs), "output": self.output, "output_type": typ, "kind": self.kind}
+        return {"inputs": list(self.inputs), "output": self.output, "output_type": typ, "kind": self.kind,
+                "positive": self.positive}
 
     @property
     def output(self) -> str:

@@ -141,6 +141,9 @@ def test_the_cli_prints_jsonl_rows_or_writes_them(setup, tmp_path):
     assert [json.loads(line) for line in out.read_text().splitlines()] == printed
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "question": "q"}\n')
+    dash = cli("--data", str(new), "--out", "-")
+    assert dash.returncode == 0 and [json.loads(line) for line in dash.stdout.splitlines()] == printed
+    assert not (tmp_path / "-").exists()
     refused = cli("--data", str(bad), "--out", str(tmp_path / "never.jsonl"))
     assert refused.returncode == 2 and not (tmp_path / "never.jsonl").exists()
     assert refused.stderr.strip().splitlines()[-1] == (
@@ -165,6 +168,13 @@ def test_out_is_a_regular_file_checked_before_any_prediction(setup, tmp_path, mo
         monkeypatch.undo()
         assert calls == []
 
+    loop = tmp_path / "loop1"
+    loop.symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(loop)
+    refuse(loop, "loop")
+    refuse(f"{tmp_path / 'newdir'}/", "names a folder")
+    refuse(prog / "program.json", "inside the saved program")
+    refuse(prog.parent / "stage.toml", "is the stage file")
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     refuse(fifo, "is a named pipe")
@@ -199,11 +209,16 @@ def test_a_null_input_is_named_as_null(own_task):
     with pytest.raises(DataError, match="null; every input needs a value") as err:
         read_inputs(rows, st)
     assert (err.value.line, err.value.field) == (1, "question")
+    rows.write_text(json.dumps({"id": None, "preference": "p", "question": "q", "option": "o"}) + "\n")
+    with pytest.raises(DataError, match="null; give a string id") as err:
+        read_inputs(rows, st)
+    assert err.value.field == "id"
 
 
 @pytest.mark.parametrize("edit, shown", [
     ([('option = "one recommended option"', 'choice = "one recommended option"')],
      "inputs preference, question, option -> preference, question, choice"),
+    ([("positive = true", "positive = false")], "positive True -> False"),
     ([('type = "bool"', 'type = ["yes", "no"]'), ('kind = "binary"', 'kind = "multiclass"'),
       ('objective = "f1"', 'objective = "accuracy"')],
      "output_type bool -> typing.Literal['yes', 'no']"),
