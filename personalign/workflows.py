@@ -31,6 +31,20 @@ def _lm(lm, uses_lm: bool):
     return model, (make_lm(model) if uses_lm else None)
 
 
+def _program_lm(st, prog, meta: dict, lm, where: Path | None):
+    """``(uses_lm, model string, dspy.LM or None)`` of a loaded program: ``lm`` (a string or an LM),
+    else the embedded model a saved program records (:func:`choose_model`: a file never chooses a
+    remote model), else the default."""
+    strategy = meta["strategy"]
+    uses_lm = st.registry.info(strategy).uses_lm if strategy in st.registry else bool(getattr(prog, "uses_lm", True))
+    if (isinstance(lm, str) or lm is None) and where is not None:
+        from personalign.programs.program_schema import choose_model
+
+        lm = choose_model(meta, lm, where)
+    model, lm_obj = _lm(lm, uses_lm)
+    return uses_lm, model, lm_obj
+
+
 def check_strategy(stage, strategy: str, optimizer: str | None):
     """The strategy's registry entry, after checking ``optimizer`` can compile it.
 
@@ -168,12 +182,7 @@ def evaluate_program(st, program, data: Path, *, split: str = "val", lm=None, se
     leak = fitted_rows_warning(meta, data, split, shown=data_label) if where is not None else None
     evalset = st.limit(evalset, limit, seed)
     strategy = meta["strategy"]
-    uses_lm = st.registry.info(strategy).uses_lm if strategy in st.registry else bool(getattr(prog, "uses_lm", True))
-    if isinstance(lm, str) or lm is None:
-        from personalign.programs.program_schema import choose_model
-
-        lm = choose_model(meta, lm, where) if where is not None else lm  # a file never chooses a remote model
-    model, lm_obj = _lm(lm, uses_lm)
+    uses_lm, model, lm_obj = _program_lm(st, prog, meta, lm, where)
     if on_ready is not None:
         on_ready()
     if tracker is not None:
@@ -217,7 +226,7 @@ def _unit_fields(st, prog) -> tuple[str, ...]:
 
     if not isinstance(prog, UnitRuleProgram):
         return ()
-    return tuple(prog.rule.unit or st.decision_keys or ((st.group_key,) if st.group_key else ()))
+    return tuple(prog.rule.unit or st.decision_fields)
 
 
 def _rule_text(prog) -> str | None:
@@ -269,7 +278,6 @@ def predict_file(st, program: str | Path, data: str | Path, *, out: str | Path |
     from personalign.data.digest import file_sha256
     from personalign.data.inputs import read_inputs
     from personalign.evaluation import output_values
-    from personalign.programs.program_schema import choose_model
     from personalign.programs.run import run_program
     from personalign.programs.saved import load_program
 
@@ -280,8 +288,7 @@ def predict_file(st, program: str | Path, data: str | Path, *, out: str | Path |
     rows = read_inputs(data, st, unit_fields=_unit_fields(st, prog))
     target = None if out is None else _check_out(out, Path(data), where, st)  # str: a trailing slash kept
     strategy = meta["strategy"]
-    uses_lm = st.registry.info(strategy).uses_lm if strategy in st.registry else bool(getattr(prog, "uses_lm", True))
-    model, lm_obj = _lm(choose_model(meta, lm, where) if isinstance(lm, str) or lm is None else lm, uses_lm)
+    uses_lm, model, lm_obj = _program_lm(st, prog, meta, lm, where)
     if on_ready is not None:
         on_ready()
     examples = [ex for _, ex in rows]
@@ -308,8 +315,7 @@ def predict_file(st, program: str | Path, data: str | Path, *, out: str | Path |
               "failures": outcome.failures, "lm_calls": outcome.lm_calls, "seconds": round(outcome.seconds, 3),
               "lm": model if uses_lm else None, "rule": _rule_text(prog), "predictions": preds}
     if st.kind == "binary":
-        positive = st.positive
-        result["positives"] = sum(p[field] is not None and p[field] == positive for p in preds)
+        result["positives"] = sum(p[field] == st.positive for p in preds)  # None (a failure) equals neither
     return result
 
 

@@ -62,6 +62,12 @@ def reading(path: str | os.PathLike, *, what: str = "file") -> Iterator[None]:
         raise DataError(path, None, None, f"cannot read {what}: {exc.strerror or exc}") from None
 
 
+def _file_kind(mode: int) -> str:
+    """What a non-regular file is, for an error message ("a named pipe", "a device", ...)."""
+    return ("a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode) else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+
+
 def check_input(path: str | os.PathLike, *, what: str = "data file", allow_dir: bool = False) -> Path:
     """Return ``path`` as a :class:`Path` if it is a readable regular file (or, with
     ``allow_dir``, a directory). Never opens a FIFO, device or socket (they could block forever).
@@ -83,17 +89,10 @@ def check_input(path: str | os.PathLike, *, what: str = "data file", allow_dir: 
             return p
         raise DataError(p, None, None, "expected a file, found a directory")
     if not stat.S_ISREG(st.st_mode):
-        kind = ("a named pipe" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
-                or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-        raise DataError(p, None, None, f"expected a regular file, found {kind}")
+        raise DataError(p, None, None, f"expected a regular file, found {_file_kind(st.st_mode)}")
     if not os.access(p, os.R_OK):
         raise DataError(p, None, None, f"cannot read {what} (permission denied)")
     return p
-
-
-def _file_kind(mode: int) -> str:
-    return ("a directory" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode) else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
 
 
 def check_output(path: str | os.PathLike, *, option: str = "--out") -> Path:

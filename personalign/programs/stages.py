@@ -99,8 +99,13 @@ class Stage:
     def decision_group(self, example) -> Any:
         """The decision-rule unit of ``example`` (see ``decision_keys``): a tuple of its field
         values (None for a missing field)."""
-        keys = self.decision_keys or ((self.group_key,) if self.group_key else ())
-        return tuple(getattr(example, k, None) for k in keys)
+        return tuple(getattr(example, k, None) for k in self.decision_fields)
+
+    @property
+    def decision_fields(self) -> tuple[str, ...]:
+        """The example fields of the decision-rule unit: ``decision_keys``, else ``(group_key,)``,
+        else none (one unit)."""
+        return tuple(self.decision_keys or ((self.group_key,) if self.group_key else ()))
 
     @property
     def limit_key(self) -> str | None:
