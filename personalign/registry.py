@@ -9,25 +9,168 @@ and :mod:`personalign.errors`: every layer may use it.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
+import sys
+import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, Iterable, Iterator, TypeVar
 
 from personalign.errors import ConfigurationError
 
 
 def resolve(target: Any) -> Any:
-    """The object a ``"module:attr"`` string names (imported now); any other value unchanged.
+    """The object a ``"module:attr"`` or ``"/absolute/file.py:attr"`` string names (imported now,
+    a file by :func:`import_file`); any other value unchanged.
 
     Raises:
         ValueError: a string without ``:``. ImportError / AttributeError: no such module / attribute.
+        ConfigurationError: a file that does not import.
     """
     if not isinstance(target, str):
         return target
-    module, sep, attr = target.partition(":")
+    module, sep, attr = target.rpartition(":")
     if not sep or not module or not attr:
         raise ValueError(f"expected 'module:attr', got {target!r}")
+    if module.endswith(".py") and Path(module).is_absolute():
+        return getattr(import_file(module), attr)
     return getattr(importlib.import_module(module), attr)
+
+
+_files: dict[Path, Any] = {}
+_lock = threading.RLock()
+
+
+def import_file(path: str | Path) -> Any:
+    """The module of the Python file ``path``, imported once per process (by resolved path) under a
+    private name ``personalign_user_<sha>``; its directory is not added to ``sys.path``. Before it
+    runs the file, one line on stderr names it (``note: importing code from PATH``): a file is
+    imported only because the user named it, and they see which.
+
+    Raises:
+        ConfigurationError: no such file, or importing it raised (the message names the file and
+            the exception's first line).
+    """
+    path = Path(path).expanduser().resolve()
+    with _lock:
+        if path in _files:
+            return _files[path]
+        if not path.is_file():
+            raise ConfigurationError(f"{path}: no such Python file")
+        name = "personalign_user_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.stderr.write(f"note: importing code from {path}\n")
+        sys.stderr.flush()
+        sys.modules[name] = module  # dataclasses and pydantic look their module up by name
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 -- the user's file is input: one line, no traceback
+            sys.modules.pop(name, None)
+            raise ConfigurationError(f"{path}: importing it failed: {type(exc).__name__}: "
+                                     f"{(str(exc).splitlines() or [''])[0][:200]}") from None
+        _files[path] = module
+        return module
+
+
+PACKAGE_ROOT = Path(__file__).resolve().parent
+
+
+def check_ref(ref: Any, base: str | Path, *, key: str, kind: str = "object", entry_group: str | None = None) -> str:
+    """A code reference written in a stage file, checked **without importing anything**, as the
+    target :func:`resolve` imports when the reference is first used.
+
+    A reference is one of: ``file.py:ATTR`` or ``sub/file.py:ATTR`` (a file in the stage file's
+    folder ``base``: no absolute path, no ``..``, no symlink leading out), ``mod:ATTR`` where
+    ``mod.py`` lies in that folder, ``personalign.<module>:ATTR`` (the package's own code), or --
+    with ``entry_group`` -- a name an installed package publishes in that entry-point group. The
+    file is parsed (``ast``), never run: ``ATTR`` must be bound at its top level (``kind="class"``:
+    a class definition or an assignment). Any other module is refused: a stage file never makes
+    personalign import code outside its own folder.
+
+    Returns:
+        ``"/absolute/file.py:ATTR"``, ``"personalign.module:ATTR"`` or the entry point's
+        ``"module:attr"`` (its metadata, not loaded).
+
+    Raises:
+        ConfigurationError: ``"<key> = <ref>: <problem>"``.
+    """
+    def bad(problem: str) -> ConfigurationError:
+        return ConfigurationError(f"{key} = {ref!r}: {problem}")
+
+    if not isinstance(ref, str) or not ref.strip():
+        raise bad("expected 'file.py:ATTR' (a file beside the stage file)")
+    if ":" not in ref:
+        if entry_group is None:
+            raise bad("expected 'file.py:ATTR' (a file beside the stage file) or 'personalign.module:ATTR'")
+        from importlib.metadata import entry_points
+
+        eps = [ep for ep in entry_points(group=entry_group) if ep.name == ref]
+        if not eps:
+            raise bad(f"no 'file.py:Class' and no entry point of that name in group {entry_group}")
+        return eps[0].value
+    left, _, attr = ref.rpartition(":")
+    if not left or not attr.isidentifier():
+        raise bad("expected 'file.py:ATTR' (a file beside the stage file) or 'personalign.module:ATTR'")
+    base_dir = Path(base).resolve()
+    if left.endswith(".py") or "/" in left or "\\" in left:
+        rel = Path(left)
+        if rel.is_absolute() or left.startswith("~") or ".." in rel.parts:
+            raise bad("a file reference is relative to the stage file's folder (no absolute path, no '..')")
+        path = (base_dir / rel).resolve()
+        if not path.is_relative_to(base_dir):
+            raise bad(f"{rel} leads out of the stage file's folder {base_dir}")
+    elif left.split(".")[0] == "personalign":
+        parts = left.split(".")
+        if not all(p.isidentifier() for p in parts):
+            raise bad(f"'{left}' is not a module name")
+        stem = PACKAGE_ROOT.joinpath(*parts[1:])
+        path = stem / "__init__.py" if stem.is_dir() else stem.with_suffix(".py")
+        if not path.is_file():
+            raise bad(f"personalign has no module '{left}'")
+        _check_defined(path, attr, kind, bad)
+        return f"{left}:{attr}"
+    else:
+        if not all(p.isidentifier() for p in left.split(".")):
+            raise bad(f"'{left}' is not a module name")
+        path = base_dir.joinpath(*left.split(".")).with_suffix(".py")
+        if not path.is_file():
+            raise bad(f"no file {path.name} in the stage file's folder {base_dir}; a stage file names code in "
+                      "its own folder, personalign's own modules or an installed entry point, never another module")
+    if not path.is_file():
+        raise bad(f"{path}: no such Python file")
+    _check_defined(path, attr, kind, bad)
+    return f"{path}:{attr}"
+
+
+def _check_defined(path: Path, attr: str, kind: str, bad) -> None:
+    """``attr`` is bound at the top level of the Python file ``path`` (read, parsed, not run)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as exc:
+        raise bad(f"{path.name} does not parse: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]}")
+    bound: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            bound[node.name] = "class"
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            bound[node.name] = "function"
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        bound[n.id] = "assignment"
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                bound[(a.asname or a.name).split(".")[0]] = "import"
+    if attr not in bound:
+        raise bad(f"{path.name} defines no '{attr}' at its top level")
+    if kind == "class" and bound[attr] == "function":
+        raise bad(f"'{attr}' in {path.name} is a function, not a dspy.Module subclass")
 
 
 @dataclass(frozen=True)
@@ -81,6 +224,16 @@ class OptimizerInfo(Entry):
 E = TypeVar("E", bound=Entry)
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """A registry entry known by name now and built (``make()``, which may import code) only when
+    it is first asked for: a stage file's own strategies are listed and checked without running
+    the files that define them."""
+
+    name: str
+    make: Any
+
+
 class Registry(Generic[E]):
     """Entries by name. ``create(name, **kwargs)`` imports and builds one.
 
@@ -94,7 +247,7 @@ class Registry(Generic[E]):
 
     def __init__(self, what: str, entries: Iterable[E]):
         self.what = what
-        self._entries: dict[str, E] = {}
+        self._entries: dict[str, Any] = {}
         for e in entries:
             if e.name in self._entries:
                 raise ValueError(f"duplicate {what} '{e.name}'")
@@ -107,7 +260,9 @@ class Registry(Generic[E]):
     def names(self, **where: Any) -> list[str]:
         """Names in listing order; ``where``: only entries whose attributes equal the given values
         (``names(kind="fit")``)."""
-        return [n for n, e in self._entries.items() if all(getattr(e, k) == v for k, v in where.items())]
+        if not where:
+            return list(self._entries)
+        return [n for n in self._entries if all(getattr(self.info(n), k) == v for k, v in where.items())]
 
     def info(self, name: str) -> E:
         """The entry called ``name``.
@@ -116,10 +271,13 @@ class Registry(Generic[E]):
             ConfigurationError: unknown name (the message lists the available ones).
         """
         try:
-            return self._entries[name]
+            entry = self._entries[name]
         except KeyError:
             raise ConfigurationError(
                 f"unknown {self.what} '{name}'; available: {', '.join(self._entries)}") from None
+        if isinstance(entry, Deferred):
+            entry = self._entries[name] = entry.make()
+        return entry
 
     def load(self, name: str, field: str = "target") -> Any:
         """Import the object ``field`` of entry ``name`` names (None when that field is None)."""
@@ -173,4 +331,5 @@ def callable_module(module_name: str, target: str) -> None:
     sys.modules[module_name].__class__ = _Verb
 
 
-__all__ = ["Entry", "OptimizerInfo", "Registry", "StrategyInfo", "callable_module", "resolve"]
+__all__ = ["Deferred", "Entry", "OptimizerInfo", "Registry", "StrategyInfo", "callable_module", "check_ref", "import_file",
+           "resolve"]

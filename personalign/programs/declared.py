@@ -79,7 +79,10 @@ def load_rows(path: str | Path, *, spec) -> list:
 
 
 def _objective(spec, base_dir: Path) -> str:
-    """The Stage's objective spec string for the file's ``objective``."""
+    """The Stage's objective spec string for the file's ``objective`` (a reference is checked, not
+    imported: :func:`personalign.registry.check_ref`)."""
+    from personalign.registry import check_ref
+
     obj = spec.objective
     if obj is None:
         return {"binary": "f1", "multiclass": f"{_SO}:macro_f1", "scored": "mean"}[spec.kind]
@@ -87,46 +90,46 @@ def _objective(spec, base_dir: Path) -> str:
         return f"{_SO}:{obj}"
     if obj == "f1" or obj.startswith("fbeta:") or obj == "mean":
         return obj
-    fn = _import(obj, base_dir, "objective")
-    return f"{fn.__module__}:{fn.__name__}"  # a user file is registered in sys.modules under its module name
+    return check_ref(obj, base_dir, key="objective")
 
 
-def _import(ref: str, base_dir: Path, key: str) -> Any:
-    from personalign.programs.stage_ref import resolve_ref
+def _strategy_info(name: str, target: Any, ref: str | None = None):
+    """The registry entry of a user's strategy class ``target`` (imported already), read from its
+    class attributes: ``uses_lm`` (default true) and ``optimizer`` (its fit, when trainable).
 
-    try:
-        return resolve_ref(ref, base_dir)
-    except ConfigurationError as exc:
-        raise ConfigurationError(f"{key} = {ref!r}: {exc}") from None
-
-
-def _user_strategy(name: str, target: Any, base_dir: Path):
+    Raises:
+        ConfigurationError: ``target`` is not a ``dspy.Module`` subclass (a function such as
+            ``os.system``, an instance: it would be *called* to build the program)."""
     import dspy
 
     from personalign.registry import StrategyInfo
 
-    ref = target if isinstance(target, str) else None
-    if ref is not None and ":" not in ref:
-        from importlib.metadata import entry_points
-
-        eps = [ep for ep in entry_points(group=STRATEGY_GROUP) if ep.name == ref]
-        if not eps:
-            raise ConfigurationError(f"strategies.{name} = {ref!r}: no 'module:Class' / 'file.py:Class' and no "
-                                     f"entry point of that name in group {STRATEGY_GROUP}")
-        target = eps[0].load()
-    elif ref is not None:
-        target = _import(ref, base_dir, f"strategies.{name}")
-    # a reference names a program class; anything else it names (a function such as os:system,
-    # an instance) would be *called* to build the program
-    if ref is not None and not (isinstance(target, type) and issubclass(target, dspy.Module)):
-        raise ConfigurationError(f"strategies.{name} = {ref!r}: a {type(target).__name__}, not a dspy.Module "
-                                 "subclass")
-    if not callable(target):
-        raise ConfigurationError(f"strategies.{name}: {target!r} is not a class")
+    if not (isinstance(target, type) and issubclass(target, dspy.Module)):
+        shown = f" = {ref!r}" if ref is not None else ""
+        raise ConfigurationError(f"strategies.{name}{shown}: a {type(target).__name__}, not a dspy.Module subclass")
     optimizer = getattr(target, "optimizer", None)
     doc = ((getattr(target, "__doc__", None) or "").strip().splitlines() or [f"user strategy {name}"])[0]
     return StrategyInfo(name, target, doc, uses_lm=bool(getattr(target, "uses_lm", True)),
                         trainable=bool(optimizer), optimizer=optimizer if isinstance(optimizer, str) else None)
+
+
+def _user_strategy(name: str, target: Any, base_dir: Path):
+    """A user's strategy: a class given in Python, or a reference checked now (nothing imported)
+    and imported when the strategy is first used (:class:`personalign.registry.Deferred`)."""
+    from personalign.registry import Deferred, check_ref, resolve
+
+    if not isinstance(target, str):
+        return _strategy_info(name, target)
+    checked = check_ref(target, base_dir, key=f"strategies.{name}", kind="class", entry_group=STRATEGY_GROUP)
+
+    def make():
+        try:
+            obj = resolve(checked)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigurationError(f"strategies.{name} = {target!r}: {type(exc).__name__}: {exc}") from None
+        return _strategy_info(name, obj, target)
+
+    return Deferred(name, make)
 
 
 def build_stage(spec, *, source: Any = "stage", base_dir: str | Path | None = None, ref: str | None = None,
@@ -140,7 +143,7 @@ def build_stage(spec, *, source: Any = "stage", base_dir: str | Path | None = No
     from personalign.programs.common.generic import signature_strategies
     from personalign.programs.common.set_objectives import ExactMatch
     from personalign.programs.stages import Stage
-    from personalign.registry import Registry
+    from personalign.registry import Registry, check_ref
 
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     try:
@@ -149,13 +152,15 @@ def build_stage(spec, *, source: Any = "stage", base_dir: str | Path | None = No
         own = {**spec.strategies, **(extra_strategies or {})}
         names = {e.name for e in entries}
         entries = [e for e in entries if e.name not in own] + [_user_strategy(n, t, base) for n, t in own.items()]
-        metric = _import(spec.metric, base, "metric") if spec.metric else \
+        metric = check_ref(spec.metric, base, key="metric") if spec.metric else \
             ExactMatch(spec.label, spec.output.name, boolean=spec.kind == "binary")
         objective = _objective(spec, base)
     except ConfigurationError as exc:
         key = str(exc).split(" = ", 1)[0] if " = " in str(exc) else None
         raise DataError(source, None, key, str(exc).split(": ", 1)[-1] if key else str(exc)) from None
     binary = spec.kind == "binary"
+    if spec.default_strategies:
+        _check_defaults(spec.default_strategies, [getattr(e, "name") for e in entries], source)
     default = spec.default_strategies or ",".join(
         n for n in (("majority", "minilm-logreg", "predict") if binary else ("majority", "predict")) if n in names)
     positive_name = spec.positive_name or (spec.output.name if spec.positive else f"not {spec.output.name}")
@@ -165,10 +170,28 @@ def build_stage(spec, *, source: Any = "stage", base_dir: str | Path | None = No
         loader=functools.partial(load_rows, spec=spec), label=spec.label,
         kind="binary" if binary else "scored", positive=spec.positive, positive_name=positive_name,
         metric=metric, metric_name="f1" if binary else ("accuracy" if spec.kind == "multiclass"
-                                                        else getattr(metric, "__name__", "score")),
+                                                        else metric.rpartition(":")[2]),
         group_key=spec.group_key or "id", objective=objective,
         decision_keys=tuple(spec.decision_keys) if spec.decision_keys else None, ref=ref,
         sweep_space=spec.sweep)
+
+
+def _check_defaults(text: str, names: list[str], source: Any) -> None:
+    """``default_strategies`` names the stage's strategies, each optionally ``@OPTIMIZER`` by name
+    (a registered or installed optimizer): never a code reference, which a verb would import on the
+    file's say-so.
+
+    Raises:
+        DataError: an unknown strategy, or an optimizer given as a code reference."""
+    for item in [s.strip() for s in text.split(",") if s.strip()]:
+        name, _, opt = item.partition("@")
+        if name not in names:
+            raise DataError(source, None, "default_strategies", f"'{name}' is not a strategy of the stage "
+                                                                f"(strategies: {', '.join(names)})")
+        if ":" in opt or "/" in opt:
+            raise DataError(source, None, "default_strategies",
+                            f"'{item}': a stage file names an optimizer by name (bootstrap, mipro, ... or an "
+                            "installed entry point), never by a code reference")
 
 
 def declare_stage(**fields: Any):

@@ -21,47 +21,18 @@ resolve from the program alone; any other ``stage_ref`` needs the caller to name
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib
-import importlib.util
-import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 ENTRY_POINT_GROUP = "personalign.stages"
-_files: dict[Path, Any] = {}
-_lock = threading.Lock()
 
 
 def import_file(path: str | Path) -> Any:
-    """The module of the Python file ``path``, imported once per process (by resolved path) under a
-    private name ``personalign_user_<sha>``; its directory is not added to ``sys.path``.
+    """:func:`personalign.registry.import_file` (the one file importer)."""
+    from personalign.registry import import_file as _import_file
 
-    Raises:
-        ConfigurationError: no such file, or importing it raised (the message names the file and
-            the exception's first line).
-    """
-    from personalign.errors import ConfigurationError
-
-    path = Path(path).expanduser().resolve()
-    with _lock:
-        if path in _files:
-            return _files[path]
-        if not path.is_file():
-            raise ConfigurationError(f"{path}: no such Python file")
-        name = "personalign_user_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses and pydantic look their module up by name
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 -- the user's file is input: one line, no traceback
-            sys.modules.pop(name, None)
-            raise ConfigurationError(f"{path}: importing it failed: {type(exc).__name__}: "
-                                     f"{(str(exc).splitlines() or [''])[0][:200]}") from None
-        _files[path] = module
-        return module
+    return _import_file(path)
 
 
 def resolve_ref(ref: str, base: str | Path | None = None) -> Any:
