@@ -119,12 +119,27 @@ def write_results(name: str, figures: list[dict], *, title: str | None = None, c
     return record
 
 
+def compare_groups(stage: str, strategies: str, data, *, save, **kwargs) -> dict:
+    """``personalign.compare(stage, strategies, data, cv="groups", **kwargs)`` as its JSON, calling
+    ``save(result)`` after each strategy (a partial result, ``"complete": false``) and at the end."""
+    import personalign
+    from personalign.tracking import RunCallback
+
+    class Save(RunCallback):
+        def on_partial(self, run, result):
+            save(result)
+
+    result = personalign.compare(stage, strategies, data, cv="groups", callbacks=[Save()], **kwargs).to_dict()
+    save(result)
+    return result
+
+
 def write_cv_results(name: str, result: dict, *, title: str, command: str, stage: str) -> dict:
-    """Write a leave-one-group-out compare result (:func:`personalign.crossval.compare_stage_groups`,
+    """Write a leave-one-group-out compare result (``personalign.compare(..., cv="groups")``,
     partial or complete) as ``benchmarks/results/<name>.json``: its figures and resampling from
-    :func:`personalign.crossval.result_record`, ``extra`` gaining the groups, the per-strategy rows
-    without predictions and ``complete``. Returns the record written."""
-    from personalign.crossval import result_record
+    :func:`personalign._verbs.results.result_record`, ``extra`` gaining the groups, the per-strategy
+    rows without predictions and ``complete``. Returns the record written."""
+    from personalign._verbs.results import result_record
 
     rec = result_record({**result, "uses_lm": bool(result.get("lm"))}, command=command)
     rows = [{k: v for k, v in r.items() if k != "predictions"} for r in result["strategies"]]

@@ -100,7 +100,7 @@ def _compiled(name, optimizer, train, n_train, lm, seed):
     on dev than the uncompiled program) on a seeded stratified sample of ``n_train`` train
     conversations: ``(program, compile summary)``."""
     from personalign.compile_service import compile_program, summary
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     stage = get_stage("extraction")
     sample = stage.limit(train, n_train, seed)
@@ -115,7 +115,8 @@ def _compiled(name, optimizer, train, n_train, lm, seed):
 def extraction_section(val_all, convs, lm, n_boot, seed, extractors=("extract", "extract-unfiltered"), verifier=None,
                        compile_with=None, train=(), n_train=0):
     from personalign.evaluation import run_program
-    from personalign.programs.extraction import STRATEGIES
+    from personalign.stages import resolve_stage
+    STRATEGIES = resolve_stage("extraction").registry
     from personalign.programs.extraction.extractor import AttributeExtractor
     from personalign.programs.extraction.merge import merge_attributes
     from personalign.programs.extraction.baseline import SENTENCE_REASON, BareFirstPersonSentences, FirstPersonSentences

@@ -69,7 +69,8 @@ def run_row(row: str, train: list, test: list, model: str, *, seed: int = 0) -> 
     """``{"pred": [bool] (n_test,), "auc": None, "facts": {...}}`` of ``row`` fitted on ``train``."""
     from personalign.compile_service import compile_program
     from personalign.lm import make_lm, use
-    from personalign.programs.relevance import STAGE
+    from personalign.stages import resolve_stage
+    STAGE = resolve_stage("relevance")
     from personalign.programs.run import filled_predictions, run_program
 
     sub = compile_subset(train, seed=seed)

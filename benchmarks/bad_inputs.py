@@ -81,7 +81,8 @@ def _program(d: Path, mutate=None, weights=None, name: str = "prog") -> str:
 
     from personalign.programs.saved import PROGRAM_FILE, save_program
     from personalign.programs.common.logistic import LogisticHead
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.stages import resolve_stage
+    STRATEGIES = resolve_stage("relevance").registry
 
     n = 384 * 3 + 1
     program = STRATEGIES.create("minilm-logreg")
@@ -157,7 +158,7 @@ def cases() -> list[tuple[str, object]]:
                                                "minilm-logreg"]),
         ("compare unknown optimizer", lambda d: ["compare", "relevance", "--data", demo, "--strategies", "zero-shot@x"]),
         ("compare violation empty data", lambda d: ["compare", "violation", "--data", _write(d, "e.jsonl", ""),
-                                                    "--strategies", "never"]),
+                                                    "--strategies", "all-no"]),
         ("run pipeline unknown extractor", lambda d: ["run", "pipeline", str(d), "--extractor", "nope", "--limit", "2"]),
         ("run pipeline unknown verifier", lambda d: ["run", "pipeline", str(d), "--verifier", "nope", "--limit", "2"]),
         ("compile out is a file", lambda d: ["compile", "relevance", "--strategy", "bm25", "--data", demo, "--out",

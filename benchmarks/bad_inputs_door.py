@@ -22,7 +22,8 @@ DEAD_ENDPOINT = "http://127.0.0.1:9/v1"  # the discard port: nothing answers
 
 def _zero_shot(d: Path, mutate) -> str:
     """A saved relevance zero-shot program, then ``mutate(doc)`` applied to its program.json."""
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.stages import resolve_stage
+    STRATEGIES = resolve_stage("relevance").registry
     from personalign.programs.saved import PROGRAM_FILE, save_program
 
     target = save_program(STRATEGIES.create("zero-shot"), d / "prog", stage="relevance", strategy="zero-shot",

@@ -161,14 +161,13 @@ def main(argv=None) -> None:
     quiet_logs()
     logging.getLogger("dspy").setLevel(logging.ERROR)
 
-    from personalign.compare import file_sha256
+    from personalign.data.digest import file_sha256
     from personalign.compile_service import compile_program
     from personalign.errors import ConfigurationError
     from personalign.evaluation import evaluate_stage, paired_comparison
     from personalign.lm import DEFAULT_MODEL, configure_cache, make_lm
-    from personalign.objectives import objective_name, objective_score
     from personalign.optimizers import OPTIMIZERS
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     t_all = time.perf_counter()
     st = get_stage(args.stage)
@@ -221,7 +220,7 @@ def main(argv=None) -> None:
             report = evaluate_stage(st, program, evalset, lm=lm, n_boot=args.n_boot, seed=args.seed, progress=False,
                                     description=name)
             row = row_of(name, report, info, time.perf_counter() - t0, keep)
-            row["objective"] = objective_score(st, evalset, report["predictions"])  # F1, or F2 of "rejected"
+            row["objective"] = st.score(evalset, report["predictions"])  # F1, or F2 of "rejected"
             row["score_auc"] = score_auc(report, [positive(ex) for ex in evalset])
             if reference is None:
                 reference = report
@@ -242,7 +241,7 @@ def main(argv=None) -> None:
     print(table(rows, "f1"), file=sys.stderr, flush=True)
     gold = [positive(ex) for ex in evalset]
     emit({
-        "benchmark": "compile_relevance", "stage": st.name, "objective": objective_name(st),
+        "benchmark": "compile_relevance", "stage": st.name, "objective": st.objective.name,
         "positive": st.positive_name, "data": str(data), "data_sha256": file_sha256(data), "split": args.split,
         "n_split": n_split, "n": len(evalset), "gold_yes_rate": round(sum(gold) / max(1, len(gold)), 4),
         "n_train": len(trainset), "n_teleprompter_train": len(tele_train), "lm": model, "seed": args.seed,

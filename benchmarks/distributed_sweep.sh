@@ -133,7 +133,7 @@ work, storage, tracking, n, t0, t1, t2, rc0, rc1, pg_skip, pg_version, latency, 
 n, t0, t1, t2 = int(n), float(t0), float(t1), float(t2)
 import optuna, mlflow
 from optuna.trial import TrialState
-from personalign.sweep import open_storage, redact_url
+from personalign.sweeps import open_storage, redact_url
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 outs = {}

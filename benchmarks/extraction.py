@@ -75,7 +75,7 @@ def _auc(gold, scores):
 def _balanced(examples, k, seed=0):
     """``k`` pairs, alternately accepted and rejected, each class a seeded sample stratified by
     topic (the verification stage's ``--limit`` sample; file order within a class)."""
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = get_stage("verification")
     half = (k + 1) // 2
@@ -90,7 +90,9 @@ def _balanced(examples, k, seed=0):
 def verification_section(train, val, subset, lm, n_boot, seed):
     from personalign.evaluation import evaluate_stage
     from personalign.lm import CallCounter
-    from personalign.programs.verification import STAGE, STRATEGIES
+    from personalign.stages import resolve_stage
+    STAGE = resolve_stage("verification")
+    STRATEGIES = resolve_stage("verification").registry
 
     rows, compiled = [], {}
     for name in STRATEGIES.names():
@@ -208,7 +210,8 @@ def _check_args(ap, args) -> list[str]:
     on stderr and exit 2, before any data or LM work)."""
     from personalign.errors import ConfigurationError
     from personalign.optimizers import OPTIMIZERS
-    from personalign.programs.extraction import STRATEGIES
+    from personalign.stages import resolve_stage
+    STRATEGIES = resolve_stage("extraction").registry
 
     sections = [x.strip() for x in args.sections.split(",") if x.strip()]
     bad = [x for x in sections if x not in SECTIONS]
@@ -281,14 +284,16 @@ def main(argv=None) -> int:
     else:  # the learned verifier is still needed by refine / bad_input
         compiled = {}
     if ("refine" in sections or "bad_input" in sections or "extraction" in sections) and "minilm-logreg" not in compiled:
-        from personalign.programs.verification import STAGE, STRATEGIES
+        from personalign.stages import resolve_stage
+        STAGE = resolve_stage("verification")
+        STRATEGIES = resolve_stage("verification").registry
 
         compiled["minilm-logreg"], _ = STAGE.default_optimizer("minilm-logreg", seed=args.seed).compile(
             STRATEGIES.create("minilm-logreg"), trainset=train)
 
     extraction_all = load_extraction(data)
     convs_all = [e for e in extraction_all if e.split == "val"]
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     convs = get_stage("extraction").limit(convs_all, args.limit_conversations, args.seed) if args.limit_conversations else []
     out["extraction_data"] = {"n_val_conversations": len(convs_all), "n_lm_subset": len(convs),

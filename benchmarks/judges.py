@@ -54,7 +54,7 @@ COMPILED = {"violation": ("violation", "typed"), "pairwise": ("judge", None)}
 def _compile(judge, root, args, lm):
     """``judge`` compiled toward its stage's kappa objective on a train sample: ``(program, summary)``."""
     from personalign.compile_service import compile_program, summary
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     stage_name, strategy = COMPILED[judge]
     strategy = strategy or args.pairwise_strategy
@@ -74,7 +74,7 @@ def _check_args(args) -> None:
     and exit 2."""
     from personalign.errors import ConfigurationError
     from personalign.optimizers import OPTIMIZERS
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     judges = [j.strip() for j in args.judges.split(",") if j.strip()]
     bad = [j for j in judges if j not in COMPILED]

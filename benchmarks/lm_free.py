@@ -2,7 +2,7 @@
 
     python benchmarks/lm_free.py [--stages relevance,verification,mcq] [--n-boot 1000] [--out benchmarks/results]
 
-For each stage, ``personalign.compare.compare_stage`` fits every trainable strategy on train
+For each stage, ``personalign.compare`` fits every trainable strategy on train
 (never on val) and scores every strategy on val; the figures (the stage's main metric with its
 95% interval, and the paired difference against the stage's baseline, the first strategy) go to
 ``benchmarks/results/<stage>-lm-free.json`` in the run-record format
@@ -41,7 +41,7 @@ TITLES = {
 
 
 def record_for(stage: str, result: dict, data: Path, n_boot: int) -> dict:
-    """The run record of one ``compare_stage`` result."""
+    """The run record of one ``personalign.compare`` result."""
     metric = result["metric"]
     figures = []
     for row in result["strategies"]:
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.n_boot < 1:
         usage_error("--n-boot must be >= 1")
     quiet_logs()
-    from personalign.compare import compare_stage
+    import personalign
 
     written = []
     for stage in stages:
@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             log(f"{stage}: skipped, {data} not found")
             continue
         log(f"{stage}: {strategies} on {data}")
-        result = compare_stage(stage, data=data, split="val", strategies=strategies, seed=args.seed,
-                               n_boot=args.n_boot, tracker=None, progress=False)
+        result = personalign.compare(stage, strategies, data, split="val", seed=args.seed,
+                                     n_boot=args.n_boot).to_dict()
         record = record_for(stage, result, Path("../shared/data") / rel, args.n_boot)
         path = args.out / f"{record['name']}.json"
         write_record(path, record)

@@ -117,7 +117,7 @@ def work(root: Path, args) -> dict:
     from personalign.lm import CallCounter, configure_cache, make_lm
     from personalign.evaluation import paired_comparison
     from personalign.programs.run import run_program
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
     from personalign.runners._common import mean_ci
     from personalign.runners.prefeval import generation_examples
 

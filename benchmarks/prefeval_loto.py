@@ -1,6 +1,6 @@
 """Leave-one-topic-out figures of the PrefEval-derived verification and violation stages.
 
-``compare STAGE --cv groups`` (:mod:`personalign.crossval`) on every labelled row the stage builds
+``compare STAGE --cv groups`` (``personalign.compare(..., cv="groups")``) on every labelled row the stage builds
 from ``../shared/data/prefeval`` (its ``group_key``: verification ``group``, violation ``topic``):
 each strategy is fitted on all topics but one and scored on it. Headline: the mean per-topic F1
 (with an interval over resampled topics from 5 topics on, else the per-topic range), the pooled
@@ -23,9 +23,9 @@ import argparse
 import shlex
 import sys
 
-from _common import emit, quiet_logs, shared_data, usage_error, write_cv_results
+from _common import compare_groups, emit, quiet_logs, shared_data, usage_error, write_cv_results
 
-LM_FREE = {"verification": "minilm-logreg,minilm-maxsim", "violation": "never"}
+LM_FREE = {"verification": "minilm-logreg,minilm-maxsim", "violation": "all-no"}
 
 
 def main(argv=None) -> int:
@@ -56,16 +56,8 @@ def main(argv=None) -> int:
 
     try:
         configure_cache(None, enabled=True)
-        from personalign.compare import parse_strategy_specs
-        from personalign.crossval import compare_stage_groups
-        from personalign.programs.stages import get_stage
-
-        st = get_stage(args.stage)
-        specs = parse_strategy_specs(args.strategies or LM_FREE[args.stage], st.default_strategies, st.registry)
-        names = [f"{n}@{o}" if o else n for n, o in specs]
-        result = compare_stage_groups(st, specs, names, data=data, lm=args.lm, seed=args.seed, n_boot=args.n_boot,
-                                      limit=args.limit, progress=sys.stderr.isatty(), command=command,
-                                      on_strategy=save)
+        result = compare_groups(args.stage, args.strategies or LM_FREE[args.stage], data, save=save, lm=args.lm, seed=args.seed,
+                                n_boot=args.n_boot, limit=args.limit, progress=sys.stderr.isatty())
     except PersonalignError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2

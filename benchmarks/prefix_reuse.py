@@ -46,7 +46,8 @@ def main() -> int:
     from personalign.data import load_relevance
     from personalign.lm._engine import get_engine
     from personalign.lm.scoring import relevance_messages, sharing_order, yes_no_margin
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.stages import resolve_stage
+    STRATEGIES = resolve_stage("relevance").registry
 
     model = args.model or plm.DEFAULT_MODEL
     val = [r.to_dspy() for r in load_relevance(data) if r.split == "val"]

@@ -82,7 +82,8 @@ def evaluate(name, trainset, evalset, *, lm, n_boot, seed):
     from personalign.evaluation import filled_predictions, run_program
     from personalign.lm import CallCounter, use
     from personalign.metrics import binary_report
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.stages import resolve_stage
+    STRATEGIES = resolve_stage("relevance").registry
     from personalign.signatures.relevance import INPUTS, LABEL
 
     info = STRATEGIES.info(name)
@@ -220,7 +221,8 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore")
     from personalign.data import load_relevance
     from personalign.lm import configure_cache, make_lm
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.stages import resolve_stage
+    STRATEGIES = resolve_stage("relevance").registry
 
     if args.cache_dir:
         configure_cache(args.cache_dir)

@@ -1,6 +1,6 @@
 """Leave-one-prompt-out figures of the relevance strategies on the shared human labels.
 
-``compare relevance --cv groups`` (:mod:`personalign.crossval`) on every labelled row of
+``compare relevance --cv groups`` (``personalign.compare(..., cv="groups")``) on every labelled row of
 ``../shared/data/recenter_relevance/relevance_labels.jsonl`` (all splits pooled; 4 prompts): each
 strategy is fitted or compiled on three prompts and scored on the fourth. Headline: the mean of
 the per-prompt F1s; beside it the F1 of the pooled out-of-prompt predictions and the worst prompt.
@@ -25,7 +25,7 @@ import argparse
 import shlex
 import sys
 
-from _common import emit, log, quiet_logs, shared_data, usage_error, write_cv_results
+from _common import compare_groups, emit, log, quiet_logs, shared_data, usage_error, write_cv_results
 
 LM_FREE = "all-yes,bm25,minilm-cosine,minilm-logreg,minilm-rank,style-rank"
 
@@ -36,7 +36,7 @@ def rerender(name: str) -> int:
     from datetime import datetime, timezone
 
     from _common import RESULTS
-    from personalign.crossval import result_figures
+    from personalign._verbs.groups import result_figures
     from personalign.record import write_record
 
     path = RESULTS / f"{name}.json"
@@ -90,15 +90,8 @@ def main(argv=None) -> int:
 
     try:
         configure_cache(None, enabled=True)
-        from personalign.compare import parse_strategy_specs
-        from personalign.crossval import compare_stage_groups
-        from personalign.programs.stages import get_stage
-
-        st = get_stage("relevance")
-        specs = parse_strategy_specs(args.strategies, st.default_strategies, st.registry)
-        names = [f"{n}@{o}" if o else n for n, o in specs]
-        result = compare_stage_groups(st, specs, names, data=data, lm=args.lm, seed=args.seed, n_boot=args.n_boot,
-                                      progress=sys.stderr.isatty(), command=command, on_strategy=save)
+        result = compare_groups("relevance", args.strategies, data, save=save, lm=args.lm, seed=args.seed,
+                                n_boot=args.n_boot, progress=sys.stderr.isatty())
     except PersonalignError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2

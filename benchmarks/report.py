@@ -254,7 +254,7 @@ def render(records: list[RunRecord]) -> str:
 def stale(rec: RunRecord) -> list[str]:
     """Why ``rec`` no longer describes the code, by what it records itself (empty: current).
 
-    Checks: the stage exists (:func:`personalign.programs.stages.get_stage`); every figure's
+    Checks: the stage exists (:func:`personalign.stages.resolve_stage`); every figure's
     strategy, ``NAME`` or ``NAME@OPTIMIZER``, is in the stage's registry and
     ``personalign.optimizers.OPTIMIZERS``; a ``local/...`` model is an embedded model and, when its
     GGUF has a pinned sha256, the recorded one equals it; the data file (a path relative to the
@@ -263,7 +263,7 @@ def stale(rec: RunRecord) -> list[str]:
     from personalign.errors import ConfigurationError
     from personalign.lm import MODELS, is_local
     from personalign.optimizers import OPTIMIZERS
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     problems: list[str] = []
     registry = None

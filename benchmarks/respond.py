@@ -92,7 +92,7 @@ def _stage1_attributes(root, examples, lm) -> dict[str, list[str]]:
     on the user's persona-driven conversation. Raises when the stage is absent or fails."""
     from personalign.data import extraction_targets, load_prefeval
     from personalign.lm import use
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = get_stage("extraction")
     program = st.registry.create(st.default_strategies.split(",")[0].strip())
@@ -209,7 +209,7 @@ def section_judge(examples, responses, args, lm, refused: str | None = None) -> 
     from personalign.lm import CallCounter, use
     from personalign.programs.judge.mentions import MentionDetector, mention_rating_gap
     from personalign.programs.common.text import lexical_mention
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     t0 = time.perf_counter()
     judge, detector = get_stage("judge").registry.create(args.pairwise_strategy), MentionDetector()
@@ -257,7 +257,8 @@ def section_perspectives(root, args, lm, refused: str | None = None) -> dict:
 
     from personalign.evaluation import run_program
     from personalign.lm import CallCounter, use
-    from personalign.programs.perspectives import STRATEGIES
+    from personalign.stages import resolve_stage
+    STRATEGIES = resolve_stage("perspectives").registry
     from personalign.programs.perspectives.metrics import answer_win_rate
     from personalign.programs.perspectives.rules import rule_violations
     from personalign.programs.common.text import requested_count

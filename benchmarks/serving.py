@@ -32,7 +32,7 @@ def _run(lm, examples, n_jobs: int) -> tuple[list, float]:
     """Decisions of the zero-shot relevance program on ``examples``, with ``n_jobs`` threads; (decisions, seconds)."""
     from personalign.lm import use
     from personalign.metrics.dspy_metrics import to_bool
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = get_stage("relevance")
     program = st.registry.create("zero-shot")
@@ -58,7 +58,7 @@ def main() -> None:
     from personalign.data.digest import file_sha256
     from personalign.lm import adapter_name, configure_cache, make_lm
     from personalign.lm.serving import known
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
     from personalign.testing.server import LLAMA_CPP_SERVER_KWARGS, llama_server
 
     configure_cache(enabled=False)

@@ -43,8 +43,9 @@ k = { low = 0, high = 4 }
 def run_once(n_jobs: int, *, trials: int, model: str, limit: int, workdir: Path, study: str | None = None) -> dict:
     import _mock_lm
 
-    from personalign.sweep import run_sweep
-    from personalign.tracking import Tracker
+    import personalign
+    from personalign.tracking import MLflowCallback
+    from personalign.tracking.store import Tracker
 
     space = workdir / "space.toml"
     space.write_text(SPACE)
@@ -54,10 +55,11 @@ def run_once(n_jobs: int, *, trials: int, model: str, limit: int, workdir: Path,
     calls0 = _mock_lm.CALLS["n"]
     t0 = time.perf_counter()
     with contextlib.redirect_stderr(open(os.devnull, "w")):
-        result = run_sweep("relevance", data=ROOT / "examples" / "relevance_demo.jsonl", space=space, n_trials=trials,
-                           storage=f"sqlite:///{workdir / f'optuna-{study}.db'}", study_name=study,
-                           n_jobs=n_jobs, seed=0, lm=model, tracker=tracker, limit=limit, n_boot=200,
-                           progress=False, export=False)
+        result = personalign.sweep("relevance", ROOT / "examples" / "relevance_demo.jsonl", space=space,
+                                   n_trials=trials, storage=f"sqlite:///{workdir / f'optuna-{study}.db'}",
+                                   study_name=study, n_jobs=n_jobs, seed=0, lm=model,
+                                   callbacks=[MLflowCallback(tracker.tracking_uri)], limit=limit, n_boot=200,
+                                   export=False).to_dict()
     wall = time.perf_counter() - t0
     client = tracker.client()
     children = client.search_runs([client.get_experiment_by_name(tracker.experiment).experiment_id],

@@ -1,8 +1,19 @@
 """personalign: compile human-aligned LLM personalization pipelines.
 
-Each personalization stage (relevance selection first) is a DSPy program with a typed
-signature, evaluated and optimized against human labels. Importing this package is cheap: it
-sets offline defaults and nothing else; heavy libraries load when first used.
+Each personalization stage is a DSPy program with a typed signature, compared, compiled and swept
+against human labels. The public API is this module:
+
+* the verbs -- :func:`compile`, :func:`evaluate`, :func:`compare`, :func:`sweep`, :func:`predict`,
+  :func:`predict_relevance`, :func:`load_program` -- plain functions with typed results
+  (:class:`CompiledProgram`, :class:`EvalReport`, :class:`ComparisonReport`, :class:`SweepReport`,
+  :class:`PredictReport`) whose ``str()`` is the table the command line prints;
+* stages -- :func:`declare_stage`, :func:`resolve_stage`, :class:`Stage`, :class:`StageSpec`,
+  :class:`Objective`, :func:`get_objective`;
+* tracking, injected as callbacks -- :class:`RunCallback`, :class:`MLflowCallback`,
+  :class:`RecordCallback`, :class:`ConfigureCache`.
+
+Importing it is cheap: it sets offline defaults and defines the verbs; heavy libraries load when
+first used.
 """
 
 from personalign._env import apply_offline_defaults
@@ -13,56 +24,44 @@ check_versions()  # one line and exit 2 on an untested dspy/optuna/mlflow/litell
 
 __version__ = "0.1.0"
 
+from personalign._verbs import (  # noqa: E402  (after the offline defaults)
+    CompiledProgram,
+    ComparisonReport,
+    EvalReport,
+    PredictReport,
+    Report,
+    SweepReport,
+    compare,
+    compile,
+    evaluate,
+    load_program,
+    predict,
+    predict_relevance,
+    sweep,
+)
+from personalign.errors import ArgumentError, ConfigurationError, DataError, PersonalignError  # noqa: E402
+from personalign.tracking import (  # noqa: E402
+    Callbacks,
+    ConfigureCache,
+    MLflowCallback,
+    RecordCallback,
+    RunCallback,
+    RunInfo,
+)
 
-def load_program(path, *, stage=None, with_metadata: bool = False):
-    """Load a program saved by ``personalign compile`` / ``predict --save`` / a sweep export.
-
-    Args:
-        path: the saved program's directory, or its ``program.json``.
-        stage: a stage reference (name, ``Stage``, ``stage.toml``, ``file.py:ATTR``, ...): refuse a
-            program of another stage. Needed for a program of a stage declared in a file or module
-            (a saved program never makes personalign import code on its own); built-in and
-            entry-point stages load without it.
-        with_metadata: also return the metadata (stage, strategy, lm, compile info, metrics, state).
-
-    Returns:
-        the ``dspy.Module`` with its decision rule (threshold, ranking, demos, instructions) and
-        weights loaded, ready to call; ``(program, metadata dict)`` when ``with_metadata``.
-
-    Raises:
-        personalign.errors.DataError: a missing, malformed or tampered ``program.json`` or weights
-            file (the message names the file and the key); a file that carries an LM, client
-            configuration, headers or callbacks, or any key outside its schema
-            (:mod:`personalign.programs.program_schema`): loading never restores them.
-        personalign.errors.ConfigurationError: a program of another stage; an unknown strategy; a
-            program compiled for a non-built-in stage (``stage_ref``) the caller did not pass.
-
-    The ``program.json`` itself also loads with plain DSPy into the module an LLM strategy wraps:
-    ``dspy.Predict(Signature).load(path)`` (relevance ``zero-shot``, ``criteria``) or
-    ``dspy.ChainOfThought(Signature).load(path)`` (``cot``).
-    """
-    from personalign.programs.saved import load_program as _load
-
-    program, meta = _load(path, stage=stage)
-    return (program, meta) if with_metadata else program
-
-
-_VERBS = ("compile", "evaluate", "compare", "sweep")
+_STAGES = ("Objective", "Stage", "StageSpec", "declare_stage", "get_objective", "resolve_stage")
 
 
 def __getattr__(name: str):
-    """The four verbs (:mod:`personalign.api`), imported on first use so ``import personalign``
-    stays light: ``personalign.compile``, ``personalign.evaluate``, ``personalign.compare``,
-    ``personalign.sweep``."""
-    if name in ("compare", "sweep"):  # modules too: callable as the verb (registry.callable_module)
-        import importlib
+    """The stage names (:mod:`personalign.stages`), imported on first use (pydantic)."""
+    if name in _STAGES:
+        import personalign.stages as stages
 
-        return importlib.import_module(f"personalign.{name}")
-    if name in _VERBS:
-        from personalign import api
-
-        return getattr(api, name)
+        return getattr(stages, name)
     raise AttributeError(f"module 'personalign' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "load_program", *_VERBS]
+__all__ = ["ArgumentError", "Callbacks", "CompiledProgram", "ComparisonReport", "ConfigurationError", "ConfigureCache",
+           "DataError", "EvalReport", "MLflowCallback", "PersonalignError", "PredictReport", "RecordCallback", "Report",
+           "RunCallback", "RunInfo", "SweepReport", "__version__", "compare", "compile", "evaluate", "load_program",
+           "predict", "predict_relevance", "sweep", *_STAGES]

@@ -1,7 +1,7 @@
 """The one compile path: every program of every stage is compiled here.
 
 ``compare``, ``compile``, ``sweep``, the relevance Python API, the benchmarks and the tests call
-:func:`compile_program` with the :class:`~personalign.programs.stages.Stage` (label, positive class,
+:func:`compile_program` with the :class:`~personalign.stages.Stage` (label, positive class,
 group key, metric, objective); nothing here assumes a stage.
 
 Compiling an LLM strategy with a teleprompter:
@@ -9,12 +9,12 @@ Compiling an LLM strategy with a teleprompter:
 1. a **dev split** of whole groups (``stage.group_key``) is held out from train
    (:func:`dev_split`); the teleprompter runs on the rest (and may use dev for its own search);
 2. the teleprompter's inner loop optimizes the stage's per-example metric **class-balanced**
-   (:func:`personalign.objectives.balanced_metric`: DSPy's mean is then balanced accuracy), so no
+   (:func:`personalign.stages.objective.balanced_metric`: DSPy's mean is then balanced accuracy), so no
    teleprompter can win by predicting one class;
 3. the candidates -- the **uncompiled program**, the compiled one and, for teleprompters that rank
    candidate programs (bootstrap-rs, MIPROv2), up to ``max_alternatives`` runners-up -- are run on dev
    (:func:`personalign.programs.run.run_program`, the one runner) and scored by the stage's **set**
-   objective (F1, F2, kappa, ... :func:`personalign.objectives.objective_score`). A candidate that
+   objective (F1, F2, kappa, ... :class:`personalign.stages.Objective`). A candidate that
    predicts a single class on dev gets a warning and never wins over a non-constant one; among the
    rest the highest objective wins and ties go to the uncompiled program. So a compile never
    returns a program that scores worse on dev than the one it was given (unless that one was
@@ -64,6 +64,31 @@ def dev_split(trainset: list, seed: int, group_key: str | None) -> tuple[list, l
     return parts["fit"], parts["dev"] or None
 
 
+def check_fit(stage, strategy: str, rows: list, data: Any, where: str, *, hint: str = "") -> None:
+    """What compile needs of the rows a trainable strategy is fitted on, checked before any work --
+    by compile itself and by a sweep before its first trial (the same rows make the same verdict):
+    both classes (binary stages) and as many whole groups of the stage's ``group_key`` as the
+    strategy's fit holds out in its cross-validation (its ``min_groups``). LLM strategies need
+    nothing here (a teleprompter without 2 groups skips the dev selection and says so).
+
+    Raises:
+        DataError: naming ``data``, ``where`` (the rows: a split, "all but topic=x") and what is
+            missing; ``hint`` is appended (what would let it fit).
+    """
+    from personalign.errors import DataError
+
+    info = stage.registry.info(strategy)
+    if not info.trainable:
+        return
+    stage.check_fittable(rows, data, where)
+    need = int(getattr(stage.registry.load(strategy, "optimizer"), "min_groups", 0) or 0)
+    groups = {getattr(ex, stage.group_key, None) for ex in rows}
+    if need and len(groups) < need:
+        raise DataError(data, None, stage.group_key,
+                        f"{strategy} fits its decision threshold by cross-validation over whole '{stage.group_key}' "
+                        f"groups and needs {need} or more; {where} holds {len(groups)}{hint}")
+
+
 def score_on(stage, program, examples: Sequence, *, lm=None, name: str = "candidate") -> dict[str, Any]:
     """Run ``program`` on ``examples`` and score it with the stage's set objective.
 
@@ -72,13 +97,12 @@ def score_on(stage, program, examples: Sequence, *, lm=None, name: str = "candid
     "failures", "lm_calls", "predictions", "scores"}``.
     """
     from personalign.evaluation import run_program
-    from personalign.objectives import is_constant, objective_score
+    from personalign.stages.objective import is_constant
 
     outcome = run_program(program, examples, inputs=stage.inputs, output=stage.output, lm=lm, progress=False,
                           description=name)
     out: dict[str, Any] = {"name": name,
-                           "objective": objective_score(stage, examples, outcome.predictions, scores=outcome.scores,
-                                                        lm=lm),
+                           "objective": stage.score(examples, outcome.predictions, scores=outcome.scores, lm=lm),
                            "constant": is_constant(stage, outcome.predictions), "failures": outcome.failures,
                            "lm_calls": outcome.lm_calls, "predictions": outcome.predictions,
                            "scores": outcome.scores}
@@ -158,7 +182,6 @@ def _calibrate(stage, chosen: dict, program, dev: list, fit: list, lm) -> tuple[
     set objective of the rule's out-of-fold decisions on the dev examples (comparable with the
     program's own dev objective), None without a rule; no rule (and no LM calls beyond dev) when
     the stage is not binary or the program's predictions carry no score."""
-    from personalign.objectives import objective_score
     from personalign.optimizers.decision import fit_decision_rule, stage_units, with_rule
 
     if stage.kind != "binary" or not dev or any(s is None for s in chosen["scores"]):
@@ -179,7 +202,7 @@ def _calibrate(stage, chosen: dict, program, dev: list, fit: list, lm) -> tuple[
     raw = [bool(p) if p is not None else False for p in preds]
 
     def objective(idx, decisions):
-        return objective_score(stage, [examples[i] for i in idx], list(decisions))
+        return stage.score([examples[i] for i in idx], list(decisions))
 
     oof: list[bool] = []
     rule = fit_decision_rule([float(s) for s in scores], groups, raw, objective, out_of_fold=oof,
@@ -192,12 +215,13 @@ def _calibrate(stage, chosen: dict, program, dev: list, fit: list, lm) -> tuple[
 
 
 def _teleprompter_kwargs(stage, strategy: str, optimizer: str, fit: list, lm, seed: int, settings: dict) -> dict:
-    from personalign.objectives import balanced_metric
+    from personalign.optimizers import OPTIMIZERS
+    from personalign.stages.objective import balanced_metric
 
     kwargs: dict[str, Any] = {**stage.teleprompter_kwargs(), "lm": lm, "seed": seed}
     if stage.metric is not None:
         kwargs["metric"] = balanced_metric(stage, stage.metric_fn(), fit)
-    if optimizer == "gepa" and stage.feedback_metric is not None:
+    if getattr(OPTIMIZERS.load(optimizer), "needs_feedback", False) and stage.feedback_metric is not None:
         kwargs["feedback_metric"] = balanced_metric(stage, stage.feedback_fn(), fit)
     return {**kwargs, **settings}
 
@@ -208,7 +232,7 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
     """Build ``strategy`` of ``stage`` (or take ``program``) and compile it on ``trainset``.
 
     Args:
-        stage: a :class:`~personalign.programs.stages.Stage`.
+        stage: a :class:`~personalign.stages.Stage`.
         optimizer: a teleprompter name (LLM strategies), or None (trainable strategies: their own
             fit; LLM strategies: returned as they are).
         optimizer_settings: teleprompter settings (e.g. ``{"k": 4}``); ``decision_rule``: ``"auto"``
@@ -225,7 +249,6 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
         ConfigurationError: unknown strategy/optimizer; ValueError: empty trainset.
     """
     from personalign.lm import use
-    from personalign.objectives import objective_name
     from personalign.optimizers import OPTIMIZERS
 
     registry = stage.registry
@@ -235,6 +258,7 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
     if optimizer is None:
         if not info.trainable:
             return program, None
+        check_fit(stage, strategy, trainset, "the training rows", f"{len(trainset)} training rows")
         opt = stage.default_optimizer(strategy, seed=seed, **(fit_settings or {}))
         with ctx:
             program, result = opt.compile(program, trainset=trainset)
@@ -266,7 +290,7 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
     # teleprompters print progress to stdout; keep stdout for results (--json)
     with ctx, contextlib.redirect_stdout(sys.stderr):
         compiled, result = opt.compile(program, trainset=fit, valset=dev)
-    result.objective = objective_name(stage)
+    result.objective = stage.objective.name
     if not selecting:
         if dev is None:
             result.details["selection"] = {"skipped": f"train has fewer than 2 groups of '{stage.group_key}': "
@@ -341,14 +365,4 @@ def summary(compile_info: dict | None) -> dict[str, Any] | None:
             "warnings": sel.get("warnings") or []}
 
 
-def summary_line(name: str, compile_info: dict | None) -> str | None:
-    """One line for humans: ``NAME: dev f1 0.412 -> 0.455, chose bootstrap (why); LM calls 42 actual / 120
-    projected``; None when :func:`summary` is None."""
-    s = summary(compile_info)
-    if s is None:
-        return None
-    return (f"{name}: dev {s['objective']} {s['dev_before']:.3f} -> {s['dev_after']:.3f}, chose {s['chosen']} "
-            f"({s['reason']}); LM calls {s['actual_lm_calls']} actual / {s['projected_lm_calls']} projected")
-
-
-__all__ = ["compile_program", "dev_split", "score_on", "choose", "summary", "summary_line"]
+__all__ = ["check_fit", "compile_program", "dev_split", "score_on", "choose", "summary"]

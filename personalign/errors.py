@@ -22,6 +22,24 @@ class ConfigurationError(PersonalignError):
     """A setting, flag or environment variable has an unusable value."""
 
 
+class ArgumentError(ConfigurationError):
+    """A verb's argument has an unusable value. The message names the Python argument
+    (``limit must be >= 1, got 0``); the command line shows the flag instead (:meth:`as_flag`:
+    ``--limit must be >= 1, got 0``).
+
+    Attributes:
+        argument: the Python argument's name (``n_boot``); problem: the rest of the message.
+    """
+
+    def __init__(self, argument: str, problem: str):
+        self.argument, self.problem = argument, problem
+        super().__init__(f"{argument} {problem}")
+
+    def as_flag(self) -> str:
+        """The message as the command line says it: the argument as its flag."""
+        return f"--{self.argument.replace('_', '-')} {self.problem}"
+
+
 class UsageProblem(ConfigurationError):
     """A command line that does not parse (click's usage errors: a bad value, a missing or unknown
     option), as one line."""

@@ -55,7 +55,7 @@ class JudgeUnusable(RuntimeError):
 def labelled_pairs(data: str | os.PathLike, *, split: str | None = "val", limit: int | None = None,
                    seed: int = 0) -> list:
     """One labelled pair per PrefEval MCQ question of ``split`` (split by topic; ``limit``: a
-    seeded sample stratified by topic, :meth:`personalign.programs.stages.Stage.limit`).
+    seeded sample stratified by topic, :meth:`personalign.stages.Stage.limit`).
 
     Returns:
         ``dspy.Example``s with ``id, topic, preference, question, follows, violates`` (option
@@ -65,9 +65,9 @@ def labelled_pairs(data: str | os.PathLike, *, split: str | None = "val", limit:
     Raises:
         DataError: unreadable data or an empty split; ConfigurationError: ``limit < 1``.
     """
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
-    stage = get_stage("mcq")
+    stage = resolve_stage("mcq")
     out = []
     for ex in stage.limit(stage.load(data, split=split), limit, seed):
         rng = random.Random(f"{seed}:{ex.id}")
@@ -249,11 +249,11 @@ def validate_pairwise_judge(pairs: Sequence, *, lm=None, strategy: str = "pairwi
     """
     import dspy
 
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
     name = f"pairwise:{strategy}" if judge is None else f"pairwise:{strategy} (given {type(judge).__name__})"
     if judge is None:
-        judge = get_stage("judge").registry.create(strategy)
+        judge = resolve_stage("judge").registry.create(strategy)
     if getattr(judge, "both_orders", True) is False:
         raise ValueError(f"{strategy}: validation needs a judge that rates both orders")
     t0 = time.perf_counter()
@@ -325,9 +325,9 @@ def validate_judges(data: str | os.PathLike, *, split: str | None = "val", limit
     if unknown:
         raise ConfigurationError(f"unknown judge(s) {', '.join(unknown)}; choose from violation, pairwise")
     if "pairwise" in judges:
-        from personalign.programs.stages import get_stage
+        from personalign.stages import resolve_stage
 
-        get_stage("judge").registry.info(pairwise_strategy)  # unknown name: ConfigurationError, before any call
+        resolve_stage("judge").registry.info(pairwise_strategy)  # unknown name: ConfigurationError, before any call
     pairs = labelled_pairs(data, split=split, limit=limit, seed=seed)
     lm_obj = resolve_lm(lm, True)
     out: dict[str, Any] = {"data": str(data), "split": split, "n_pairs": len(pairs), "seed": seed,

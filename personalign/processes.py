@@ -2,7 +2,7 @@
 
 A worker is one process (its threads share its identity): ``host|boot_id|pid|start_ticks``. The
 start time tells a reused pid apart. MLflow runs (:mod:`personalign.tracking`) and sweep trials
-(:mod:`personalign.sweep`) record it so that the runs and trials of a killed process can be closed.
+(:mod:`personalign.sweeps`) record it so that the runs and trials of a killed process can be closed.
 Standard library only.
 """
 

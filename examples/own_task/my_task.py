@@ -3,7 +3,7 @@ our own. Use it as `personalign compare examples/own_task/my_task.py:STAGE --dat
 
 import dspy
 
-from personalign.programs.declared import declare_stage
+from personalign import declare_stage
 
 
 class WordOverlap(dspy.Module):

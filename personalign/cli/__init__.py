@@ -10,12 +10,29 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Optional
 
 import typer
 
 from personalign import __version__
-from personalign.cli._checks import api_base_option, lm_kwargs_option, lm_option
+from personalign.cli._options import (
+    ApiBaseOpt,
+    CacheDirOpt,
+    DataOpt,
+    JsonOpt,
+    LimitOpt,
+    LmKwargsOpt,
+    LmOpt,
+    NBootOpt,
+    NoCacheOpt,
+    NoTrackOpt,
+    ProgramLmOpt,
+    SeedOpt,
+    SplitOpt,
+    StageArg,
+    TrackingOpt,
+    TrainSplitOpt,
+)
 from personalign.cli._usage import OneLineUsageGroup
 from personalign.errors import find_personalign_error
 
@@ -68,29 +85,6 @@ def _root(
     check_environment(writes=ctx.invoked_subcommand not in READ_ONLY_COMMANDS)
 
 
-LM_HELP = "Model: local/qwen2.5-coder-1.5b-instruct (default), local/qwen2.5-coder-0.5b-instruct (fast), local/smollm2-135m-instruct (tiny), or any litellm model string."
-
-# Options shared by the commands that run programs (one definition each).
-LmOpt = Annotated[Optional[str], typer.Option("--lm", help=LM_HELP, callback=lm_option)]
-ApiBaseOpt = Annotated[Optional[str], typer.Option(
-    "--api-base", callback=api_base_option, envvar="PERSONALIGN_API_BASE",
-    help="OpenAI-compatible server for a non-embedded --lm, e.g. http://127.0.0.1:8000/v1 with --lm openai/NAME "
-         "(env PERSONALIGN_API_BASE). A capability check at start prints what it supports.")]
-LmKwargsOpt = Annotated[Optional[str], typer.Option(
-    "--lm-kwargs", callback=lm_kwargs_option, envvar="PERSONALIGN_LM_KWARGS",
-    help='JSON object of model kwargs passed to litellm with every call, e.g. \'{"api_key": "none", '
-         '"extra_body": {"repeat_penalty": 1.0}}\' (env PERSONALIGN_LM_KWARGS).')]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of every stochastic step.")]
-CacheDirOpt = Annotated[Optional[Path], typer.Option("--cache-dir", help="DSPy cache directory (default runs/cache).")]
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Disable the LM cache.")]
-TrackingOpt = Annotated[Optional[str], typer.Option("--tracking-uri", help="MLflow tracking URI (default sqlite:///runs/mlflow.db).")]
-NoTrackOpt = Annotated[bool, typer.Option("--no-track", help="Do not log to MLflow.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-LIMIT_HELP = ("Evaluate a seeded random sample of N examples of the split (--seed), stratified over the stage's "
-              "groups: its group key (prompt_id, group), or topic for mcq and respond; kept in file order.")
-NBootOpt = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples for the 95% CIs.")]
-
-
 @app.command()
 def doctor(
     json_out: JsonOpt = False,
@@ -106,15 +100,10 @@ def doctor(
     run_doctor(json_out=json_out, bench=bench, lm=lm, cache_dir=cache_dir, rehash=rehash, full=full)
 
 
-StageArg = Annotated[str, typer.Argument(help="Stage: a built-in name (relevance, verification, ...; `personalign stages` "
-                                             "lists them), your stage file path/to/stage.toml, path/to/file.py:STAGE, "
-                                             "module:STAGE, or an installed entry-point name.")]
-
-
 @app.command()
 def stages(json_out: JsonOpt = False) -> None:
     """List the stages with their strategies, metric and data loader."""
-    from personalign.cli._compare import run_stages
+    from personalign.cli._commands import run_stages
 
     run_stages(json_out=json_out)
 
@@ -122,16 +111,16 @@ def stages(json_out: JsonOpt = False) -> None:
 @app.command()
 def compare(
     stage: StageArg,
-    data: Path = typer.Option(..., "--data", help="The stage's labelled data: canonical JSONL (relevance also reads the recenter format); the stages built on PrefEval also read its folder, e.g. ../shared/data/prefeval."),
-    split: str = typer.Option("val", "--split", help="Split to evaluate on."),
-    train_split: str = typer.Option("train", "--train-split", help="Split trainable strategies are fitted on."),
-    strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategies (default: the stage's); NAME@OPTIMIZER compiles an LLM strategy with a teleprompter, e.g. zero-shot@bootstrap."),
+    data: DataOpt,
+    split: SplitOpt = "val",
+    train_split: TrainSplitOpt = "train",
+    strategies: Optional[str] = typer.Option(None, "--strategies", help="Comma-separated strategies (default: the stage's); NAME@OPTIMIZER compiles an LLM strategy with a teleprompter, e.g. zero-shot@bootstrap. A binary stage's first row is the constant that predicts the class its objective scores (all-yes for F1 of a true class), added when not listed."),
     lm: LmOpt = None,
     api_base: ApiBaseOpt = None,
     lm_kwargs: LmKwargsOpt = None,
     seed: SeedOpt = 0,
     n_boot: NBootOpt = 1000,
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help=LIMIT_HELP),
+    limit: LimitOpt = None,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
     tracking_uri: TrackingOpt = None,
@@ -143,21 +132,21 @@ def compare(
     results: Optional[Path] = typer.Option(None, "--results", help="Also write the run record (command, git commit, versions, model and data sha256, figures with intervals) to FILE, e.g. benchmarks/results/demo.json; the file's stem is the record's name (lower-case letters, digits, hyphens)."),
 ) -> None:
     """Compare strategies of a stage on one split against the human labels (table, JSON, PNG, MLflow)."""
-    from personalign.cli._compare import run_compare
+    from personalign.cli._commands import run_compare
 
-    run_compare(
-        stage=stage, data=data, split=split, train_split=train_split, strategies=strategies, lm=lm, seed=seed,
-        n_boot=n_boot, limit=limit, cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
-        no_track=no_track, json_out=json_out, cv=cv, repeats=repeats, temperature=temperature, results=results,
-    )
+    run_compare(stage=stage, data=data, split=split, train_split=train_split, strategies=strategies,
+                model=(lm, api_base, lm_kwargs), seed=seed, n_boot=n_boot, limit=limit, cv=cv, repeats=repeats,
+                temperature=temperature, json_out=json_out,
+                tracking=dict(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track,
+                              results=results))
 
 
 @app.command("compile")
 def compile_(
     stage: StageArg,
+    data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL."),
     strategy: Optional[str] = typer.Option(None, "--strategy", help="Strategy to compile (default: the stage's first default strategy)."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="labeled, bootstrap, bootstrap-rs, mipro, copro, simba, gepa (LLM strategies); default: the strategy's own fit."),
-    data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL."),
     train_split: str = typer.Option("train", "--train-split", help="Split to compile on."),
     lm: LmOpt = None,
     api_base: ApiBaseOpt = None,
@@ -171,11 +160,11 @@ def compile_(
     json_out: JsonOpt = False,
 ) -> None:
     """Compile a strategy of a stage; save program.json (+ weights) and a readable prompt.md."""
-    from personalign.cli._programs import run_compile
+    from personalign.cli._commands import run_compile
 
-    run_compile(stage=stage, strategy=strategy, optimizer=optimizer, data=data, train_split=train_split, lm=lm,
-                seed=seed, out=out, cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
-                no_track=no_track, json_out=json_out)
+    run_compile(stage=stage, strategy=strategy, optimizer=optimizer, data=data, train_split=train_split,
+                model=(lm, api_base, lm_kwargs), seed=seed, out=out, json_out=json_out,
+                tracking=dict(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track))
 
 
 @app.command("eval")
@@ -183,13 +172,13 @@ def eval_(
     stage: StageArg,
     program: Path = typer.Option(..., "--program", help="A saved program directory (from `compile`)."),
     data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL."),
-    split: str = typer.Option("val", "--split", help="Split to evaluate on."),
-    lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default: the program's own when it is an embedded local/ model (a saved program never chooses a remote one), else the default.", callback=lm_option),
+    split: SplitOpt = "val",
+    lm: ProgramLmOpt = None,
     api_base: ApiBaseOpt = None,
     lm_kwargs: LmKwargsOpt = None,
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     n_boot: NBootOpt = 1000,
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help=LIMIT_HELP),
+    limit: LimitOpt = None,
     cache_dir: CacheDirOpt = None,
     no_cache: NoCacheOpt = False,
     tracking_uri: TrackingOpt = None,
@@ -197,10 +186,11 @@ def eval_(
     json_out: JsonOpt = False,
 ) -> None:
     """Evaluate a saved program on a labelled split (binary stages: F1 with 95% CI, precision, recall, yes-rate, LM calls)."""
-    from personalign.cli._programs import run_eval
+    from personalign.cli._commands import run_eval
 
-    run_eval(stage=stage, program=program, data=data, split=split, lm=lm, seed=seed, n_boot=n_boot, limit=limit,
-             cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track, json_out=json_out)
+    run_eval(stage=stage, program=program, data=data, split=split, model=(lm, api_base, lm_kwargs), seed=seed,
+             n_boot=n_boot, limit=limit, json_out=json_out,
+             tracking=dict(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track))
 
 
 @app.command()
@@ -214,10 +204,21 @@ def ui(
     run_ui(tracking_uri=tracking_uri, port=port)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app; input errors become one line on stderr and exit code 2."""
-    from personalign.cli import _signals
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Python warnings as the command line shows them: ``warning: <message>``, one line, no source."""
+    (file or sys.stderr).write(f"warning: {' '.join(str(message).split())}\n")
 
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the app; input errors become one line on stderr and exit code 2
+    (a bad argument named as its flag: :meth:`personalign.errors.ArgumentError.as_flag`); Python
+    warnings print as one ``warning:`` line."""
+    import warnings
+
+    from personalign.cli import _signals
+    from personalign.errors import ArgumentError
+
+    warnings.showwarning = _one_line_warning
     try:
         with _signals.handle_signals():
             app(args=argv, standalone_mode=True)
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
         ours = find_personalign_error(exc)
         if ours is None:
             raise
-        sys.stderr.write(f"error: {ours}\n")
+        sys.stderr.write(f"error: {ours.as_flag() if isinstance(ours, ArgumentError) else ours}\n")
         raise SystemExit(ours.exit_code) from None
 
 

@@ -25,40 +25,47 @@ def lm_option(value: str | None) -> str | None:
 
 
 def api_base_option(value: str | None) -> str | None:
-    """Typer callback of ``--api-base``: an ``http(s)://`` URL, exported as ``PERSONALIGN_API_BASE``
-    (where :func:`personalign.lm.make_lm` reads it, for every model the command builds).
+    """Typer callback of ``--api-base``: an ``http(s)://`` URL, passed to the verb (``api_base=``).
 
     Raises:
         ConfigurationError: not an http(s) URL.
     """
-    import os
-
     if value is None:
         return None
     url = value.strip()
     if not url.startswith(("http://", "https://")):
         raise ConfigurationError(f"--api-base must be an http(s):// URL of an OpenAI-compatible server "
                                  f"(e.g. http://127.0.0.1:8000/v1), not {value!r}")
-    os.environ["PERSONALIGN_API_BASE"] = url
     return url
 
 
-def lm_kwargs_option(value: str | None) -> str | None:
-    """Typer callback of ``--lm-kwargs``: a JSON object of litellm/``dspy.LM`` kwargs, exported as
-    ``PERSONALIGN_LM_KWARGS``.
+def parse_lm_kwargs(value: str | None) -> dict | None:
+    """``--lm-kwargs``: a JSON object of litellm/``dspy.LM`` kwargs, as a dict (None when not given).
 
     Raises:
-        ConfigurationError: not a JSON object (one line, the value quoted).
+        ConfigurationError: not a JSON object (one line; the value is not echoed: it may hold a key).
     """
-    import os
+    import json
 
-    if value is None:
+    if value is None or not value.strip():
         return None
-    os.environ["PERSONALIGN_LM_KWARGS"] = value
-    from personalign.settings import endpoint_env
+    try:
+        kwargs = json.loads(value)
+    except ValueError as exc:
+        raise ConfigurationError(f"--lm-kwargs is not JSON ({exc.msg} at char {exc.pos})") from None
+    if not isinstance(kwargs, dict):
+        raise ConfigurationError(f"--lm-kwargs must be a JSON object, not a JSON {type(kwargs).__name__}")
+    return kwargs
 
-    endpoint_env()  # validates
+
+def lm_kwargs_option(value: str | None) -> str | None:
+    """Typer callback of ``--lm-kwargs``: checked now (:func:`parse_lm_kwargs`), passed to the verb.
+
+    Raises:
+        ConfigurationError: not a JSON object.
+    """
+    parse_lm_kwargs(value)
     return value
 
 
-__all__ = ["api_base_option", "check_out_dir", "check_out_file", "lm_kwargs_option", "lm_option"]
+__all__ = ["api_base_option", "check_out_dir", "check_out_file", "lm_kwargs_option", "lm_option", "parse_lm_kwargs"]

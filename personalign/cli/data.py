@@ -22,10 +22,9 @@ _KIND_HELP = ("Data kind: relevance, recenter-raw, verification, extraction, rat
 
 
 def _is_stage(kind: str) -> bool:
-    from personalign.data.kinds import KINDS
-    from personalign.programs.stage_ref import is_file_ref
+    from personalign.data import KINDS
 
-    return kind not in KINDS and is_file_ref(kind)
+    return kind not in KINDS and (kind.endswith(".toml") or ":" in kind or "/" in kind or "\\" in kind)
 
 
 def _stage_stats(path: Path, ref: str) -> dict:
@@ -34,8 +33,7 @@ def _stage_stats(path: Path, ref: str) -> dict:
 
     import numpy as np
 
-    from personalign.programs.stage_ref import resolve_stage
-    from personalign.programs.stages import split_of
+    from personalign.stages import resolve_stage, split_of
 
     st = resolve_stage(ref)
     rows = st.load(path)
@@ -60,14 +58,13 @@ def validate(
 ) -> None:
     """Read every record of PATH as KIND (a data kind, or a stage: stage.toml, file.py:STAGE, ...);
     print a one-line summary, or fail on the first bad record."""
-    from personalign.data.kinds import validate as _validate
+    from personalign.data import validate_kind
 
     warnings: list = []
     if _is_stage(kind):  # a stage of the user's: its loader, then the same warnings as `stage validate`
         import sys
 
-        from personalign.programs.declared import stage_data_warnings
-        from personalign.programs.stage_ref import resolve_stage
+        from personalign.stages import resolve_stage, stage_data_warnings
 
         st = resolve_stage(kind)
         n = len(st.load(path))
@@ -75,7 +72,7 @@ def validate(
         for warning in warnings:
             sys.stderr.write(f"warning: {warning}\n")
     else:
-        n = _validate(path, kind)
+        n = validate_kind(path, kind)
     tail = f"; {len(warnings)} warning{'' if len(warnings) == 1 else 's'}" if warnings else ""
     typer.echo(f"ok: {n} {kind} records in {path}{tail}")
 
@@ -89,9 +86,9 @@ def stats(
     """Counts, label balance, splits, group counts and text-length percentiles (characters)."""
     import json
 
-    from personalign.data.kinds import stats as _stats
+    from personalign.data import kind_stats
 
-    s = _stage_stats(path, kind) if _is_stage(kind) else _stats(path, kind)
+    s = _stage_stats(path, kind) if _is_stage(kind) else kind_stats(path, kind)
     if as_json:
         typer.echo(json.dumps(s, ensure_ascii=False))
         return

@@ -12,6 +12,7 @@ from typing import List, Optional
 import typer
 
 from personalign.cli._checks import api_base_option, lm_option
+from personalign.cli._options import callbacks, model_args
 
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                   help="Predict with a strategy (compiled on the fly, or a saved program).")
@@ -43,13 +44,14 @@ def relevance(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Which of a user's attributes should change the answer to a prompt."""
+    import warnings
+
+    import personalign
     from personalign.errors import ConfigurationError
 
-    from personalign.predict import check_attributes
-
-    attrs = check_attributes(attribute or [])
+    attrs = list(attribute or [])
     if attributes_file is not None:
-        from personalign.data.files import read_text
+        from personalign.data import read_text
 
         text = read_text(attributes_file, what="attributes file", max_bytes=64 * 1024**2)
         attrs += [line.strip() for line in text.splitlines() if line.strip()]
@@ -57,42 +59,17 @@ def relevance(
         raise ConfigurationError("give at least one --attribute or an --attributes-file")
     if program is not None and strategy is not None:
         raise ConfigurationError("give --strategy or --program, not both")
-    if save is not None:
-        from personalign.programs.saved import check_save_target
-
-        check_save_target(save)
-
-    from personalign.predict import compile_strategy, predict_relevance, save_program
-
-    compiled = None
-    warnings: list[str] = []
-    if save is not None and program is None:
-        from personalign.lm import default_model, make_lm
-        from personalign.programs.relevance import DEFAULT_PREDICT_STRATEGY, STRATEGIES
-
-        name = strategy or DEFAULT_PREDICT_STRATEGY
-        lm_obj = make_lm(lm or default_model()) if STRATEGIES.info(name).uses_lm else None
-        compiled, info = compile_strategy(name, data=data, split=fit_split, lm=lm_obj, seed=seed)
-        save_program(compiled, save, strategy=name, lm=lm_obj.model if lm_obj else None, compile_info=info)
-        held = [s for s in (info or {}).get("fit_splits", []) if s not in ("train", "None")]
-        if held:
-            warnings.append(f"warning: {save} was fitted on every row of {info['data']}, including split(s) "
-                            f"{', '.join(held)}; `personalign eval` on them scores rows it was fitted on "
-                            "(pass --fit-split train to hold them out)")
-        program = save
-    elif program is None and data is None:
-        from personalign.programs.relevance import DEFAULT_PREDICT_STRATEGY, STRATEGIES
-
-        if STRATEGIES.info(strategy or DEFAULT_PREDICT_STRATEGY).trainable:
-            warnings.append("note: fitted on the demo labels packaged with personalign (7 prompts); "
-                            "pass --data FILE to fit on your own labels")
-    for line in warnings:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        rows = personalign.predict_relevance(attrs, prompt, strategy=strategy, program=program, lm=lm, data=data,
+                                             seed=seed, split=fit_split, save=save)
+    notes = [f"{'warning' if 'fitted on every row' in str(w.message) else 'note'}: {w.message}" for w in caught
+             if issubclass(w.category, UserWarning) and "site-packages" not in str(w.filename)]
+    for line in notes:
         sys.stderr.write(line + "\n")
-    rows = predict_relevance(attrs, prompt, strategy=strategy, program=program, lm=lm, data=data, seed=seed,
-                             split=fit_split)
     if json_out:
-        out = {"prompt": prompt, "strategy": strategy, "program": str(program) if program else None,
-               "predictions": rows, "warnings": warnings}
+        out = {"prompt": prompt, "strategy": strategy, "program": str(program or save) if (program or save) else None,
+               "predictions": rows, "warnings": notes}
         sys.stdout.write(json.dumps(out) + "\n")
         return
     for row in rows:
@@ -125,16 +102,14 @@ def batch(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object (the summary; the rows too without --out)."),
 ) -> None:
     """Run a saved program of any stage on unlabelled rows: one prediction per row (output field, score, decision, error)."""
-    from personalign.lm import configure_cache
-    from personalign.programs.stage_ref import resolve_stage
-    from personalign.workflows import predict_file
+    import personalign
 
-    st = resolve_stage(stage)
     if out == "-":
         out = None
-    result = predict_file(st, program, data, out=out, lm=lm, progress=out is not None and not json_out,
-                          on_ready=lambda: configure_cache(cache_dir, enabled=not no_cache))
-    rows = result["predictions"]
+    report = personalign.predict(stage, program, data, out=out, **model_args(lm, api_base, None),
+                                 callbacks=callbacks(cache_dir=cache_dir, no_cache=no_cache, no_track=True),
+                                 progress=out is not None and not json_out)
+    result, rows = report.to_dict(), report.rows
     failed = bool(result["n"]) and result["failures"] == result["n"]  # a script can tell: exit 1
     if json_out:
         summary = result if out is None else {k: v for k, v in result.items() if k != "predictions"}
@@ -145,20 +120,9 @@ def batch(
     if out is None:
         for row in rows:
             sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
-    line = (f"{result['strategy']} on {result['n']} rows of {data}: failures {result['failures']}, "
-            f"LM calls {result['lm_calls']}")
-    if "positives" in result:
-        line += f", {st.positive_name} {result['positives']}"
-    if failed:
-        line += " (every row failed: see the 'error' field)"
-    if out is not None:
-        line += f"; written to {out}"
     # the rows on stdout stay pure JSONL: the summary goes to stderr then
     say = typer.echo if out is not None else (lambda text: sys.stderr.write(text + "\n"))
-    if result["rule"]:
-        say(f"rule: {result['rule']}")
-    for note in dict.fromkeys(r["decision"] for r in rows if r.get("decision")):
-        say(f"decision: {note}")
-    say(line)
+    for line in report.renderables():
+        say(line)
     if failed:
         raise typer.Exit(1)

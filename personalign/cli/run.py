@@ -3,7 +3,7 @@ runners and the SFT export, as a typer app mounted by :mod:`personalign.cli`.
 
 Each command prints one JSON object on stdout, progress on stderr (a start and an end line, and
 a progress bar per strategy), uses the LM cache (``--cache-dir``, ``--no-cache``) and logs an
-MLflow run (``--tracking-uri``, ``--no-track``; see :mod:`personalign.runners.tracked`). An input
+MLflow run (``--tracking-uri``, ``--no-track``; see :func:`personalign.runners.run_tracked`). An input
 or configuration error (:class:`personalign.errors.PersonalignError`) prints one line on stderr
 and exits with code 2.
 """
@@ -18,7 +18,7 @@ from typing import Optional
 import typer
 
 from personalign.cli._checks import lm_option
-from personalign.runners.pipeline import DEFAULT_STEPS as PIPELINE_STEPS
+from personalign.runners import PIPELINE_STEPS
 
 app = typer.Typer(name="personalign-runners", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -40,21 +40,18 @@ def _emit(command: str, fn, *, params: dict, data=None, lm=None, uses_lm=True, c
           validate=None) -> None:
     """Run ``fn`` as a tracked runner; ``validate()`` (reads and checks inputs, no side effects)
     runs after the path checks and before the cache or the MLflow store is touched."""
+    from personalign.cli._options import callbacks
     from personalign.errors import PersonalignError, find_personalign_error
+    from personalign.runners import check_inputs, run_tracked
 
     try:
-        from personalign.lm import configure_cache
-        from personalign.runners.tracked import check_inputs, run_tracked
-        from personalign.tracking import Tracker
-
         check_inputs((data, *inputs))  # before the cache or the MLflow store is written
         if validate is not None:
             validate()
         uses_lm = uses_lm() if callable(uses_lm) else uses_lm
-        configure_cache(cache_dir, enabled=not no_cache)
-        tracker = None if no_track else Tracker(tracking_uri)
-        out = run_tracked(command, fn, params=params, tracker=tracker, data=data, lm=lm, uses_lm=uses_lm,
-                          inputs=(data, *inputs))
+        out = run_tracked(command, fn, params=params, data=data, lm=lm, uses_lm=uses_lm, inputs=(data, *inputs),
+                          callbacks=callbacks(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
+                                              no_track=no_track))
     except Exception as exc:  # noqa: BLE001 -- user errors: one line, exit 2
         ours = exc if isinstance(exc, PersonalignError) else find_personalign_error(exc)
         if ours is None:
@@ -70,9 +67,9 @@ def _split(strategies: str) -> list[str]:
 
 def _uses_lm(stage: str, strategies: str) -> bool:
     """Whether any of ``strategies`` of ``stage`` calls an LM (an unknown name fails here, before any work)."""
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
-    registry = get_stage(stage).registry
+    registry = resolve_stage(stage).registry
     return any(registry.info(name).uses_lm for name in _split(strategies))
 
 
@@ -83,7 +80,7 @@ def prefeval_mcq(data: Path, strategies: str = typer.Option("no-profile,gold-pre
                  lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR,
                  no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """PrefEval MCQ accuracy with 95% CIs per strategy."""
-    from personalign.runners.prefeval import run_prefeval_mcq
+    from personalign.runners import run_prefeval_mcq
 
     params = dict(data=str(data), strategies=strategies, split=split, limit=limit, attributes=attributes, lm=lm,
                   seed=seed, n_boot=n_boot)
@@ -101,7 +98,7 @@ def prefeval_generation(data: Path, strategies: str = typer.Option("generic,pers
                         cache_dir: Optional[Path] = CACHE_DIR, no_cache: bool = NO_CACHE,
                         tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """Preference-violation rate of generated responses (typed judge), per strategy."""
-    from personalign.runners.prefeval import run_prefeval_generation
+    from personalign.runners import run_prefeval_generation
 
     params = dict(data=str(data), strategies=strategies, split=split, limit=limit, lm=lm, seed=seed, n_boot=n_boot)
     _emit("prefeval-generation", lambda: run_prefeval_generation(data, strategies=_split(strategies), split=split,
@@ -128,13 +125,13 @@ def pipeline(data: Path = typer.Argument(..., help="The PrefEval root (mcq_optio
     """From a PrefEval conversation alone: extract -> verify -> select -> answer the PrefEval MCQ; accuracy with 95%
     CIs against no-profile, gold-preference and random-attribute on the same questions (paired differences), LM
     calls and seconds per question."""
-    from personalign.runners.pipeline import run_pipeline
+    from personalign.runners import run_pipeline
 
     params = dict(data=str(data), split=split, limit=limit, extractor=extractor, verifier=verifier, selector=selector,
                   selector_data=selector_data, conditions=conditions, lm=lm, seed=seed, n_boot=n_boot)
 
     def validate():  # the data and every name, before the cache or the store is touched
-        from personalign.runners.pipeline import check_plan, pipeline_examples
+        from personalign.runners import check_plan, pipeline_examples
 
         check_plan(_split(conditions), extractor=extractor, verifier=verifier, selector=selector,
                    selector_data=selector_data)
@@ -154,8 +151,8 @@ def personamem(questions: Path, contexts: Optional[Path] = typer.Option(None, he
                lm: Optional[str] = LM, seed: int = SEED, n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR,
                no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """PersonaMem MCQ accuracy (needs the shared-contexts file)."""
-    from personalign.data.personamem import default_contexts_path
-    from personalign.runners.personamem import run_personamem
+    from personalign.runners import default_contexts_path
+    from personalign.runners import run_personamem
 
     params = dict(questions=str(questions), contexts=contexts, strategies=strategies, limit=limit, lm=lm, seed=seed,
                   n_boot=n_boot)
@@ -173,7 +170,7 @@ def cupid(data: Path, inferred: Optional[Path] = typer.Option(None, help="JSONL 
           n_boot: int = NBOOT, cache_dir: Optional[Path] = CACHE_DIR, no_cache: bool = NO_CACHE,
           tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """Score inferred preferences (checklist coverage, MiniLM cosine) and/or responses (checklist)."""
-    from personalign.runners.cupid import run_cupid
+    from personalign.runners import run_cupid
 
     params = dict(data=str(data), inferred=inferred, responses=responses, no_lm=no_lm, limit=limit, lm=lm, seed=seed,
                   n_boot=n_boot)
@@ -190,15 +187,15 @@ def judge_agreement(ratings: Path, strategies: str = typer.Option("pairwise,sing
                     cache_dir: Optional[Path] = CACHE_DIR, no_cache: bool = NO_CACHE,
                     tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """Spearman rho and weighted kappa of judge strategies against human 1-5 ratings."""
-    from personalign.runners.judge import run_judge_agreement
+    from personalign.runners import run_judge_agreement
 
     params = dict(ratings=str(ratings), strategies=strategies, split=split, limit=limit, lm=lm, seed=seed,
                   n_boot=n_boot)
 
     def validate():  # the ratings and every strategy name, before the cache or the store is touched
-        from personalign.programs.stages import get_stage
+        from personalign.stages import resolve_stage
 
-        stage = get_stage("judge")
+        stage = resolve_stage("judge")
         for name in _split(strategies):
             stage.registry.info(name)
         stage.load(ratings, split=split)
@@ -220,21 +217,20 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
                no_cache: bool = NO_CACHE, tracking_uri: Optional[str] = TRACKING, no_track: bool = NO_TRACK) -> None:
     """Profile-conditioned teacher answers to chat-format JSONL (restatements of the profile are failures)."""
     from personalign.errors import ConfigurationError
-    from personalign.runners.sft import bank_pairs, export_sft, prefeval_pairs
+    from personalign.runners import bank_pairs, export_sft, prefeval_pairs
 
     pairs: list = []
 
     def validate():  # every input read and checked before the cache, the store or any LM call
-        from personalign._paths import check_out_file
+        from personalign.cli._checks import check_out_file
 
-        check_out_file(out, flag="OUT")
+        check_out_file(out, argument="out")
         if prefeval is not None:
             pairs.extend(prefeval_pairs(prefeval, split=split, limit=limit, seed=seed))
         elif bank is not None and questions is not None:
-            from personalign.data.files import read_text
+            from personalign.data import read_text, stratified_limit
 
             qs = [q.strip() for q in read_text(questions, what="questions file").splitlines() if q.strip()]
-            from personalign.data.sample import stratified_limit
 
             pairs.extend(bank_pairs(bank, stratified_limit(qs, limit, None, seed), k=k))
         else:

@@ -1,5 +1,5 @@
 """``personalign stage init NAME`` and ``personalign stage validate FILE [--data DATA]``: a stage
-of your own, declared in a stage file (:mod:`personalign.programs.stage_file`)."""
+of your own, declared in a stage file (:mod:`personalign.stages.spec`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def init(
     import re
 
     from personalign.errors import ConfigurationError
-    from personalign.programs.stage_file import template
+    from personalign.stages import template
 
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", name):
         raise ConfigurationError(f"stage name {name!r}: use letters, digits, '-', '_' or '.', starting with a letter")
@@ -30,7 +30,12 @@ def init(
         raise ConfigurationError(f"{path} exists; choose another --out (nothing was written)")
     if not path.parent.is_dir():
         raise ConfigurationError(f"{path}: the folder {path.parent} does not exist (nothing was written)")
-    path.write_text(template(name), encoding="utf-8")
+    try:  # atomically: a full disk or a read-only folder leaves no half-written file to block a rerun
+        from personalign.data import write_text_atomic
+
+        write_text_atomic(path, template(name), exclusive=True)
+    except OSError as exc:
+        raise ConfigurationError(f"{path}: cannot write ({exc.strerror or exc}); nothing was written") from None
     typer.echo(f"wrote {path}; next: personalign stage validate {path} --data DATA.jsonl")
 
 
@@ -47,8 +52,7 @@ def validate(
     in the summary, exit 0."""
     import sys
 
-    from personalign.programs.declared import check_data
-    from personalign.programs.stage_ref import resolve_stage
+    from personalign.stages import check_data, resolve_stage
 
     st = resolve_stage(str(file))
     line = (f"ok: stage '{st.name}' ({st.kind}; inputs {', '.join(st.inputs)}; output {st.output}; "

@@ -24,13 +24,14 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from pydantic import BaseModel, ValidationError
 
-from personalign.errors import ConfigurationError, DataError
+from personalign.errors import ArgumentError, ConfigurationError, DataError
 
 __all__ = [
     "reading",
     "iter_jsonl",
     "read_json",
     "write_jsonl",
+    "write_text_atomic",
     "require",
     "array_element_lines",
     "validation_to_data_error",
@@ -95,38 +96,38 @@ def check_input(path: str | os.PathLike, *, what: str = "data file", allow_dir: 
     return p
 
 
-def check_output(path: str | os.PathLike, *, option: str = "--out") -> Path:
+def check_output(path: str | os.PathLike, *, argument: str = "out") -> Path:
     """The file an output will be written to (``path`` with symlinks resolved, so a link keeps
     pointing at the written file), checked before any work is done: it is a regular file or does
     not exist yet, and a file can be created beside it (its nearest existing folder is a folder we
     can create a file in: probed with a temporary file, removed at once).
 
     Raises:
-        ConfigurationError: a path ending in a slash; a symlink loop; a directory, pipe, device or
+        ArgumentError: (naming ``argument``) a path ending in a slash; a symlink loop; a directory, pipe, device or
             socket at ``path``; a parent that is a file; a folder where no file can be created.
     """
     if str(path).endswith(("/", os.sep)):
-        raise ConfigurationError(f"{option} {path} names a folder; give the path of a file")
+        raise ArgumentError(argument, f"{path} names a folder; give the path of a file")
     try:
         p = Path(path).resolve()
     except (OSError, RuntimeError) as exc:  # a symlink loop
-        raise ConfigurationError(f"{option} {path}: {exc}") from None
+        raise ArgumentError(argument, f"{path}: {exc}") from None
     if p.exists() or p.is_symlink():
         try:
             mode = p.stat().st_mode
         except OSError as exc:
-            raise ConfigurationError(f"{option} {path}: {exc.strerror or exc}") from None
+            raise ArgumentError(argument, f"{path}: {exc.strerror or exc}") from None
         if not stat.S_ISREG(mode):
-            raise ConfigurationError(f"{option} {path} is {_file_kind(mode)}; give the path of a regular file")
+            raise ArgumentError(argument, f"{path} is {_file_kind(mode)}; give the path of a regular file")
     folder = p.parent
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
-        raise ConfigurationError(f"{option} {path}: {folder} is a file, not a folder")
+        raise ArgumentError(argument, f"{path}: {folder} is a file, not a folder")
     try:
         fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=folder)
     except OSError as exc:
-        raise ConfigurationError(f"{option} {path}: cannot create a file in {folder} ({exc.strerror or exc})") from None
+        raise ArgumentError(argument, f"{path}: cannot create a file in {folder} ({exc.strerror or exc})") from None
     os.close(fd)
     os.unlink(probe)
     return p
@@ -325,6 +326,29 @@ def validation_to_data_error(exc: ValidationError, path, line: int | None) -> Da
     elif "input" in err:
         msg = f"{msg} (got {_json_type(err['input'])})"
     return DataError(path, line, field, msg)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str, *, exclusive: bool = False) -> Path:
+    """Write ``text`` at ``path`` atomically: a temporary sibling renamed (``exclusive``: linked, so
+    an existing file is never replaced) into place; a full disk or an interrupt leaves nothing.
+
+    Raises:
+        FileExistsError: ``exclusive`` and the file exists. OSError: the folder cannot be written.
+    """
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent if str(p.parent) else ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(tmp, _new_file_mode(p))
+        if exclusive:
+            os.link(tmp, p)
+        else:
+            os.replace(tmp, p)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return p
 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | Mapping]) -> int:

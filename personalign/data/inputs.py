@@ -25,7 +25,7 @@ def read_inputs(path: str | Path, stage, *, unit_fields: Sequence[str] = ()) -> 
 
     Args:
         path: JSONL file, one object per line (blank lines skipped).
-        stage: a :class:`~personalign.programs.stages.Stage`; its signature names the inputs.
+        stage: a :class:`~personalign.stages.Stage`; its signature names the inputs.
         unit_fields: fields every row must carry besides the inputs (a unit rule's unit).
 
     Raises:

@@ -1,7 +1,7 @@
 """Warnings about a labelled JSONL file that loads but is probably not what its author meant.
 
 :func:`data_warnings` scans the rows of a canonical JSONL file (``id``, ``split`` and the stage's
-group field; what :mod:`personalign.programs.declared` loads) and returns one
+group field; what :mod:`personalign.stages.canonical` loads) and returns one
 :class:`DataWarning` per problem -- never an error: the file is valid, and ``personalign stage
 validate`` prints each warning on one line and exits 0. Checked:
 

@@ -38,7 +38,7 @@ class CompileResult:
         actual_lm_calls: LM calls counted while compiling, scoring included (None: not counted).
         seed: the seed the optimizer ran with.
         objective: name of the stage's set objective the compile chose on (``f1``, ``f2``, ...;
-            :mod:`personalign.objectives`); None when no dev selection ran.
+            :mod:`personalign.stages.objective`); None when no dev selection ran.
         dev_objective_before / dev_objective_after: that objective on the dev split for the input
             program and for the returned one.
         chosen: the candidate returned (``uncompiled``, the optimizer's name; ``+rule`` when a

@@ -38,6 +38,7 @@ class GEPA(TeleprompterOptimizer):
     """
 
     name = "gepa"
+    needs_feedback = True  # compile passes the stage's feedback metric (a capability, not a name check)
     seed_note = "seed passed to dspy.GEPA(seed=) (candidate selection, mini-batches)"
 
     def __init__(self, *, feedback_metric=None, reflection_lm=None, max_metric_calls: int | None = 32,

@@ -39,6 +39,7 @@ class KNNFewShot(TeleprompterOptimizer):
     """
 
     name = "knn"
+    saveable = False  # its neighbour index lives in memory: compile refuses to save it
     seed_note = "nearest neighbours are deterministic; seed recorded and used for CIs"
 
     def __init__(self, *, k: int = 3, vectorizer=None, max_bootstrapped_demos: int = 0,

@@ -38,10 +38,10 @@ class LearnedSelectorFit(Optimizer):
     per-group figures and every candidate's. ``decision="threshold"``: the raw threshold only.
 
     Args:
-        group_key: example attribute grouping the CV folds (default ``prompt_id``; an example
+        group_key: example attribute grouping the CV folds (the stage's ``group_key``; an example
             without it is grouped by its ``prompt``).
         max_folds: leave-one-group-out up to this many groups, else GroupKFold(max_folds).
-        label: example field holding the gold label (default ``relevant``).
+        label: example field holding the gold label (the stage's ``label``).
         positive: the label value that is the positive class (False for verification, where the
             positive class is a *rejected* attribute).
         beta: the threshold maximizes F-beta (1: F1; 2: recall weighted over precision).
@@ -55,8 +55,9 @@ class LearnedSelectorFit(Optimizer):
     """
 
     name = "learned-selector-fit"
+    min_groups = 2  # the threshold's grouped cross-validation holds whole groups out
 
-    def __init__(self, *, group_key: str = "prompt_id", max_folds: int = 5, label: str = "relevant",
+    def __init__(self, *, label: str, group_key: str, max_folds: int = 5,
                  positive: bool = True, beta: float = 1.0, seed: int = 0, decision: str = "auto",
                  decision_keys: tuple[str, ...] | None = None) -> None:
         super().__init__(seed=seed)

@@ -33,7 +33,7 @@ class OptimizerRegistry(Registry):
             return self._found.get(name) or super().info(name)
         target = None
         if ":" in name:
-            from personalign.programs.stage_ref import resolve_ref
+            from personalign.stages.ref import resolve_ref
 
             target = resolve_ref(name)
         else:

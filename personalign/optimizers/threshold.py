@@ -19,7 +19,7 @@ class ThresholdFit(Optimizer):
 
     name = "threshold-fit"
 
-    def __init__(self, *, label: str = "relevant", seed: int = 0) -> None:
+    def __init__(self, *, label: str, seed: int = 0) -> None:
         super().__init__(seed=seed)
         self.label = label
 

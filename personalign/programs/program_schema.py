@@ -80,7 +80,7 @@ class ProgramMetadata(BaseModel):
     program loads only when the caller passes that same reference as its stage (a built-in stage
     name is not enough: the program was compiled against the referenced code, which loading never
     imports). ``signature`` is the stage's signature at compile time
-    (:meth:`~personalign.programs.stages.Stage.signature_record`), checked when the program loads."""
+    (:meth:`~personalign.stages.Stage.signature_record`), checked when the program loads."""
 
     model_config = ConfigDict(extra="forbid")
     format: int = FORMAT

@@ -109,7 +109,7 @@ def check_save_target(directory: str | Path) -> Path:
     if directory.is_dir() and any(directory.iterdir()) and not (directory / PROGRAM_FILE).is_file():
         raise ConfigurationError(f"cannot save a program to {directory}: the directory is not empty and holds "
                                  "no saved program; choose another directory")
-    check_out_dir(directory, flag="save directory", must_be_empty=False)
+    check_out_dir(directory, argument="directory", must_be_empty=False)
     if not os.access(directory.absolute().parent, os.W_OK) and directory.absolute().parent.exists():
         raise ConfigurationError(f"cannot save a program to {directory}: {directory.parent} is not writable")
     return directory
@@ -124,7 +124,7 @@ def save_program(program, directory: str | Path, *, stage: str, strategy: str, l
     Atomic: written into a sibling temporary directory that then replaces ``directory``, so a save
     onto an existing program directory leaves none of its old files, and an interrupted save leaves
     the old program (or nothing). ``extra_files`` (name -> text, e.g. ``prompt.md``) go in too.
-    ``signature``: the stage's :meth:`~personalign.programs.stages.Stage.signature_record`, checked
+    ``signature``: the stage's :meth:`~personalign.stages.Stage.signature_record`, checked
     when the program is loaded.
 
     Raises:
@@ -318,22 +318,17 @@ def _check_weight_hashes(directory: Path, meta: dict, path: Path) -> None:
                                                "(corrupt, or replaced after the save)")
 
 
-def load_program(directory: str | Path, *, stage=None):
-    """Load and validate a program saved by :func:`save_program`. Returns ``(program, metadata)``.
-
-    ``stage``: a stage reference (:func:`personalign.programs.stage_ref.resolve_stage`); None: the
-    program's recorded ``stage_ref``, only when it is a built-in or entry-point stage (a program
-    never makes personalign import a file or module the caller did not name).
+def load_program(directory: str | Path, *, stage):
+    """Load and validate a program saved by :func:`save_program` for ``stage`` (a resolved
+    :class:`~personalign.stages.Stage`, checked against the program by the caller:
+    :func:`personalign.stages.ref.stage_for_program`). Returns ``(program, metadata)``.
 
     Raises:
         DataError: any problem with ``program.json`` or the weights (names the file and the key).
-        ConfigurationError: a program of another stage than ``stage``; an unknown stage/strategy;
-            a file/module stage not passed by the caller.
+        ConfigurationError: an unknown strategy.
     """
-    from personalign.programs.stage_ref import stage_for_program
-
     path, doc, meta = _read_document(directory)
-    st = stage_for_program(meta, stage, path)
+    st = stage
     registry = st.registry
     try:
         program = registry.create(meta["strategy"])

@@ -13,8 +13,21 @@
   contextual preference, and responses against the checklists;
 * :mod:`~personalign.runners.sft` -- profile-conditioned teacher answers to chat-format JSONL.
 
-``python -m personalign.runners --help`` runs them from the command line (one JSON object on
-stdout; input errors print one line and exit 2). Importing this package is light.
+``personalign run --help`` runs them from the command line (one JSON object on stdout; input errors
+print one line and exit 2); :func:`run_tracked` runs one with a run's callbacks. Importing this
+package is light (each runner's machinery loads when it runs).
 """
 
-__all__ = ["prefeval", "personamem", "judge", "cupid", "sft"]
+from personalign.data.personamem import default_contexts_path
+from personalign.runners.cupid import run_cupid
+from personalign.runners.judge import run_judge_agreement
+from personalign.runners.personamem import run_personamem
+from personalign.runners.pipeline import DEFAULT_STEPS as PIPELINE_STEPS
+from personalign.runners.pipeline import check_plan, pipeline_examples, run_pipeline
+from personalign.runners.prefeval import run_prefeval_generation, run_prefeval_mcq, write_mcq_jsonl
+from personalign.runners.sft import bank_pairs, export_sft, prefeval_pairs
+from personalign.runners.tracked import check_inputs, run_tracked
+
+__all__ = ["PIPELINE_STEPS", "bank_pairs", "check_inputs", "check_plan", "default_contexts_path", "export_sft",
+           "pipeline_examples", "prefeval_pairs", "run_cupid", "run_judge_agreement", "run_personamem",
+           "run_pipeline", "run_prefeval_generation", "run_prefeval_mcq", "run_tracked", "write_mcq_jsonl"]

@@ -29,9 +29,9 @@ def run_strategy(stage_name: str, strategy: str, examples: Sequence, *, lm=None,
     ``(outcome, lm)``; ``outcome.predictions`` holds the stage's output field per example."""
     from personalign.evaluation import run_program
     from personalign.lm import resolve_lm
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
-    stage = get_stage(stage_name)
+    stage = resolve_stage(stage_name)
     info = stage.registry.info(strategy)
     program = stage.registry.create(strategy, **kwargs)
     lm_obj = resolve_lm(lm, info.uses_lm)

@@ -15,7 +15,7 @@ def run_judge_agreement(ratings: str | os.PathLike, *, strategies: Sequence[str]
                         split: str | None = "val", limit: int | None = None, lm=None, n_boot: int = 1000,
                         seed: int = 0, progress: bool = False) -> dict:
     """Run each ``judge`` strategy on the rated pairs of ``split`` (``limit`` of them: a seeded
-    sample stratified by prompt, :meth:`personalign.programs.stages.Stage.limit`) and compare its
+    sample stratified by prompt, :meth:`personalign.stages.Stage.limit`) and compare its
     ratings with the humans' (:func:`personalign.programs.judge.metrics.judge_agreement`).
 
     Returns:
@@ -28,9 +28,9 @@ def run_judge_agreement(ratings: str | os.PathLike, *, strategies: Sequence[str]
     """
     from personalign.evaluation import run_program
     from personalign.programs.judge.metrics import judge_agreement
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
-    stage = get_stage("judge")
+    stage = resolve_stage("judge")
     examples = stage.limit(stage.load(ratings, split=split), limit, seed)
     rows, lm_obj = [], None
     for name in strategies:

@@ -16,7 +16,7 @@ from typing import Sequence
 def personamem_examples(questions_csv: str | os.PathLike, contexts_jsonl: str | os.PathLike | None = None, *,
                         limit: int | None = None, seed: int = 0) -> list:
     """PersonaMem questions as ``mcq`` examples (``context`` = the conversation prefix),
-    ``limit`` of them a seeded sample stratified by topic (:meth:`personalign.programs.stages.Stage.limit`).
+    ``limit`` of them a seeded sample stratified by topic (:meth:`personalign.stages.Stage.limit`).
 
     Raises:
         DataError: the questions CSV or the shared-contexts JSONL is missing (the message names
@@ -24,9 +24,9 @@ def personamem_examples(questions_csv: str | os.PathLike, contexts_jsonl: str | 
             malformed.
     """
     from personalign.data import load_personamem
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
-    stage = get_stage("mcq")
+    stage = resolve_stage("mcq")
     items = stage.limit(load_personamem(questions_csv, contexts_jsonl), limit, seed)
     return [stage.mark_inputs(ex.to_dspy().copy(attributes=[])) for ex in items]
 

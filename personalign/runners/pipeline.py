@@ -66,9 +66,9 @@ def pipeline_examples(data: str | os.PathLike, *, split: str | None = "val", lim
 
     from personalign.data import load_prefeval
     from personalign.errors import DataError
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
-    stage = get_stage("mcq")
+    stage = resolve_stage("mcq")
     examples = stage.limit(stage.load(data, split=split), limit, seed)
     root = Path(data)
     if not (root / "implicit_preference" / "persona-driven").is_dir():
@@ -91,7 +91,7 @@ def check_plan(conditions: Sequence[str], *, extractor: str, verifier: str, sele
         ConfigurationError: a condition or a strategy name (names it). DataError: ``selector_data``.
     """
     from personalign.errors import ConfigurationError
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
     bad = [c for c in conditions if c not in CONDITIONS]
     if bad or not conditions:
@@ -100,18 +100,18 @@ def check_plan(conditions: Sequence[str], *, extractor: str, verifier: str, sele
     if repeated := sorted({c for c in conditions if list(conditions).count(c) > 1}):
         raise ConfigurationError(f"--conditions names {', '.join(repeated)} more than once; give each condition once")
     for stage_name, name in (("extraction", extractor), ("verification", verifier), ("relevance", selector)):
-        get_stage(stage_name).registry.info(name)  # unknown names fail before any work
+        resolve_stage(stage_name).registry.info(name)  # unknown names fail before any work
     if selector_data is not None:
-        stage = get_stage("relevance")
+        stage = resolve_stage("relevance")
         stage.check_fittable(stage.load(selector_data, "train"), selector_data, "train")
 
 
 def _program(stage_name: str, strategy: str, *, data, selector_data, lm, seed: int):
     """A strategy of a stage, fitted first when it is trainable."""
     from personalign.errors import ConfigurationError
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
-    stage = get_stage(stage_name)
+    stage = resolve_stage(stage_name)
     info = stage.registry.info(strategy)
     if not info.trainable:
         return stage.registry.create(strategy)
@@ -230,7 +230,7 @@ def run_pipeline(data: str | os.PathLike, *, split: str | None = "val", limit: i
 
     from personalign.evaluation import run_program
     from personalign.metrics import mcnemar_exact
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
     check_plan(conditions, extractor=extractor, verifier=verifier, selector=selector, selector_data=selector_data)
     examples = pipeline_examples(data, split=split, limit=limit, seed=seed)
@@ -250,7 +250,7 @@ def run_pipeline(data: str | os.PathLike, *, split: str | None = "val", limit: i
             attrs_of.update({"pipeline": prof["selected"],
                              "random-attribute": random_attributes(examples, prof["verified"],
                                                                    [len(s) for s in prof["selected"]], seed=seed)})
-    mcq = get_stage("mcq")
+    mcq = resolve_stage("mcq")
     gold = np.array([int(e.gold_index) for e in examples])
     rows, correct = [], {}
     for name in conditions:

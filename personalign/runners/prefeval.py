@@ -26,13 +26,13 @@ from personalign.runners._common import maybe_use, mean_ci
 def mcq_examples(data: str | os.PathLike, *, split: str | None = "val", limit: int | None = None, seed: int = 0,
                  attributes: str | os.PathLike | Mapping[str, Sequence[str]] | None = None) -> list:
     """PrefEval MCQ examples of ``split`` (split by topic; None = all), ``limit`` of them a seeded
-    sample stratified by topic (:meth:`personalign.programs.stages.Stage.limit`; the same sample across
+    sample stratified by topic (:meth:`personalign.stages.Stage.limit`; the same sample across
     strategies, in file order), attributes attached when
     given (a JSONL path or a ``user_id -> attributes`` mapping)."""
     from personalign.programs.mcq.data import attach_attributes, read_attributes
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
-    stage = get_stage("mcq")
+    stage = resolve_stage("mcq")
     examples = stage.limit(stage.load(data, split=split), limit, seed)
     if attributes is not None:
         attrs = read_attributes(attributes) if isinstance(attributes, (str, os.PathLike)) else attributes
@@ -50,9 +50,9 @@ def run_mcq(examples: Sequence, strategies: Sequence[str], *, lm=None, n_boot: i
         "failures", "errors", "answer_counts"}], "vs_first": {name: {...}}}``.
     """
     from personalign.evaluation import evaluate_stage, paired_comparison
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
-    stage = get_stage("mcq")
+    stage = resolve_stage("mcq")
     rows, reports, lm_obj = [], {}, None
     for name in strategies:
         info = stage.registry.info(name)
@@ -100,10 +100,10 @@ def run_prefeval_mcq(data: str | os.PathLike, *, strategies: Sequence[str] = ("n
 def generation_examples(data: str | os.PathLike, *, split: str | None = "val", limit: int | None = None,
                         seed: int = 0) -> list:
     """Examples of the ``respond`` stage (PrefEval explicit preferences), ``limit`` of them a
-    seeded sample stratified by topic (:meth:`personalign.programs.stages.Stage.limit`), in file order."""
-    from personalign.programs.stages import get_stage
+    seeded sample stratified by topic (:meth:`personalign.stages.Stage.limit`), in file order."""
+    from personalign.stages import resolve_stage
 
-    stage = get_stage("respond")
+    stage = resolve_stage("respond")
     return stage.limit(stage.load(data, split=split), limit, seed)
 
 
@@ -126,9 +126,9 @@ def run_generation(examples: Sequence, strategies: Sequence[str] = ("generic", "
     from personalign.lm import CallCounter
     from personalign.programs.common.text import lexical_mention
     from personalign.programs.respond.violation import ViolationJudge
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
-    stage = get_stage("respond")
+    stage = resolve_stage("respond")
     lm_obj = resolve_lm(lm, True)
     judge = ViolationJudge()
     rows = []

@@ -89,9 +89,9 @@ def prefeval_pairs(data: str | os.PathLike, *, split: str | None = "train", limi
                    seed: int = 0) -> list[dict]:
     """``{"id", "profile", "question", "source", "profile_id"}`` per PrefEval explicit record of
     ``split`` (profile = the stated preference), ``limit`` of them a seeded sample stratified by topic."""
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage
 
-    stage = get_stage("respond")
+    stage = resolve_stage("respond")
     examples = stage.limit(stage.load(data, split=split), limit, seed)
     return [{"id": f"sft:{e.id}", "profile": e.preference, "question": e.prompt, "source": "prefeval",
              "profile_id": getattr(e, "user_id", None)} for e in examples]

@@ -69,7 +69,7 @@ class StageTestCase:
     """Every strategy of :attr:`stage` on :meth:`examples` (see the module docstring).
 
     Attributes:
-        stage: a stage reference (:func:`personalign.programs.stage_ref.resolve_stage`: a built-in
+        stage: a stage reference (:func:`personalign.stages.resolve_stage`: a built-in
             name, a stage file, ``file.py:ATTR``, ...; subclasses set it; the base class runs nothing).
         skip: ``{strategy: reason}`` strategies not run here (e.g. fine-tuning a cross-encoder).
         slow: strategies marked ``slow`` (e.g. those that need an embedded model, :meth:`make_lm`).
@@ -84,9 +84,9 @@ class StageTestCase:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if cls.stage:
-            from personalign.programs.stages import get_stage
+            from personalign.stages import resolve_stage
 
-            cls.test_strategy = _parametrized(get_stage(cls.stage).registry.names(), set(cls.slow),
+            cls.test_strategy = _parametrized(resolve_stage(cls.stage).registry.names(), set(cls.slow),
                                               StageTestCase._check_strategy)
 
     def examples(self) -> list:
@@ -107,11 +107,11 @@ class StageTestCase:
         from personalign.evaluation import evaluate_stage
         from personalign.lm import use
         from personalign.optimizers.budget import predictor_calls
-        from personalign.programs.stages import get_stage
+        from personalign.stages import resolve_stage
 
         if strategy in self.skip:
             pytest.skip(self.skip[strategy])
-        st = get_stage(self.stage)
+        st = resolve_stage(self.stage)
         info = st.registry.info(strategy)
         examples = self.examples()
         train = [e for e in examples if getattr(e, "split", None) == "train"] or examples
@@ -152,15 +152,15 @@ class OptimizerTestCase:
     # the task's metric and label: the relevance stage's (wrappers have no stage defaults)
     @staticmethod
     def task_kwargs() -> dict:
-        from personalign.programs.relevance import STAGE
+        from personalign.stages import resolve_stage
 
-        return STAGE.teleprompter_kwargs()
+        return resolve_stage("relevance").teleprompter_kwargs()
 
     @staticmethod
     def program():
-        from personalign.programs.relevance import STRATEGIES
+        from personalign.stages import resolve_stage
 
-        return STRATEGIES.create("zero-shot")
+        return resolve_stage("relevance").registry.create("zero-shot")
 
     def make_lm(self):
         return SchemaDummyLM()
@@ -249,16 +249,17 @@ class OptimizerTestCase:
         assert result.actual_lm_calls <= result.projected_lm_calls
 
     def test_no_constant_winner_on_an_imbalanced_task(self):
-        from personalign.programs.relevance import STAGE
+        from personalign.stages import resolve_stage
         from personalign.testing.tasks import check_no_constant_winner
 
-        self.check_compile_info(check_no_constant_winner(STAGE, self.optimizer, dict(self.settings)))
+        self.check_compile_info(check_no_constant_winner(resolve_stage("relevance"), self.optimizer,
+                                                         dict(self.settings)))
 
 
 def _thrice_judge():
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.stages import resolve_stage
 
-    base = type(STRATEGIES.create("zero-shot"))
+    base = type(resolve_stage("relevance").registry.create("zero-shot"))
 
     class ThriceJudge(base):
         """Calls its one predictor three times per forward, and says so."""

@@ -60,22 +60,25 @@ def test_predict_save_onto_an_existing_program_leaves_no_stale_files(tmp_path):
     assert meta["strategy"] == "bm25"
 
 
-def test_a_sweep_whose_every_trial_failed_exits_nonzero(monkeypatch, capsys):
-    """The CLI turns a sweep with 0 complete and 0 pruned trials into exit 1 after its summary."""
+@pytest.mark.parametrize("complete,failed,said", [(0, 4, "every trial"), (1, 3, "1 of the 2 trials asked for")])
+def test_a_sweep_with_fewer_completed_trials_than_asked_exits_1(monkeypatch, capsys, complete, failed, said):
+    """The CLI turns a sweep with fewer COMPLETE + PRUNED trials than asked into exit 1 after its summary."""
     import typer
 
-    import personalign.sweep as sweep_mod
+    import personalign
     from personalign.cli.sweep import sweep
 
-    def all_failed(*args, **kwargs):
-        return {"study": "s", "storage": "x", "n_complete": 0, "n_pruned": 0, "n_fail": 4, "n_trials": 1, "ran": 4,
-                "seconds": 1.0, "lm_calls": 0, "metric": "f1", "dashboard": "d", "best": None}
+    def some_failed(*args, **kwargs):
+        return personalign.SweepReport(stage="relevance", data={
+            "study": "s", "storage": "x", "n_complete": complete, "n_pruned": 0, "n_fail": failed, "n_trials": 2,
+            "ran": 4, "seconds": 1.0, "lm_calls": 0, "metric": "f1", "dashboard": "d", "best": None})
 
-    monkeypatch.setattr(sweep_mod, "run_sweep", all_failed)
+    monkeypatch.setattr(personalign, "sweep", some_failed)
     with pytest.raises(typer.Exit) as ei:
-        sweep(stage="relevance", data=DEMO, space=None, n_trials=1, storage=None, study_name=None, n_jobs=1,
-              split="val", train_split="train", seed=0, lm=None, limit=None, n_boot=10, export=False, heartbeat=10,
-              grace=40, cache_dir=None, no_cache=True, tracking_uri=None, no_track=True, json_out=True)
+        sweep(stage="relevance", data=DEMO, space=None, n_trials=2, storage=None, study_name=None, n_jobs=1,
+              split="val", train_split="train", seed=0, lm=None, api_base=None, lm_kwargs=None, limit=None,
+              n_boot=10, export=False, heartbeat=10, grace=40, cache_dir=None, no_cache=True, tracking_uri=None,
+              no_track=True, json_out=True)
     assert ei.value.exit_code == 1
     out, err = capsys.readouterr()
-    assert json.loads(out)["n_fail"] == 4 and "every trial" in err
+    assert json.loads(out)["n_fail"] == failed and said in err

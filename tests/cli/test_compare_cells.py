@@ -1,6 +1,6 @@
 """The compare table's p-value cell says what its cluster count allows (issue 31 item 4)."""
 
-from personalign.cli._compare import _p_cell
+from personalign._verbs.render import p_cell as _p_cell
 
 
 def _diff(p, p_min, ci, mde=0.12):

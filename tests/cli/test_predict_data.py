@@ -17,7 +17,7 @@ from tests.conftest import DEMO, ROOT, cli_env
 
 def test_default_training_data_is_inside_the_package():
     import personalign
-    from personalign.predict import default_training_data
+    from personalign._verbs.relevance import default_training_data
 
     path = default_training_data()
     assert path.is_file() and path.parent.parent.resolve() == ROOT.joinpath("personalign").resolve()

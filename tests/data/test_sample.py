@@ -85,7 +85,7 @@ def test_bad_n():
 
 
 def test_stage_limit_uses_topic_for_mcq_and_group_key_elsewhere():
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     assert get_stage("mcq").limit_key == "topic"
     assert get_stage("respond").limit_key == "topic"

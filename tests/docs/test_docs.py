@@ -68,7 +68,7 @@ def test_nav_lists_every_page():
 
 @pytest.mark.parametrize("stage", sorted(GUIDES))
 def test_stage_guide_lists_exactly_the_registered_strategies(stage):
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     text = (DOCS / GUIDES[stage]).read_text(encoding="utf-8")
     if stage in ("respond", "violation"):  # one page, a section each

@@ -37,24 +37,25 @@ def test_compile_benchmark_prints_the_table(capsys, monkeypatch):
 def test_compare_reports_and_tracks_the_dev_choice(tmp_path, runs_dir):  # runs_dir: artifacts stay in tmp
     import mlflow
 
-    from personalign.compare import compare_stage
+    import personalign
+    from personalign.tracking import MLflowCallback
     from personalign.lm import configure_cache
-    from personalign.tracking import Tracker
+    from personalign.tracking.store import Tracker
     from tests.sweep.conftest import load_mock
 
     load_mock().register()
     configure_cache(tmp_path / "cache", enabled=False)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    out = compare_stage("relevance", data=DEMO, strategies="zero-shot,zero-shot@labeled", lm="mock/relevance-0ms",
-                        n_boot=20, limit=6, tracker=Tracker(uri), progress=False)
-    ref, compiled = out["strategies"]
+    out = personalign.compare("relevance", "zero-shot,zero-shot@labeled", DEMO, lm="mock/relevance-0ms", n_boot=20,
+                              limit=6, callbacks=[MLflowCallback(uri)]).to_dict()
+    _, ref, compiled = out["strategies"]  # the reference constant (all-yes) comes first
     assert ref["compile_summary"] is None
     s = compiled["compile_summary"]
     assert s["objective"] == "f1" and s["chosen"] in ("uncompiled", "labeled") and s["reason"]
     assert s["actual_lm_calls"] <= s["projected_lm_calls"]
     client = mlflow.MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("personalign")
-    runs = client.search_runs([exp.experiment_id], filter_string="tags.mlflow.runName = 'zero-shot@labeled'")
+    runs = client.search_runs([exp.experiment_id], filter_string="tags.mlflow.runName LIKE 'zero-shot@labeled ·%'")
     assert runs, [r.info.run_name for r in client.search_runs([exp.experiment_id])]
     assert runs[0].data.metrics["dev_after"] == s["dev_after"]
 
@@ -64,13 +65,12 @@ def test_compare_shows_the_objective_when_it_is_not_the_metric(shared_data, runs
     compare row carries the objective and the table gives it a column."""
     from rich.console import Console
 
-    from personalign.cli._compare import render_table
-    from personalign.compare import compare_stage
+    import personalign
+    from personalign._verbs.render import render_table
 
-    out = compare_stage("violation", data=shared_data / "prefeval", strategies="never", n_boot=20, limit=24,
-                        progress=False)
+    out = personalign.compare("violation", "all-no", shared_data / "prefeval", n_boot=20, limit=24).to_dict()
     assert out["metric"] == "f1" and out["objective"] == "kappa"
-    (row,) = out["strategies"]
+    row = out["strategies"][-1]
     assert row["objective"] == 0.0 and row["f1"] == 0.0  # "never violates": kappa 0, no positive found
     console = Console(width=240, record=True)
     console.print(render_table(out))

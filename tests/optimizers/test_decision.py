@@ -7,7 +7,7 @@ import random
 
 import dspy
 
-from personalign.programs.stages import get_stage
+from personalign.stages import resolve_stage as get_stage
 import numpy as np
 import pytest
 from sklearn.metrics import f1_score
@@ -119,7 +119,8 @@ class MarginJudge(dspy.Module):
 
 def test_compile_calibrates_a_scored_binary_program(dummy_lm):
     from personalign.compile_service import compile_program
-    from personalign.programs.relevance import STAGE
+    from personalign.stages import resolve_stage
+    STAGE = resolve_stage("relevance")
     from tests.optimizers.test_objectives import examples
 
     program, info = compile_program(STAGE, "zero-shot", "labeled", examples(), lm=dummy_lm, seed=0,
@@ -136,7 +137,8 @@ def test_compile_calibrates_a_scored_binary_program(dummy_lm):
 
 def test_calibration_leaves_out_the_programs_own_demos(dummy_lm):
     from personalign.compile_service import _calibrate, dev_split, score_on
-    from personalign.programs.relevance import STAGE
+    from personalign.stages import resolve_stage
+    STAGE = resolve_stage("relevance")
     from tests.optimizers.test_objectives import examples
 
     fit, dev = dev_split(examples(), 0, STAGE.group_key)
@@ -152,7 +154,8 @@ def test_calibration_leaves_out_the_programs_own_demos(dummy_lm):
 def test_decision_rule_none_keeps_the_programs_own_decisions(dummy_lm):
     from personalign.compile_service import compile_program
     from personalign.errors import ConfigurationError
-    from personalign.programs.relevance import STAGE
+    from personalign.stages import resolve_stage
+    STAGE = resolve_stage("relevance")
     from tests.optimizers.test_objectives import examples
 
     program, info = compile_program(STAGE, "zero-shot", "labeled", examples(), lm=dummy_lm, seed=0,

@@ -178,7 +178,8 @@ class ShiftedMarginJudge(MarginJudge):
 
 def test_compile_chooses_a_unit_rule_when_the_level_moves_between_prompts(dummy_lm):
     from personalign.compile_service import compile_program
-    from personalign.programs.relevance import STAGE
+    from personalign.stages import resolve_stage
+    STAGE = resolve_stage("relevance")
     from personalign.testing.tasks import imbalanced_examples
 
     program, info = compile_program(STAGE, "zero-shot", "labeled", imbalanced_examples(), lm=dummy_lm, seed=0,
@@ -213,7 +214,8 @@ def test_choose_by_auc_ranks_candidates_by_their_scores_not_their_decisions():
 def test_compile_toward_ranking_records_each_candidates_auc(dummy_lm):
     from personalign.compile_service import compile_program
     from personalign.errors import ConfigurationError
-    from personalign.programs.relevance import STAGE
+    from personalign.stages import resolve_stage
+    STAGE = resolve_stage("relevance")
     from personalign.testing.tasks import imbalanced_examples
 
     program, info = compile_program(STAGE, "zero-shot", "labeled", imbalanced_examples(), lm=dummy_lm, seed=0,

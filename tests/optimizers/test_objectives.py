@@ -23,9 +23,10 @@ import dspy
 import pytest
 
 from personalign.compile_service import choose, compile_program
-from personalign.objectives import balanced_metric, is_constant, objective_name, objective_score
+from personalign.stages.objective import balanced_metric, get_objective, is_constant
 from personalign.optimizers import OPTIMIZERS
-from personalign.programs.relevance import STAGE as RELEVANCE
+from personalign.stages import resolve_stage
+RELEVANCE = resolve_stage("relevance")
 from personalign.testing.tasks import GOLD, N, CollapsingLM, check_no_constant_winner
 from personalign.testing.tasks import imbalanced_examples as examples
 from tests.optimizers.test_conformance import small_settings
@@ -35,8 +36,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:The custom-engine complete_legac
 # the binary objectives, each on a stage that declares it (F2 of the *negative* class too)
 STAGES = {
     "f1": RELEVANCE,
-    "f2": dataclasses.replace(RELEVANCE, name="relevance-f2", objective="fbeta:2"),
-    "f2-negative": dataclasses.replace(RELEVANCE, name="relevance-f2neg", objective="fbeta:2", positive=False,
+    "f2": dataclasses.replace(RELEVANCE, name="relevance-f2", objective=get_objective("fbeta:2", "binary")),
+    "f2-negative": dataclasses.replace(RELEVANCE, name="relevance-f2neg", objective=get_objective("fbeta:2", "binary"), positive=False,
                                        positive_name="irrelevant"),
 }
 TELEPROMPTERS = OPTIMIZERS.names(kind="teleprompter")
@@ -88,37 +89,39 @@ def test_choose_excludes_constant_candidates_and_prefers_the_uncompiled_on_ties(
 def test_objectives_over_sets():
     train = examples()
     gold = [ex.relevant for ex in train]
-    assert objective_score(RELEVANCE, train, gold) == 1.0
-    assert objective_score(RELEVANCE, train, [False] * N) == 0.0
+    assert RELEVANCE.score(train, gold) == 1.0
+    assert RELEVANCE.score(train, [False] * N) == 0.0
     assert is_constant(RELEVANCE, [False] * N) and not is_constant(RELEVANCE, gold)
     assert is_constant(RELEVANCE, [None] * N)
     # a failure counts as the wrong label
-    assert objective_score(RELEVANCE, train[:5], [True, None, False, False, False]) == pytest.approx(2 / 3)
-    assert objective_score(RELEVANCE, train[:5], [None, False, False, False, False]) == 0.0
+    assert RELEVANCE.score(train[:5], [True, None, False, False, False]) == pytest.approx(2 / 3)
+    assert RELEVANCE.score(train[:5], [None, False, False, False, False]) == 0.0
     from sklearn.metrics import fbeta_score
 
     preds = [GOLD[i] or i % 3 == 0 for i in range(N)]
-    assert objective_score(STAGES["f2"], train, preds) == pytest.approx(fbeta_score(gold, preds, beta=2))
-    assert objective_score(STAGES["f2-negative"], train, preds) == pytest.approx(
+    assert STAGES["f2"].score(train, preds) == pytest.approx(fbeta_score(gold, preds, beta=2))
+    assert STAGES["f2-negative"].score(train, preds) == pytest.approx(
         fbeta_score([not g for g in gold], [not p for p in preds], beta=2))
 
 
 def test_judge_kappa_objective_rewards_agreement_not_a_constant_rating():
-    from personalign.programs.judge import STAGE as JUDGE
+    from personalign.stages import resolve_stage
+    JUDGE = resolve_stage("judge")
 
     exs = [dspy.Example(ratings={"a": r, "b": 6 - r}) for r in (1, 2, 3, 4, 5, 1, 5, 2)]
     agree = [dict(ex.ratings) for ex in exs]
     constant = [{"a": 3, "b": 3} for _ in exs]
-    assert objective_name(JUDGE) == "verdict_kappa"
-    assert objective_score(JUDGE, exs, agree) == pytest.approx(1.0)
-    assert objective_score(JUDGE, exs, constant) == pytest.approx(0.0)
-    assert objective_score(JUDGE, exs, [None] * len(exs)) < 0  # a failure is the wrong verdict
+    assert JUDGE.objective.name == "verdict_kappa"
+    assert JUDGE.score(exs, agree) == pytest.approx(1.0)
+    assert JUDGE.score(exs, constant) == pytest.approx(0.0)
+    assert JUDGE.score(exs, [None] * len(exs)) < 0  # a failure is the wrong verdict
 
 
 def test_judge_objective_reads_the_unrounded_score_not_the_rounded_rating():
     """pairwise-expected's debiased scores sit near 3 (2.97 rounds to a tie): the objective must
     see which side of 3 they fall on, as validation and every win rate do."""
-    from personalign.programs.judge import STAGE as JUDGE
+    from personalign.stages import resolve_stage
+    JUDGE = resolve_stage("judge")
     from personalign.programs.judge.metrics import weighted_kappa
 
     exs = [dspy.Example(ratings={"p": g}) for g in (1, 5, 1, 5, 1, 5, 1, 5)]
@@ -126,35 +129,41 @@ def test_judge_objective_reads_the_unrounded_score_not_the_rounded_rating():
             for g in (1, 5, 1, 5, 1, 5, 1, 5)]
     wrong = [{"ratings": {"p": 3}, "scores": {"p": 3.0 + (-0.03 if g == 5 else 0.03)}}
              for g in (1, 5, 1, 5, 1, 5, 1, 5)]
-    assert objective_score(JUDGE, exs, near) == pytest.approx(1.0)
-    assert objective_score(JUDGE, exs, wrong) == pytest.approx(-1.0)
+    assert JUDGE.score(exs, near) == pytest.approx(1.0)
+    assert JUDGE.score(exs, wrong) == pytest.approx(-1.0)
     assert weighted_kappa(exs, near) == pytest.approx(0.0)  # what the rounded ratings would have said
 
 
 def test_mean_objectives_are_the_stage_metric_mean():
-    from personalign.programs.mcq import STAGE as MCQ
+    from personalign.stages import resolve_stage
+    MCQ = resolve_stage("mcq")
 
     exs = [dspy.Example(gold_index=i % 3) for i in range(9)]
-    assert objective_name(MCQ) == "accuracy"
-    assert objective_score(MCQ, exs, [i % 3 for i in range(9)]) == 1.0
-    assert objective_score(MCQ, exs, [0] * 9) == pytest.approx(3 / 9)
+    assert MCQ.objective.name == "accuracy"
+    assert MCQ.score(exs, [i % 3 for i in range(9)]) == 1.0
+    assert MCQ.score(exs, [0] * 9) == pytest.approx(3 / 9)
 
 
 def test_every_stage_declares_a_valid_objective():
-    from personalign.programs.stages import all_stages
+    from personalign.stages import all_stages
 
-    names = {s.name: objective_name(s) for s in all_stages().values()}
+    names = {s.name: s.objective.name for s in all_stages().values()}
     assert names["relevance"] == "f1" and names["verification"] == "f2"
     assert names["extraction"] == "recall" and names["mcq"] == "accuracy" and names["judge"] == "verdict_kappa"
     assert names["perspectives"] == "win_rate"
     with pytest.raises(ValueError, match="unknown objective"):
-        dataclasses.replace(RELEVANCE, objective="auc")
-    with pytest.raises(ValueError, match="needs a binary stage"):
-        dataclasses.replace(RELEVANCE, kind="scored", objective="f1")
+        get_objective("auc", "binary")
+    with pytest.raises(ValueError, match="needs kind binary"):
+        get_objective("f1", "scored")
+    with pytest.raises(ValueError, match="beta must be a finite number"):
+        get_objective("fbeta:inf", "binary")
+    with pytest.raises(ValueError, match="beta must be a finite number"):
+        get_objective("fbeta:1e309", "binary")
 
 
 def test_the_compile_summary_reports_the_choice():
-    from personalign.compile_service import summary, summary_line
+    from personalign._verbs.render import compile_summary_line as summary_line
+    from personalign.compile_service import summary
 
     _, info = compile_program(RELEVANCE, "zero-shot", "labeled", examples(), lm=CollapsingLM(), seed=0,
                               optimizer_settings={"k": 2})
@@ -170,12 +179,13 @@ def test_the_compile_summary_reports_the_choice():
 def test_judge_objective_reads_the_per_example_score_run_program_returns():
     """run_program keeps the output field (bare ratings) and the Prediction's ``score`` apart; the
     objective must get the score through, or a compile could not see pairwise-expected's verdicts."""
-    from personalign.programs.judge import STAGE as JUDGE
+    from personalign.stages import resolve_stage
+    JUDGE = resolve_stage("judge")
 
     golds = (1, 5, 1, 5, 5, 1)
     exs = [dspy.Example(ratings={"p": g}) for g in golds]
     bare = [{"p": 3} for _ in golds]  # every score rounds to a tie
     scores = [3.0 + (0.02 if g == 5 else -0.02) for g in golds]
-    assert objective_score(JUDGE, exs, bare) == pytest.approx(0.0)
-    assert objective_score(JUDGE, exs, bare, scores=scores) == pytest.approx(1.0)
-    assert objective_score(JUDGE, exs, [None] + bare[1:], scores=[None] + scores[1:]) < 1.0  # a failure is wrong
+    assert JUDGE.score(exs, bare) == pytest.approx(0.0)
+    assert JUDGE.score(exs, bare, scores=scores) == pytest.approx(1.0)
+    assert JUDGE.score(exs, [None] + bare[1:], scores=[None] + scores[1:]) < 1.0  # a failure is wrong

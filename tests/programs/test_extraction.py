@@ -10,7 +10,9 @@ import pytest
 from dspy.utils.dummies import DummyLM
 
 from personalign.errors import DataError
-from personalign.programs.extraction import STAGE, STRATEGIES
+from personalign.stages import resolve_stage
+STAGE = resolve_stage("extraction")
+STRATEGIES = resolve_stage("extraction").registry
 from personalign.programs.extraction.chunking import chunk_user_turns
 from personalign.programs.extraction.extractor import AttributeExtractor, clean_attributes
 from personalign.programs.extraction.merge import merge_attributes, merged_confidence
@@ -31,7 +33,7 @@ def _attr(text, conf=0.8, ids=(0,), reason="r"):
 
 # ------------------------------------------------------------------ stage / registry
 def test_stage_definition():
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = get_stage("extraction")
     assert st is STAGE and st.kind == "scored" and st.output == "attributes" and st.inputs == ("conversation",)

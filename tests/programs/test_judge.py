@@ -10,7 +10,9 @@ import pytest
 from dspy.utils.dummies import DummyLM
 
 from personalign.errors import DataError
-from personalign.programs.judge import STAGE, STRATEGIES
+from personalign.stages import resolve_stage
+STAGE = resolve_stage("judge")
+STRATEGIES = resolve_stage("judge").registry
 from personalign.programs.judge.data import load_ratings
 from personalign.programs.judge.metrics import judge_agreement
 from personalign.programs.judge.mentions import LexicalMentionDetector, MentionDetector, mention_rating_gap
@@ -167,7 +169,7 @@ def test_pairwise_judge_real_model():
 def test_judge_stage_loads_prefeval_option_labels(shared_data):
     """PrefEval's MCQ options as judge-stage examples: the following option must win (gold rating
     1 when it is A, 5 when it is B), split by topic like the violation stage."""
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = get_stage("judge")
     ex = st.load(shared_data / "prefeval")
@@ -189,7 +191,7 @@ def test_labelled_demos_of_a_one_attribute_example_reach_the_judge_prompt(shared
     several attributes do not pretend to be demos."""
     from dspy.teleprompt import LabeledFewShot
 
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     train = get_stage("judge").load(shared_data / "prefeval", split="train")[:2]
     for e in train:

@@ -11,7 +11,11 @@ import dspy
 import numpy as np
 import pytest
 
-from personalign.programs.relevance import STRATEGIES, probe
+from personalign.stages import resolve_stage
+
+STRATEGIES = resolve_stage("relevance").registry
+
+from personalign.programs.relevance import probe
 
 
 def synthetic(n_prompts=4, users=4, per_user=8, d=24, seed=0):
@@ -51,7 +55,7 @@ def test_probe_chooses_C_by_leave_one_prompt_out_and_separates_new_prompts(fake_
 
 
 def test_probe_compiles_with_a_decision_rule_and_saves_without_pickle(fake_states, tmp_path):
-    from personalign.predict import load_program, save_program
+    from personalign._verbs.relevance import load_program, save_program
 
     rows = fake_states
     opt = STRATEGIES.default_optimizer("lm-probe", seed=0)

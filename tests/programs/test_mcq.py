@@ -13,7 +13,9 @@ from dspy.utils.dummies import DummyLM
 from dspy.utils.exceptions import AdapterParseError
 
 from personalign.errors import DataError
-from personalign.programs.mcq import STAGE, STRATEGIES
+from personalign.stages import resolve_stage
+STAGE = resolve_stage("mcq")
+STRATEGIES = resolve_stage("mcq").registry
 from personalign.programs.mcq.data import attach_attributes, load_mcq, read_attributes
 from personalign.programs.common.text import TRUNCATION_MARK
 

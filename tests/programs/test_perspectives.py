@@ -12,7 +12,8 @@ import pytest
 from dspy.utils.dummies import DummyLM
 
 from personalign.errors import ConfigurationError, DataError
-from personalign.programs.perspectives import STRATEGIES
+from personalign.stages import resolve_stage
+STRATEGIES = resolve_stage("perspectives").registry
 from personalign.programs.perspectives.bank import load_bank, profile_names
 from personalign.programs.perspectives.data import load_questions
 from personalign.programs.perspectives.metrics import answer_win_rate

@@ -34,7 +34,8 @@ def test_default_model_yes_prob_ranks_relevant_pairs_above_irrelevant_ones(monke
 
     from personalign.lm import DEFAULT_MODEL
     from personalign.lm._engine import get_engine
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.stages import resolve_stage
+    STRATEGIES = resolve_stage("relevance").registry
 
     rows = [r for r in load_relevance(LABELS) if r.split == "train"]
     sample = []

@@ -12,7 +12,8 @@ import dspy
 import pytest
 
 from personalign.data import load_relevance
-from personalign.programs.relevance import STRATEGIES
+from personalign.stages import resolve_stage
+STRATEGIES = resolve_stage("relevance").registry
 from personalign.programs.relevance.ranked import RankedSelector, prompt_sentences, ranked_features
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +83,7 @@ def test_features_shapes_and_group_standardization():
 def test_compile_save_load_roundtrip_without_pickle(name, demo, tmp_path):
     import numpy as np
 
-    from personalign.predict import load_program, save_program
+    from personalign._verbs.relevance import load_program, save_program
 
     train, val = demo
     compiled, res = STRATEGIES.default_optimizer(name, seed=0).compile(STRATEGIES.create(name), trainset=train,
@@ -135,7 +136,7 @@ def test_soft_labels_use_human_yes_rate(demo):
 
 
 def test_predict_relevance_ranks_one_users_attributes():
-    from personalign.predict import predict_relevance
+    from personalign._verbs.relevance import predict_relevance
 
     attrs = ["The user follows a vegetarian diet.", "The user enjoys playing chess online.",
              "The user has two young children.", "The user collects stamps.", "The user likes jazz.",

@@ -14,7 +14,8 @@ import pytest
 from dspy.utils.dummies import DummyLM
 
 from personalign.data import load_relevance
-from personalign.programs.relevance import STRATEGIES
+from personalign.stages import resolve_stage
+STRATEGIES = resolve_stage("relevance").registry
 from tests.conftest import shared_data_dir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +105,7 @@ def test_bm25_and_cosine_compile(demo):
 
 
 def test_learned_threshold_from_grouped_cv_and_npz_roundtrip(demo, tmp_path):
-    from personalign.predict import load_program, save_program
+    from personalign._verbs.relevance import load_program, save_program
 
     train, val = demo
     program = STRATEGIES.create("minilm-logreg")
@@ -147,7 +148,7 @@ def test_unfitted_learned_raises():
 
 
 def test_predict_relevance_python_call():
-    from personalign.predict import predict_relevance
+    from personalign._verbs.relevance import predict_relevance
 
     out = predict_relevance(["The user follows a vegetarian diet.", "The user enjoys playing chess online."],
                             "Suggest a weekly dinner plan for a family of four.")

@@ -9,7 +9,9 @@ import pytest
 from dspy.utils.dummies import DummyLM
 
 from personalign.errors import ConfigurationError, DataError
-from personalign.programs.respond import STAGE, STRATEGIES
+from personalign.stages import resolve_stage
+STAGE = resolve_stage("respond")
+STRATEGIES = resolve_stage("respond").registry
 from personalign.programs.respond.data import load_respond
 from personalign.programs.common.text import (
     TRUNCATION_MARK,

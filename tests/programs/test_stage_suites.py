@@ -12,7 +12,7 @@ from pathlib import Path
 import dspy
 import pytest
 
-from personalign.programs.stages import all_stages
+from personalign.stages import all_stages
 from personalign.testing import StageTestCase
 
 pytestmark = pytest.mark.filterwarnings("ignore:The custom-engine complete_legacy:DeprecationWarning")
@@ -49,7 +49,7 @@ class TestRelevanceStage(StageTestCase):
         return super().make_lm(strategy)
 
     def examples(self):
-        from personalign.programs.stages import get_stage
+        from personalign.stages import resolve_stage as get_stage
 
         rows = get_stage(self.stage).load(ROOT / "examples" / "relevance_demo.jsonl")
         train = []  # 2 positives and 2 negatives of each of the 4 train prompts (grouped CV needs groups)
@@ -79,7 +79,7 @@ class TestJudgeStage(StageTestCase):
     stage = "judge"
 
     def examples(self):
-        from personalign.programs.stages import get_stage
+        from personalign.stages import resolve_stage as get_stage
 
         inputs = get_stage(self.stage).inputs
         rows = []
@@ -96,7 +96,7 @@ class TestMCQStage(StageTestCase):
     stage = "mcq"
 
     def examples(self):
-        from personalign.programs.stages import get_stage
+        from personalign.stages import resolve_stage as get_stage
 
         return get_stage(self.stage).load(ROOT / "tests" / "fixtures" / "personamem" / "questions_tiny.csv")
 
@@ -105,7 +105,7 @@ class TestRespondStage(StageTestCase):
     stage = "respond"
 
     def examples(self):
-        from personalign.programs.stages import get_stage
+        from personalign.stages import resolve_stage as get_stage
 
         inputs = get_stage(self.stage).inputs
         return [dspy.Example(prompt=q, question=q, attributes=[a], preference=a, prompt_id=f"p{i}",
@@ -118,7 +118,7 @@ class TestViolationStage(StageTestCase):
     stage = "violation"
 
     def examples(self):
-        from personalign.programs.stages import get_stage
+        from personalign.stages import resolve_stage as get_stage
 
         inputs = get_stage(self.stage).inputs
         rows = [("I only eat vegan food.", "Where should I eat in Rome?", "Try the vegan trattoria.", False),
@@ -132,7 +132,7 @@ class TestExtractionStage(StageTestCase):
 
     def examples(self):
         from personalign.preprocess import normalize_turns
-        from personalign.programs.stages import get_stage
+        from personalign.stages import resolve_stage as get_stage
 
         inputs = get_stage(self.stage).inputs
         return [dspy.Example(conversation=normalize_turns(CONV), gold_attributes=["I only eat vegan food."],
@@ -152,7 +152,7 @@ class TestPerspectivesStage(StageTestCase):
         self.bank = str(bank)
 
     def examples(self):
-        from personalign.programs.stages import get_stage
+        from personalign.stages import resolve_stage as get_stage
 
         inputs = get_stage(self.stage).inputs
         return [dspy.Example(question=q, profile_bank=self.bank, reference="Water and a map.", prompt_id=f"q{i}",

@@ -11,7 +11,9 @@ import pytest
 from dspy.utils.dummies import DummyLM
 
 from personalign.errors import DataError
-from personalign.programs.verification import STAGE, STRATEGIES
+from personalign.stages import resolve_stage
+STAGE = resolve_stage("verification")
+STRATEGIES = resolve_stage("verification").registry
 from personalign.programs.verification.data import load_verification
 from personalign.programs.common.budget import Budget, prompt_budget
 from personalign.programs.common.evidence import fit_evidence, parse_evidence
@@ -49,7 +51,7 @@ def _toy_train():
 
 # ------------------------------------------------------------------ registry / stage
 def test_stage_definition():
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = get_stage("verification")
     assert st is STAGE and st.kind == "binary" and st.positive is False and st.label == st.output == "accepted"

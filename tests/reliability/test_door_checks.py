@@ -54,7 +54,7 @@ def test_bad_environment_value_is_one_line_naming_it(tmp_path, var, value):
 def test_settings_in_bounds_are_read_once_and_typed(monkeypatch):
     from personalign.lm._engine import LocalSettings
     from personalign.settings import env_settings
-    from personalign.tracking_native import max_traces
+    from personalign.tracking.native import max_traces
 
     monkeypatch.setenv("PERSONALIGN_N_CTX", "2048")
     monkeypatch.setenv("PERSONALIGN_THREADS", " 2 ")
@@ -192,7 +192,7 @@ def test_predict_empty_attribute(tmp_path, attrs, needle):
 
 def test_predict_relevance_api_refuses_empty_attribute():
     from personalign.errors import ConfigurationError
-    from personalign.predict import predict_relevance
+    from personalign._verbs.relevance import predict_relevance
 
     with pytest.raises(ConfigurationError, match="attribute 2"):
         predict_relevance(["vegan", " "], "hi", strategy="bm25")

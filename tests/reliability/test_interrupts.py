@@ -88,7 +88,7 @@ def test_ctrl_c_of_a_tracked_sweep(tmp_path):
     import optuna
     from optuna.trial import TrialState
 
-    from personalign.sweep import open_storage
+    from personalign.sweeps import open_storage
 
     runs = tmp_path / "runs"
     db = runs / "mlflow.db"

@@ -28,7 +28,7 @@ FAULTS = ("exception", "timeout", "empty")
 
 
 def _demo_splits():
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = get_stage("relevance")
     examples = st.load(DEMO)
@@ -58,7 +58,7 @@ def _assert_failures_scored(report, gold, poisoned_idx):
 
 
 def test_bootstrap_compile_and_eval_complete_under_20pct_faults(fresh_cache, mock_handler):
-    from personalign.compare import compile_for_stage
+    from personalign.compile_service import compile_program as compile_for_stage
     from personalign.evaluation import evaluate_stage
     from personalign.lm import make_lm
 
@@ -144,7 +144,7 @@ def test_mipro_scores_failed_examples_instead_of_cancelling_the_search(fresh_cac
 @pytest.mark.slow
 def test_embedded_model_compile_and_eval_under_20pct_faults(fresh_cache):
     """The same, with the faults wrapped around the embedded model (a small set: ~40 real calls)."""
-    from personalign.compare import compile_for_stage
+    from personalign.compile_service import compile_program as compile_for_stage
     from personalign.evaluation import evaluate_stage
     from personalign.lm import make_lm
     from personalign.lm._provider import register

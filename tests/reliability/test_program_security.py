@@ -74,7 +74,8 @@ def server():
 
 def _zero_shot(tmp_path: Path, name: str = "prog") -> Path:
     """A saved relevance ``zero-shot`` program (one dspy.Predict named ``predict``; no LM needed)."""
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.stages import resolve_stage
+    STRATEGIES = resolve_stage("relevance").registry
 
     return save_program(STRATEGIES.create("zero-shot"), tmp_path / name, stage="relevance", strategy="zero-shot",
                         lm=TINY)

@@ -16,7 +16,7 @@ from tests.conftest import DEMO, ROOT, cli_env
 
 OPEN_STORE = """
 import sys
-from personalign.tracking import Tracker
+from personalign.tracking.store import Tracker
 t = Tracker(sys.argv[1])
 with t.run("concurrent", tags={"command": "test"}):
     t.log_metrics({"x": 1.0})
@@ -52,7 +52,7 @@ def test_six_processes_on_a_fresh_store(tmp_path):
 
 
 def test_orphaned_runs_of_dead_processes_are_closed_killed(tmp_path):
-    from personalign.tracking import WORKER_TAG, Tracker
+    from personalign.tracking.store import WORKER_TAG, Tracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -114,7 +114,7 @@ def test_two_workers_with_one_seed_propose_distinct_parameters():
     sampler stream per worker (the former behaviour) gives duplicates; alone, the same seed replays."""
     import optuna
 
-    from personalign.sweep.sampler import PerTrialSeedSampler
+    from personalign.sweeps.sampler import PerTrialSeedSampler
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -141,7 +141,7 @@ def test_two_workers_with_one_seed_propose_distinct_parameters():
 
 
 def test_compare_result_files_are_unique_per_run(tmp_path):
-    from personalign.compare import write_result
+    from personalign._verbs.results import write_result
 
     a = write_result({"stage": "relevance", "split": "val", "x": 1}, tmp_path, stem="relevance-val-T-aaaa")
     b = write_result({"stage": "relevance", "split": "val", "x": 2}, tmp_path, stem="relevance-val-T-bbbb")

@@ -25,7 +25,8 @@ D = 384 * 3 + 1  # minilm-logreg's default features: attribute, product, absdiff
 
 def _fake_logreg(threshold: float = 0.4):
     """A fitted minilm-logreg without MiniLM: random weights of the right shapes."""
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.stages import resolve_stage
+    STRATEGIES = resolve_stage("relevance").registry
 
     program = STRATEGIES.create("minilm-logreg")
     rng = np.random.default_rng(0)
@@ -143,7 +144,8 @@ def test_old_top_level_format_still_loads(saved):
 
 def test_save_onto_a_program_replaces_it_whole_and_refuses_foreign_dirs(saved, tmp_path):
     (saved / "stale.npz").write_bytes(b"old")
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.stages import resolve_stage
+    STRATEGIES = resolve_stage("relevance").registry
 
     bm25 = STRATEGIES.create("bm25")
     bm25.threshold = 1.5
@@ -173,7 +175,9 @@ def test_program_json_loads_in_plain_dspy_in_a_fresh_process(tmp_path):
     exactly the prompt our loader's program renders (same instructions, same demos)."""
     import dspy
 
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.stages import resolve_stage
+
+    STRATEGIES = resolve_stage("relevance").registry
 
     program = STRATEGIES.create("zero-shot")
     program.judge.signature = program.judge.signature.with_instructions("Decide relevance. Custom compiled text.")
@@ -216,7 +220,9 @@ def test_chain_of_thought_program_loads_in_plain_dspy(tmp_path):
     """``cot`` wraps dspy.ChainOfThought: plain ``dspy.ChainOfThought(RelevanceSignature).load``."""
     import dspy
 
-    from personalign.programs.relevance import STRATEGIES
+    from personalign.stages import resolve_stage
+
+    STRATEGIES = resolve_stage("relevance").registry
     from personalign.signatures.relevance import RelevanceSignature
 
     program = STRATEGIES.create("cot")

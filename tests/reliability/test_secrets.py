@@ -18,7 +18,7 @@ KWARG_KEY = "sk-test-FAKE-KWARG-KEY-0a9b8c7d6e5f4321"
 @pytest.mark.slow  # creating an MLflow SQLite store (schema migrations) takes many seconds
 def test_fake_api_keys_never_reach_the_mlflow_store(runs_dir, monkeypatch):
     from personalign.lm import make_lm
-    from personalign.tracking import Tracker
+    from personalign.tracking.store import Tracker
 
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     lm = make_lm("openai/gpt-4o-mini", api_key=KWARG_KEY, api_base="http://127.0.0.1:9/v1", cache=False,
@@ -59,9 +59,9 @@ def test_fake_api_keys_never_reach_mlflow_traces(runs_dir, monkeypatch):
     from dspy.utils.dummies import DummyLM
 
     from personalign.evaluation import evaluate_stage
-    from personalign.programs.stages import get_stage
-    from personalign.tracking import Tracker
-    from personalign.tracking_native import lm_traces
+    from personalign.stages import resolve_stage as get_stage
+    from personalign.tracking.store import Tracker
+    from personalign.tracking.native import lm_traces
     from tests.conftest import DEMO
 
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)

@@ -50,13 +50,14 @@ def test_runner_lm_calls_are_traced(shared_data, runs_dir):
 
     from personalign.runners.tracked import run_tracked
     from personalign.runners.prefeval import mcq_examples, run_mcq
-    from personalign.tracking import Tracker
+    from personalign.tracking import MLflowCallback
+    from personalign.tracking.store import Tracker
 
     exs = mcq_examples(shared_data / "prefeval", split="val", limit=3, seed=0)
     lm = DummyLM([{"answer_index": e.gold_index} for e in exs])
     tracker = Tracker()
     out = run_tracked("prefeval-mcq", lambda: run_mcq(exs, ["gold-preference"], lm=lm, n_boot=20),
-                      params={"limit": 3}, tracker=tracker, data=shared_data / "prefeval", lm="dummy")
+                      params={"limit": 3}, callbacks=[MLflowCallback(tracker.tracking_uri)], data=shared_data / "prefeval", lm="dummy")
     assert out["strategies"][0]["accuracy"] == 1.0
     client = mlflow.MlflowClient(tracking_uri=tracker.tracking_uri)
     run = client.get_run(out["mlflow_run_id"])
@@ -84,7 +85,8 @@ def test_pipeline_result_is_logged_per_condition(shared_data, runs_dir):
 
     from personalign.runners.tracked import run_tracked
     from personalign.runners.pipeline import run_pipeline
-    from personalign.tracking import Tracker
+    from personalign.tracking import MLflowCallback
+    from personalign.tracking.store import Tracker
 
     lm = DummyLM({"[[ ## user_turns ## ]]": {"attributes": [{"attribute": "The user is vegan.", "reason": "r",
                                                              "confidence": 0.9, "evidence_turn_ids": [0]}]},
@@ -92,7 +94,7 @@ def test_pipeline_result_is_logged_per_condition(shared_data, runs_dir):
                   "[[ ## options ## ]]": {"answer_index": 1}, "[[ ## prompt ## ]]": {"relevant": True}})
     tracker = Tracker()
     out = run_tracked("pipeline", lambda: run_pipeline(shared_data / "prefeval", limit=3, lm=lm, n_boot=20),
-                      params={"limit": 3}, tracker=tracker, data=shared_data / "prefeval", lm="dummy")
+                      params={"limit": 3}, callbacks=[MLflowCallback(tracker.tracking_uri)], data=shared_data / "prefeval", lm="dummy")
     client = mlflow.MlflowClient(tracking_uri=tracker.tracking_uri)
     run = client.get_run(out["mlflow_run_id"])
     assert "accuracy/pipeline" in run.data.metrics and "accuracy/no-profile" in run.data.metrics

@@ -18,3 +18,10 @@ def own_task(tmp_path) -> Path:
     for name in ("stage.toml", "data.jsonl"):
         shutil.copy(OWN_TASK / name, tmp_path / name)
     return tmp_path
+
+
+def predict_file(stage, program, data, **kw) -> dict:
+    """``personalign.predict`` as its JSON (the rows under ``predictions``)."""
+    import personalign
+
+    return personalign.predict(stage, program, data, **kw).to_dict()

@@ -19,7 +19,7 @@ def _saved(out):
 def test_a_list_is_named_and_hashed_not_its_temporary_file(strategy, own_task, tmp_path, monkeypatch, runs_dir):
     import personalign
     from personalign.data.digest import file_sha256
-    from personalign.programs.stage_ref import resolve_stage
+    from personalign.stages.ref import resolve_stage
 
     temp = tmp_path / "temp"
     temp.mkdir()

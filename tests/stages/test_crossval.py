@@ -21,15 +21,22 @@ def _f1(gold, pred):
 
 @pytest.fixture(scope="module")
 def demo_examples():
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     return get_stage("relevance").load(DEMO)
 
 
+def compare_groups(st, examples, specs, names, *, data, n_boot, progress=False, seed=0) -> dict:
+    """``compare(..., cv="groups")`` of ``names`` on ``data``, as its JSON."""
+    import personalign
+
+    return personalign.compare(st, ",".join(names), data, cv="groups", n_boot=n_boot, seed=seed).to_dict()
+
+
 def test_refuses_a_stage_without_group_key(demo_examples):
-    from personalign.crossval import groups_of
+    from personalign._verbs.groups import groups_of
     from personalign.errors import ConfigurationError
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = dataclasses.replace(get_stage("relevance"), group_key=None)
     with pytest.raises(ConfigurationError, match="no group key"):
@@ -38,9 +45,9 @@ def test_refuses_a_stage_without_group_key(demo_examples):
 
 def test_refuses_singleton_groups(demo_examples):
     """A stage file without group_key groups by id: leave-one-group-out would be leave-one-item-out."""
-    from personalign.crossval import groups_of
+    from personalign._verbs.groups import groups_of
     from personalign.errors import ConfigurationError
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = dataclasses.replace(get_stage("relevance"), group_key="id")
     rows = [ex.copy(id=f"row{i}") for i, ex in enumerate(demo_examples[:12])]
@@ -49,9 +56,9 @@ def test_refuses_singleton_groups(demo_examples):
 
 
 def test_refuses_fewer_than_three_groups(demo_examples):
-    from personalign.crossval import groups_of
+    from personalign._verbs.groups import groups_of
     from personalign.errors import ConfigurationError
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     two = [ex for ex in demo_examples if ex.prompt_id in ("demo:p1", "demo:p2")]
     with pytest.raises(ConfigurationError, match="2 prompt_id group.*at least 3"):
@@ -60,9 +67,8 @@ def test_refuses_fewer_than_three_groups(demo_examples):
 
 def test_logo_figures_by_hand_and_no_group_leaks_into_its_fit(demo_examples, monkeypatch):
     import personalign.compile_service as cs
-    from personalign.crossval import compare_groups
     from personalign.metrics.cluster import holm
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = get_stage("relevance")
     seen = []
@@ -104,8 +110,8 @@ def test_logo_figures_by_hand_and_no_group_leaks_into_its_fit(demo_examples, mon
 
 
 def test_result_record_is_valid_and_keys_are_unique(demo_examples):
-    from personalign.crossval import compare_groups, result_record
-    from personalign.programs.stages import get_stage
+    from personalign._verbs.results import result_record
+    from personalign.stages import resolve_stage as get_stage
     from personalign.record import validate
 
     st = get_stage("relevance")
@@ -184,8 +190,7 @@ def test_cli_cv_bad_value_and_too_few_groups_are_one_line(tmp_path):
 
 
 def test_same_seed_same_figures(demo_examples):
-    from personalign.crossval import compare_groups
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = get_stage("relevance")
     specs = [("all-yes", None), ("style-rank", None)]

@@ -48,7 +48,7 @@ def entry_point_site(tmp_path, task, monkeypatch) -> Path:
     pkg = site / "optfollows"
     pkg.mkdir(parents=True)
     shutil.copy(task / "stage.toml", pkg / "stage.toml")
-    (pkg / "__init__.py").write_text("from pathlib import Path\nfrom personalign.programs.stage_file import "
+    (pkg / "__init__.py").write_text("from pathlib import Path\nfrom personalign.stages.spec import "
                                      "load_stage_file\nSTAGE = load_stage_file(Path(__file__).parent / 'stage.toml')\n")
     info = site / "optfollows-0.1.dist-info"
     info.mkdir()
@@ -66,8 +66,8 @@ def _refs(task: Path) -> dict[str, str]:
 # --- item 1: one resolver --------------------------------------------------------------------
 
 def test_every_form_of_stage_reference_resolves(task, entry_point_site):
-    from personalign.programs.stage_ref import resolve_stage
-    from personalign.programs.stages import Stage, get_stage
+    from personalign.stages.ref import resolve_stage
+    from personalign.stages import Stage, get_stage
 
     builtin = resolve_stage("relevance")
     assert builtin.name == "relevance" and resolve_stage(builtin) is builtin
@@ -96,7 +96,7 @@ def test_stages_lists_installed_entry_points_without_importing_them(entry_point_
 
 def test_unknown_reference_is_one_clear_error(task):
     from personalign.errors import ConfigurationError
-    from personalign.programs.stage_ref import resolve_stage
+    from personalign.stages.ref import resolve_stage
 
     with pytest.raises(ConfigurationError, match="unknown stage 'nope'; available: .*relevance"):
         resolve_stage("nope")
@@ -153,7 +153,7 @@ def test_bad_stage_file_is_one_line_exit_2(case, task, capsys):
 
 def test_stage_init_writes_a_valid_template_and_never_overwrites(tmp_path, capsys):
     from personalign.cli import main
-    from personalign.programs.stage_ref import resolve_stage
+    from personalign.stages.ref import resolve_stage
 
     out = tmp_path / "mine.toml"
     with pytest.raises(SystemExit) as ok:
@@ -178,8 +178,7 @@ def test_stage_validate_reports_the_data(task, capsys):
 
 
 def test_multiclass_stage_gets_macro_f1_and_kappa(tmp_path):
-    from personalign.objectives import objective_name, objective_score
-    from personalign.programs.stage_ref import resolve_stage
+    from personalign.stages.ref import resolve_stage
 
     text = GOOD.replace('kind = "binary"', 'kind = "multiclass"').replace('type = "bool"', 'type = ["yes", "no", '
                                                                           '"partly"]').replace('objective = "f1"',
@@ -190,18 +189,18 @@ def test_multiclass_stage_gets_macro_f1_and_kappa(tmp_path):
     (tmp_path / "mc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     st = resolve_stage(str(tmp_path / "mc.toml"))
     examples = st.load(tmp_path / "mc.jsonl")
-    assert st.kind == "scored" and st.metric_name == "accuracy" and objective_name(st) == "kappa"
+    assert st.kind == "scored" and st.metric_name == "accuracy" and st.objective.name == "kappa"
     assert set(st.registry.names()) == {"majority", "predict", "cot"}  # no bool-only strategies
-    assert objective_score(st, examples, ["yes", "no", "partly", "yes"]) == pytest.approx(1.0)
-    assert objective_score(st, examples, ["yes", "yes", "yes", "yes"]) == pytest.approx(0.0)
+    assert st.score(examples, ["yes", "no", "partly", "yes"]) == pytest.approx(1.0)
+    assert st.score(examples, ["yes", "yes", "yes", "yes"]) == pytest.approx(0.0)
 
 
 # --- items 3, 4, 6: the four verbs ---------------------------------------------------------------
 
 def _tracker(tmp_path):
-    from personalign.tracking import Tracker
+    from personalign.tracking import MLflowCallback
 
-    return Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return [MLflowCallback(f"sqlite:///{tmp_path / 'mlflow.db'}")]
 
 
 def _run_names(tmp_path) -> list[str]:
@@ -222,12 +221,13 @@ def test_the_four_verbs_on_a_users_stage(form, task, entry_point_site, mock_lm, 
     data = task / "data.jsonl"
     tracker = _tracker(tmp_path)
     names = ["majority", "minilm-logreg", "predict", "predict@bootstrap"] if full else ["majority", "predict"]
-    cmp = personalign.compare(ref, ",".join(names), data, split="val", lm=mock_lm, n_boot=50, tracker=tracker)
-    assert [r["name"] for r in cmp.rows] == names
+    cmp = personalign.compare(ref, ",".join(names), data, split="val", lm=mock_lm, n_boot=50, callbacks=tracker)
+    assert [r["name"] for r in cmp.rows] == ["all-yes", *names]  # the positive constant is the reference row
+    assert cmp.rows[0]["reference"] is True
     assert cmp.to_dict()["stage"] == "option-follows" and cmp["n"] == 12
     for row in cmp.rows[1:]:
         vs = row["vs_first"]
-        assert vs["against"] == "majority" and vs["mcnemar"] is not None
+        assert vs["against"] == "all-yes" and vs["mcnemar"] is not None
         # the val split holds 2 topics: below 5 clusters the difference gets per-topic figures, not a CI
         assert vs["diff"]["ci"] is None and len(vs["diff"]["range"]) == 2
     assert cmp.row("majority")["lm_calls"] == 0 and cmp.row("predict")["failures"] == 0
@@ -235,21 +235,21 @@ def test_the_four_verbs_on_a_users_stage(form, task, entry_point_site, mock_lm, 
         assert cmp.row("predict@bootstrap")["compile"]["chosen"] is not None  # selected on dev groups of train
 
     out = tmp_path / f"prog-{form}"
-    compiled = personalign.compile(ref, "minilm-logreg", data, out=out, tracker=tracker)
+    compiled = personalign.compile(ref, "minilm-logreg", data, out=out, callbacks=tracker)
     assert compiled.info["details"]["threshold"] is not None and compiled.path == out
     meta = read_metadata(out)[1]
     assert meta["stage"] == "option-follows"
     assert meta["stage_ref"] == (ref if form != "toml" else str(Path(ref).resolve()))
-    ev = personalign.evaluate(ref, out, data, split="test", n_boot=50, tracker=tracker)
+    ev = personalign.evaluate(ref, out, data, split="test", n_boot=50, callbacks=tracker)
     assert ev.metric == "f1" and ev["n"] == 12 and 0.0 <= ev.value <= 1.0
     assert ev.ci is None and len(ev["f1_range"]) == 2  # test holds 2 topics: per-topic range, no percentile CI
 
     runs = _run_names(tmp_path)
     for verb in ("compare", "compile", "eval"):
-        assert any(n.startswith(f"{verb} option-follows") for n in runs), runs
+        assert any(f"{verb} option-follows" in n for n in runs), runs
     if full:
         sw = personalign.sweep(ref, data, n_trials=3, storage=f"sqlite:///{tmp_path / 'optuna.db'}",
-                               lm=mock_lm, tracker=tracker, n_boot=20, export=False)
+                               lm=mock_lm, callbacks=tracker, n_boot=20, export=False)
         assert sw["n_complete"] + sw["n_pruned"] == 3 and sw.best is not None
         assert sw["stage"] == "option-follows" and sw["study"].startswith("option-follows-")
 
@@ -290,13 +290,13 @@ def test_a_users_module_and_examples_go_straight_in(task, mock_lm, runs_dir):
     import dspy
 
     import personalign
-    from personalign.programs.stage_ref import resolve_stage
+    from personalign.stages.ref import resolve_stage
 
     st = resolve_stage(str(task / "stage.toml"))
     examples = st.load(task / "data.jsonl")
     module = dspy.Predict(st.signature_class)
     cmp = personalign.compare(st, ["majority", module], examples, lm=mock_lm, n_boot=20)
-    assert [r["name"] for r in cmp.rows] == ["majority", "Predict"]
+    assert [r["name"] for r in cmp.rows] == ["all-yes", "majority", "Predict"]
     compiled = personalign.compile(st, module, examples, optimizer="labeled", lm=mock_lm)
     assert compiled.strategy == "Predict" and compiled.info["chosen"] is not None
     assert cmp["data"] == f"examples (a list of {len(examples)})" and compiled.info["data"] == cmp["data"]
@@ -307,7 +307,7 @@ def test_examples_as_a_list_leave_no_file_and_errors_name_the_example(task, runs
 
     import personalign
     from personalign.errors import DataError
-    from personalign.programs.stage_ref import resolve_stage
+    from personalign.stages.ref import resolve_stage
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     st = resolve_stage(str(task / "stage.toml"))
@@ -346,15 +346,15 @@ def test_a_users_optimizer_by_reference(task, mock_lm, runs_dir):
         "    def __init__(self, *, k: int = 2, **common):\n        super().__init__(k=k, **common)\n")
     spec = f"predict,predict@{task / 'my_opt.py'}:TwoShot"
     cmp = personalign.compare(str(task / "stage.toml"), spec, task / "data.jsonl", lm=mock_lm, n_boot=20)
-    row = cmp.rows[1]
+    row = cmp.row(f"predict@{task / 'my_opt.py'}:TwoShot")
     assert row["compile"]["optimizer"] and row["compile"]["config"]["k"] == 2
     assert row["vs_uncompiled"]["against"] == "predict"
 
 
 def test_the_stage_files_sweep_section_joins_the_default_space(tmp_path):
-    from personalign.programs.stage_ref import resolve_stage
-    from personalign.sweep.defaults import default_space
-    from personalign.sweep.space import SearchSpace
+    from personalign.stages.ref import resolve_stage
+    from personalign.sweeps.defaults import default_space
+    from personalign.sweeps.space import SearchSpace
 
     (tmp_path / "s.toml").write_text(GOOD + '\n[sweep]\nstrategies = ["majority", "minilm-logreg"]\n'
                                             '[sweep.strategy.minilm-logreg]\nC = {low = 0.01, high = 1.0, log = true}\n')
@@ -381,7 +381,7 @@ def test_data_validate_reads_a_file_with_a_users_stage(task, capsys):
 def test_a_false_positive_class_fits_and_scores_that_class(task, runs_dir):
     """``positive = false``: F1 is of the 'does not follow' class, majority still fits."""
     import personalign
-    from personalign.programs.stage_ref import resolve_stage
+    from personalign.stages.ref import resolve_stage
 
     (task / "neg.toml").write_text(GOOD.replace("positive = true", "positive = false"))
     st = resolve_stage(str(task / "neg.toml"))

@@ -87,7 +87,7 @@ class TestOwnStageConformance(StageTestCase):
         return super().make_lm(strategy)
 
     def examples(self):
-        from personalign.programs.stage_ref import resolve_stage
+        from personalign.stages.ref import resolve_stage
 
         rows = resolve_stage(self.stage).load(EXAMPLE / "data.jsonl")
         return [r for r in rows if r.split == "train"][:12] + [r for r in rows if r.split == "val"][:6]

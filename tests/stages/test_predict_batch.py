@@ -1,4 +1,4 @@
-"""``personalign predict batch`` / :func:`personalign.workflows.predict_file`: a saved program of a
+"""``personalign predict batch`` / :func:`personalign.predict`: a saved program of a
 user's own stage (the example's stage.toml) on unlabelled rows. The LM is the in-process ``mock``
 provider (no model loaded); failures come from a ``DummyLM`` whose answers do not parse."""
 
@@ -21,7 +21,7 @@ def setup(own_task, runs_dir):
     """``(stage, program dir, unlabelled rows file, the rows)``: ``predict`` compiled on the mock LM,
     the test split without label or split, with a blank line (line numbers must skip it)."""
     import personalign
-    from personalign.programs.stage_ref import resolve_stage
+    from personalign.stages.ref import resolve_stage
     from personalign.testing import mock_provider
 
     mock_provider.register()
@@ -43,7 +43,7 @@ def setup(own_task, runs_dir):
 def test_batch_predictions_are_the_programs_own_row_by_row(setup, tmp_path):
     import personalign
     from personalign.lm import make_lm, use
-    from personalign.workflows import predict_file
+    from tests.stages.conftest import predict_file
 
     st, prog, new, rows = setup
     out = tmp_path / "sub" / "preds.jsonl"
@@ -64,7 +64,7 @@ def test_batch_predictions_are_the_programs_own_row_by_row(setup, tmp_path):
 def test_lm_failures_are_rows_with_an_error_not_a_crash(setup, tmp_path):
     from dspy.utils import DummyLM
 
-    from personalign.workflows import predict_file
+    from tests.stages.conftest import predict_file
 
     st, prog, new, rows = setup
     res = predict_file(st, prog, new, out=tmp_path / "p.jsonl", lm=DummyLM([{"follows": "perhaps"}] * 500))
@@ -76,7 +76,7 @@ def test_lm_failures_are_rows_with_an_error_not_a_crash(setup, tmp_path):
                                         ({"preference": 3, "question": "q", "option": "o"}, "preference"),
                                         ({"id": 7, "preference": "p", "question": "q", "option": "o"}, "id")])
 def test_a_bad_row_names_file_line_and_field_and_writes_nothing(setup, tmp_path, row, field):
-    from personalign.workflows import predict_file
+    from tests.stages.conftest import predict_file
 
     st, prog, new, _ = setup
     bad = tmp_path / "bad.jsonl"
@@ -99,8 +99,8 @@ def test_a_unit_rule_program_needs_its_unit_fields(own_task):
 
     from personalign.data.inputs import read_inputs
     from personalign.programs.decision import DecisionRule, with_rule
-    from personalign.programs.stage_ref import resolve_stage
-    from personalign.workflows import _unit_fields
+    from personalign.stages.ref import resolve_stage
+    from personalign._verbs.predict import _unit_fields
 
     st = resolve_stage(str(own_task / "stage.toml"))
     rule = DecisionRule(kind="top_share", value=0.5, cv_objective=0.5, raw_objective=None, n=10, n_groups=2,
@@ -156,7 +156,7 @@ def test_out_is_a_regular_file_checked_before_any_prediction(setup, tmp_path, mo
     import os
     import stat
 
-    from personalign.workflows import predict_file
+    from tests.stages.conftest import predict_file
 
     st, prog, new, _ = setup
 
@@ -201,7 +201,7 @@ def test_out_is_a_regular_file_checked_before_any_prediction(setup, tmp_path, mo
 
 def test_a_null_input_is_named_as_null(own_task):
     from personalign.data.inputs import read_inputs
-    from personalign.programs.stage_ref import resolve_stage
+    from personalign.stages.ref import resolve_stage
 
     st = resolve_stage(str(own_task / "stage.toml"))
     rows = own_task / "rows.jsonl"
@@ -227,8 +227,8 @@ def test_a_program_of_an_edited_stage_is_refused(own_task, runs_dir, edit, shown
     """The saved program records the signature it was compiled for; a stage file edited since (an
     input renamed, the output's type or labels changed) no longer loads it, in every verb."""
     import personalign
-    from personalign.programs.stage_ref import resolve_stage
-    from personalign.workflows import predict_file
+    from personalign.stages.ref import resolve_stage
+    from tests.stages.conftest import predict_file
 
     stage_file = own_task / "stage.toml"
     prog = own_task / "prog"

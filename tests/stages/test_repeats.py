@@ -10,7 +10,7 @@ from tests.conftest import DEMO
 
 
 def _val():
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = get_stage("relevance")
     return st, [ex for ex in st.load(DEMO) if ex.split == "val"]

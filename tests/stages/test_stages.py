@@ -11,7 +11,10 @@ import pytest
 
 from personalign.errors import ConfigurationError
 from personalign.evaluation import paired_comparison, stage_report
-from personalign.programs.stages import KINDS, Stage, all_stages, get_stage
+from personalign.stages import Stage, all_stages
+from personalign.stages import resolve_stage as get_stage
+
+KINDS = ("binary", "multiclass", "scored")
 
 STAGES = all_stages()
 
@@ -29,7 +32,7 @@ def test_unknown_stage_lists_the_available_ones():
 @pytest.mark.parametrize("name", sorted(STAGES))
 def test_stage_conformance(name):
     """Every stage resolves its registry, strategies, loader and metric, and its defaults parse."""
-    from personalign.compare import parse_strategy_specs
+    from personalign._verbs.inputs import parse_strategies
 
     st = STAGES[name]
     assert st.kind in KINDS and st.name == name
@@ -41,7 +44,7 @@ def test_stage_conformance(name):
         info = reg.info(strategy)
         if info.trainable:
             assert info.optimizer, f"{name}/{strategy} is trainable but names no optimizer"
-    assert parse_strategy_specs(None, st.default_strategies, reg)
+    assert parse_strategies(st, None)
     loader = st.loader.partition(":")
     assert callable(getattr(__import__(loader[0], fromlist=[loader[2]]), loader[2]))
     if st.metric is not None:
@@ -85,18 +88,24 @@ def test_file_schema_inputs_are_stage_inputs(name):
 
 
 def test_stage_rejects_unknown_kind_and_scored_without_metric():
-    with pytest.raises(ValueError, match="kind"):
-        Stage(name="x", summary="", signature="m:S", strategies="m:R", default_strategies="a", loader="m:f",
-              label="l", kind="ranked")
-    with pytest.raises(ValueError, match="metric"):
-        Stage(name="x", summary="", signature="m:S", strategies="m:R", default_strategies="a", loader="m:f",
-              label="l", kind="scored")
+    from personalign.errors import DataError
+    from personalign.stages import declare_stage
+
+    sig = "personalign.signatures.mcq:MCQSignature"
+    with pytest.raises(DataError, match="kind"):
+        declare_stage(name="x", signature=sig, label="l", kind="ranked")
+    with pytest.raises(DataError, match="metric"):
+        declare_stage(name="x", signature=sig, label="l", kind="scored")
 
 
-MCQ = Stage(name="mcq-test", summary="test", signature="personalign.signatures.mcq:MCQSignature",
-            strategies="personalign.programs.relevance:STRATEGIES", default_strategies="bm25", loader="m:f",
-            label="gold_index", kind="scored",
-            metric="personalign.metrics:mcq_correct", metric_name="accuracy", group_key=None)
+def _declare(**fields):
+    from personalign.stages import declare_stage
+
+    return declare_stage(**fields)
+
+
+MCQ = _declare(name="mcq-test", summary="test", signature="personalign.signatures.mcq:MCQSignature",
+               label="gold_index", kind="scored", metric="personalign.metrics:mcq_correct", metric_name="accuracy")
 
 
 def test_scored_report_counts_failures_as_zero():
@@ -112,9 +121,9 @@ def test_scored_report_counts_failures_as_zero():
 
 def test_binary_report_uses_the_positive_class():
     """Verification-like stage: the positive class is a rejected attribute (accepted == False)."""
-    st = Stage(name="verif-test", summary="test", signature="personalign.signatures.verification:VerificationSignature",
-               strategies="personalign.programs.relevance:STRATEGIES", default_strategies="bm25", loader="m:f",
-               label="accepted", kind="binary", positive=False)
+    st = _declare(name="verif-test", summary="test",
+                  signature="personalign.signatures.verification:VerificationSignature", label="accepted",
+                  kind="binary", positive=False)
     examples = [dspy.Example(attribute="a", accepted=v) for v in (True, False, False, True)]
     report = stage_report(st, examples, [True, False, True, None], n_boot=100)
     # gold rejected = [F, T, T, F]; predicted rejected = [F, T, F, (failure -> wrong: T)]
@@ -158,7 +167,7 @@ def test_a_fit_optimizer_gets_the_stage_s_label_positive_class_and_group_key():
     from personalign.errors import ConfigurationError
     from personalign.optimizers.learned import LearnedSelectorFit
     from personalign.optimizers.threshold import ThresholdFit
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     ver, rel = get_stage("verification"), get_stage("relevance")
     kw = ver.fit_kwargs("minilm-maxsim", LearnedSelectorFit, seed=3)
@@ -175,7 +184,7 @@ def test_an_explicit_fit_on_verification_is_the_strategy_s_own_fit(shared_data):
     import random
 
     from personalign.compile_service import compile_program
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     stage = get_stage("verification")
     rows = stage.load(shared_data / "prefeval", split="train")
@@ -191,7 +200,7 @@ def test_a_missing_split_names_the_rows_without_one(tmp_path):
     import json
 
     from personalign.errors import DataError
-    from personalign.programs.stages import get_stage, splits_present
+    from personalign.stages import splits_present
 
     rows = [{"id": f"c{i}", "conversation": [{"role": "user", "content": "I usually prefer tea."}],
              "gold_attributes": ["I prefer tea."], **({"split": "train"} if i else {})} for i in range(2)]

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from personalign.errors import PersonalignError
-from personalign.programs.stages import get_stage
-from personalign.sweep import SearchSpace
+from personalign.stages import resolve_stage as get_stage
+from personalign.sweeps import SearchSpace
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -16,7 +16,7 @@ EXAMPLE = ROOT / "examples" / "own_task"
 
 
 def _stage_and_rows():
-    from personalign.programs.stage_ref import resolve_stage
+    from personalign.stages.ref import resolve_stage
 
     st = resolve_stage(str(EXAMPLE / "stage.toml"))
     return st, st.load(EXAMPLE / "data.jsonl")

@@ -23,7 +23,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from personalign.sweep import WORKER_ATTR, fail_stale_trials, is_stale, open_storage, worker_id
+from personalign.sweeps import WORKER_ATTR, fail_stale_trials, is_stale, open_storage, worker_id
 from tests.conftest import DEMO, ROOT, cli_env
 
 # The mock LM (``benchmarks/_mock_lm.py``) at 100 ms a call, uncached: a trial takes ~3 s, so "k trials
@@ -33,7 +33,7 @@ SPACE = 'strategies = ["zero-shot"]\n[pruner]\nkind = "none"\n[lm]\ntemperature 
 MOCK = ROOT / "benchmarks" / "_mock_lm.py"
 _ASK_AND_DIE = """
 import os, signal, sys, warnings, optuna
-from personalign.sweep import open_storage
+from personalign.sweeps import open_storage
 storage = open_storage(sys.argv[1])
 study = optuna.create_study(study_name="s", storage=storage, load_if_exists=True)
 warnings.simplefilter("ignore")

@@ -7,8 +7,9 @@ import json
 
 import optuna
 
-from personalign.programs.stages import get_stage
-from personalign.sweep import objective_name, run_sweep
+from personalign.stages import resolve_stage as get_stage
+import personalign
+from personalign.sweeps import objective_name
 
 
 def test_the_objective_axis_is_named_after_the_set_objective():
@@ -27,10 +28,10 @@ def test_a_violation_sweep_labels_axis_and_trial_lines_with_kappa(tmp_path, caps
     data = tmp_path / "violation.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     space = tmp_path / "space.toml"
-    space.write_text('strategies = ["never"]\n[pruner]\nkind = "none"\n')
+    space.write_text('strategies = ["all-no"]\n[pruner]\nkind = "none"\n')
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
-    out = run_sweep("violation", data=data, space=space, n_trials=1, storage=url, study_name="v", split="val",
-                    n_boot=50, export=False)
+    out = personalign.sweep("violation", data, space=space, n_trials=1, storage=url, study_name="v", split="val",
+                            n_boot=50, export=False, progress=True).to_dict()
     err = capsys.readouterr().err
     assert out["objective"] == "kappa" and out["n_complete"] == 1
     trial_lines = [line for line in err.splitlines() if line.startswith("trial 0 COMPLETE")]

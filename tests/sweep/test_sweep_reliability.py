@@ -21,7 +21,7 @@ from tests.sweep.conftest import run, spawn, sweep_cmd
 def _study(storage_url: str):
     import optuna
 
-    from personalign.sweep import open_storage
+    from personalign.sweeps import open_storage
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     storage = open_storage(storage_url)

@@ -1,4 +1,4 @@
-"""``run_sweep`` in-process against the mock LM: resume, export, pruning, threads, tracking, errors."""
+"""``personalign.sweep`` in-process against the mock LM: resume, export, pruning, threads, tracking, errors."""
 
 from __future__ import annotations
 
@@ -17,21 +17,22 @@ from tests.sweep.conftest import MOCK_SPACE
 MODEL = "mock/relevance-0ms"
 
 
-def _sweep(runs_dir, space, **kw):
+def _sweep(runs_dir, space, tracked: bool = True, **kw):
+    import personalign
     from personalign.lm import configure_cache
-    from personalign.sweep import run_sweep
-    from personalign.tracking import Tracker
+    from personalign.tracking import MLflowCallback
 
     configure_cache(runs_dir / "cache", enabled=False)
-    kw.setdefault("tracker", Tracker(f"sqlite:///{runs_dir / 'mlflow.db'}"))
+    kw.setdefault("callbacks", [MLflowCallback(f"sqlite:///{runs_dir / 'mlflow.db'}")] if tracked else [])
     kw.setdefault("split", "val")  # these tests score trials on val; test_dev_split_* on the default dev
-    return run_sweep("relevance", data=kw.pop("data", DEMO), space=space, lm=MODEL, n_boot=100, progress=False, **kw)
+    return personalign.sweep("relevance", kw.pop("data", DEMO), space=space, lm=MODEL, n_boot=100, progress=False,
+                             **kw).to_dict()
 
 
 def _load(out):
     import optuna
 
-    from personalign.sweep import open_storage
+    from personalign.sweeps import open_storage
 
     return optuna.load_study(study_name=out["study"], storage=open_storage(out["storage"]))
 
@@ -52,7 +53,7 @@ def test_resume_adds_only_missing_trials_and_exports_the_best(runs_dir, mock_lm,
     from personalign.evaluation import evaluate_stage
     from personalign.lm import make_lm
     from personalign.programs.saved import load_program
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     first = _sweep(runs_dir, mock_space, n_trials=3, limit=7)
     assert (first["n_complete"], first["ran"], first["missing_at_start"]) == (3, 3, 3)
@@ -94,18 +95,18 @@ def test_resume_adds_only_missing_trials_and_exports_the_best(runs_dir, mock_lm,
 
 
 def test_the_objective_is_named_for_the_dashboard(runs_dir, mock_lm, mock_space):
-    out = _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="named", tracker=None)
+    out = _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="named", tracked=False)
     assert _load(out).metric_names == ["f1 (val)"]  # optuna-dashboard shows it instead of "Objective 0"
-    again = _sweep(runs_dir, mock_space, n_trials=2, limit=3, study_name="named", tracker=None)  # resumed: kept
+    again = _sweep(runs_dir, mock_space, n_trials=2, limit=3, study_name="named", tracked=False)  # resumed: kept
     assert _load(again).metric_names == ["f1 (val)"]
 
 
 def test_a_study_is_tied_to_its_data(runs_dir, mock_lm, mock_space, tmp_path):
-    _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="tied", tracker=None)
+    _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="tied", tracked=False)
     other = tmp_path / "relevance_demo.jsonl"
     other.write_text("".join(open(DEMO).readlines()[:-1]))  # one example fewer
     with pytest.raises(ConfigurationError, match="was created with a different data_sha256"):
-        _sweep(runs_dir, mock_space, n_trials=2, limit=3, study_name="tied", tracker=None, data=other)
+        _sweep(runs_dir, mock_space, n_trials=2, limit=3, study_name="tied", tracked=False, data=other)
 
 
 @pytest.mark.slow
@@ -171,18 +172,16 @@ def test_real_models_end_to_end(runs_dir, tmp_path):
     and MiniLM (learned selector) in one sweep; the best program is saved and reloads."""
     from optuna.trial import TrialState
 
+    import personalign
     from personalign.lm import configure_cache
-    from personalign.sweep import run_sweep
-    from personalign.programs.saved import load_program
 
     space = tmp_path / "real.toml"
     space.write_text('strategies = ["zero-shot", "minilm-logreg"]\n[evaluation]\nminibatch_size = 2\n'
                      '[pruner]\nkind = "none"\n[lm]\noptimizer = ["none"]\n'
                      '[strategy.minilm-logreg]\nC = { low = 0.001, high = 1.0, log = true }\n')
     configure_cache(runs_dir / "cache")
-    out = run_sweep("relevance", data=DEMO, space=space, n_trials=3, limit=4, n_jobs=2, seed=1, n_boot=100,
-                    lm="local/smollm2-135m-instruct",
-                    progress=False)
+    out = personalign.sweep("relevance", DEMO, space=space, n_trials=3, limit=4, n_jobs=2, seed=1, n_boot=100,
+                            lm="local/smollm2-135m-instruct").to_dict()
     study = _load(out)
     errors = [t.user_attrs.get("error") for t in study.get_trials() if t.state == TrialState.FAIL]
     assert (out["n_complete"], out["n_fail"], out["lm"]) == (3, 0, "local/smollm2-135m-instruct"), errors
@@ -194,7 +193,7 @@ def test_real_models_end_to_end(runs_dir, tmp_path):
             judge_calls.append(report["lm_calls"])
     if judge_calls:  # the first zero-shot trial called the model (a repeat may hit the LM cache)
         assert max(judge_calls) == 4 and out["lm_calls"] >= 4
-    program, meta = load_program(out["program"])
+    program, meta = personalign.load_program(out["program"], with_metadata=True)
     assert meta["strategy"] == out["best"]["params"]["strategy"]
 
 
@@ -209,11 +208,11 @@ def test_a_dead_worker_on_another_machine_is_failed_by_the_heartbeat(runs_dir, m
     import optuna
     from optuna.trial import TrialState
 
-    from personalign.sweep import WORKER_ATTR, open_storage
-    from personalign.sweep.storage import trial_id
-    from personalign.tracking import Tracker
+    from personalign.sweeps import WORKER_ATTR, open_storage
+    from personalign.sweeps.storage import trial_id
+    from personalign.tracking.store import Tracker
 
-    first = _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="hb", heartbeat_interval=1, grace_period=2)
+    first = _sweep(runs_dir, mock_space, n_trials=1, limit=3, study_name="hb", heartbeat=1, grace=2)
     storage = open_storage(first["storage"])
     study = optuna.load_study(study_name="hb", storage=storage)
     with warnings.catch_warnings():
@@ -226,8 +225,7 @@ def test_a_dead_worker_on_another_machine_is_failed_by_the_heartbeat(runs_dir, m
     ghost.set_user_attr("mlflow_run_id", run_id)
     storage.record_heartbeat(ghost_id)
     time.sleep(3)  # > grace period, no heartbeat since
-    out = _sweep(runs_dir, mock_space, n_trials=3, limit=3, study_name="hb", heartbeat_interval=1, grace_period=2,
-                 tracker=tracker)
+    out = _sweep(runs_dir, mock_space, n_trials=3, limit=3, study_name="hb", heartbeat=1, grace=2)
     assert out["stale_failed"] == [ghost.number]
     trials = _load(out).get_trials()
     assert next(t for t in trials if t.number == ghost.number).state == TrialState.FAIL
@@ -240,12 +238,12 @@ def test_dev_split_trials_are_scored_by_the_set_objective_on_train_groups(runs_d
     from optuna.trial import TrialState
 
     from personalign.compile_service import dev_split
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     st = get_stage("relevance")
     train = st.load(DEMO, "train")
     fit, dev = dev_split(train, 0, st.group_key)
-    out = _sweep(runs_dir, mock_space, n_trials=2, split="dev", tracker=None, export=False, study_name="dev")
+    out = _sweep(runs_dir, mock_space, n_trials=2, split="dev", tracked=False, export=False, study_name="dev")
     assert out["n_complete"] == 2
     for t in _load(out).get_trials(states=(TrialState.COMPLETE,)):
         report = t.user_attrs["report"]
@@ -273,7 +271,7 @@ def test_the_sampler_and_the_pruner_are_injected_as_optuna_does(runs_dir, mock_l
             return True
 
     sampler = Recording(seed=0)
-    out = _sweep(runs_dir, mock_space, n_trials=2, limit=6, tracker=None, export=False, study_name="injected",
+    out = _sweep(runs_dir, mock_space, n_trials=2, limit=6, tracked=False, export=False, study_name="injected",
                  sampler=sampler, pruner=AlwaysPrune())
     assert (out["n_pruned"], out["n_complete"], out["n_fail"]) == (2, 0, 0)
     assert sampler.names.count("strategy") == 2 and "temperature" in sampler.names
@@ -284,8 +282,8 @@ def test_the_sampler_and_the_pruner_are_injected_as_optuna_does(runs_dir, mock_l
 def test_the_default_sampler_and_pruner_come_from_the_seed_and_the_space(runs_dir, mock_lm, tmp_path, monkeypatch):
     import optuna
 
-    import personalign.sweep.runner as runner
-    from personalign.sweep.sampler import PerTrialSeedSampler
+    import personalign.sweeps.runner as runner
+    from personalign.sweeps.sampler import PerTrialSeedSampler
 
     made = {}
     real = optuna.create_study
@@ -297,7 +295,7 @@ def test_the_default_sampler_and_pruner_come_from_the_seed_and_the_space(runs_di
     monkeypatch.setattr(runner.optuna, "create_study", spy)
     space = tmp_path / "median.toml"
     space.write_text(MOCK_SPACE.replace('kind = "none"', 'kind = "median"\nn_startup_trials = 7'))
-    _sweep(runs_dir, space, n_trials=1, limit=3, tracker=None, export=False, study_name="defaults")
+    _sweep(runs_dir, space, n_trials=1, limit=3, tracked=False, export=False, study_name="defaults")
     assert isinstance(made["sampler"], PerTrialSeedSampler)
     assert type(made["pruner"]) is optuna.pruners.MedianPruner
 

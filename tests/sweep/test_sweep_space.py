@@ -10,7 +10,7 @@ import optuna
 import pytest
 
 from personalign.errors import ConfigurationError, DataError
-from personalign.sweep import (
+from personalign.sweeps import (
     DEFAULT_SPACE,
     HEARTBEAT_ATTR,
     WORKER_ATTR,
@@ -21,8 +21,8 @@ from personalign.sweep import (
     worker_alive,
     worker_id,
 )
-from personalign.sweep.storage import trial_id
-from personalign.programs.stages import get_stage
+from personalign.sweeps.storage import trial_id
+from personalign.stages import resolve_stage as get_stage
 from tests.conftest import ROOT
 
 STAGE = get_stage("relevance")
@@ -159,8 +159,8 @@ def test_stale_trials_by_pid_and_by_journal_heartbeat(tmp_path):
 def test_default_spaces_are_per_stage_data_and_unchanged():
     """The default space of every stage (its study names carry its sha256) is what it was before
     the defaults became data; relevance's is its STAGE_SPACES entry over the common sections."""
-    from personalign.programs.stages import all_stages
-    from personalign.sweep import STAGE_SPACES
+    from personalign.stages import all_stages
+    from personalign.sweeps import STAGE_SPACES
 
     expected = {"extraction": "b500033ae597b86d", "judge": "2e8ef6609d865f7f", "mcq": "e46bdcf32ff7dd33",
                 "perspectives": "b30585bceed02358", "relevance": "5ab7d949d5243907", "respond": "7338eda07b3d31a2",

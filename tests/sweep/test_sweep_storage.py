@@ -12,8 +12,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from personalign.sweep import HEARTBEAT_ATTR, WORKER_ATTR, open_storage, worker_id
-from personalign.sweep.storage import BaseHeartbeat, trial_id
+from personalign.sweeps import HEARTBEAT_ATTR, WORKER_ATTR, open_storage, worker_id
+from personalign.sweeps.storage import BaseHeartbeat, trial_id
 
 
 def _dead_local_worker() -> str:
@@ -103,7 +103,7 @@ def test_optunas_heartbeat_thread_beats_into_the_journal_while_a_trial_runs(tmp_
 def test_the_heartbeat_interface_is_optunas_own_and_the_journal_storage_implements_it():
     """``BaseHeartbeat`` (taken from RDBStorage's bases) is Optuna's abstract heartbeat interface,
     the class its heartbeat thread and ``fail_stale_trials`` test storages against."""
-    from personalign.sweep.storage import JournalHeartbeatStorage
+    from personalign.sweeps.storage import JournalHeartbeatStorage
 
     assert BaseHeartbeat.__module__.startswith("optuna.storages")
     assert {"record_heartbeat", "get_heartbeat_interval", "get_heartbeat_stale_trial_callback"} <= set(
@@ -118,7 +118,7 @@ def test_two_processes_creating_one_fresh_database_is_not_an_error(tmp_path, mon
     from sqlalchemy.exc import IntegrityError
 
     from personalign.errors import ConfigurationError
-    from personalign.sweep import storage as storage_mod
+    from personalign.sweeps import storage as storage_mod
 
     real, calls = storage_mod.LivenessRDBStorage, []
 

@@ -17,16 +17,17 @@ MODEL = "mock/relevance-0ms"
 
 @pytest.fixture
 def compared(runs_dir, monkeypatch):
-    from personalign.compare import compare_stage
+    import personalign
+    from personalign.tracking import MLflowCallback
     from personalign.lm import configure_cache
-    from personalign.tracking import Tracker
+    from personalign.tracking.store import Tracker
 
     load_mock().register()
     configure_cache(runs_dir / "cache", enabled=False)
     monkeypatch.setenv("PERSONALIGN_MAX_TRACES", "4")
     tracker = Tracker()
-    result = compare_stage("relevance", data=DEMO, strategies="zero-shot,zero-shot@labeled,bm25", lm=MODEL,
-                           limit=6, n_boot=50, tracker=tracker, progress=False)
+    result = personalign.compare("relevance", "zero-shot,zero-shot@labeled,bm25", DEMO, lm=MODEL, limit=6, n_boot=50,
+                                 callbacks=[MLflowCallback(tracker.tracking_uri)]).to_dict()
     return result, tracker
 
 
@@ -34,7 +35,7 @@ def compared(runs_dir, monkeypatch):
 def test_compare_is_native_in_mlflow(compared):
     import mlflow
 
-    from personalign.compare import file_sha256
+    from personalign.data.digest import file_sha256
 
     result, tracker = compared
     client = mlflow.MlflowClient(tracking_uri=tracker.tracking_uri)
@@ -57,12 +58,12 @@ def test_compare_is_native_in_mlflow(compared):
     assert json.loads(ev.dataset.profile)["num_rows"] == 6 and ev.dataset.name.startswith("relevance_demo:val@")
 
     # predictions: predictions.json with ids and inputs, and an MLflow table
-    children = {c.info.run_name: c for c in client.search_runs(
+    children = {c.info.run_name.split(" · ")[0]: c for c in client.search_runs(
         [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")}
     child = children["zero-shot@labeled"]
     local = client.download_artifacts(child.info.run_id, "predictions.json")
     logged = json.loads(open(local).read())
-    from personalign.programs.stages import get_stage
+    from personalign.stages import resolve_stage as get_stage
 
     stage = get_stage("relevance")  # --limit 6: a sample stratified by prompt, seed 0, in file order
     evalset = stage.limit([ex for ex in stage.load(DEMO) if ex.split == "val"], 6, 0)
@@ -120,8 +121,8 @@ def test_compile_registers_a_prompt_version_and_eval_logs_data_predictions_trace
     client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{runs / 'mlflow.db'}")
     exp = client.get_experiment_by_name("personalign")
     runs_by_cmd = {r.data.tags["command"]: r for r in client.search_runs([exp.experiment_id])}
-    assert runs_by_cmd["compile"].info.run_name == "compile relevance zero-shot@labeled · relevance_demo:train · relevance-0ms"
-    assert runs_by_cmd["eval"].info.run_name == "eval relevance zero-shot@labeled · relevance_demo:val · relevance-0ms"
+    assert runs_by_cmd["compile"].info.run_name == "zero-shot@labeled · compile relevance · relevance_demo:train · relevance-0ms"
+    assert runs_by_cmd["eval"].info.run_name == "zero-shot@labeled · eval relevance · relevance_demo:val · relevance-0ms"
     version = client.get_prompt_version("relevance-zero-shot", 1)
     assert "### demos (4)" in version.template and version.tags["mlflow_run_id"] == runs_by_cmd["compile"].info.run_id
     ev = runs_by_cmd["eval"]
@@ -132,32 +133,40 @@ def test_compile_registers_a_prompt_version_and_eval_logs_data_predictions_trace
     assert len(traces) == 3 and {t.info.request_metadata.get("mlflow.sourceRun") for t in traces} == {ev.info.run_id}
 
 
-def test_lm_traces_is_a_no_op_without_tracking():
-    from personalign.tracking import Tracker
-    from personalign.tracking_native import link_traces, lm_traces, log_summary
+def test_an_untracked_run_has_no_callbacks_and_every_hook_is_a_no_op(tmp_path):
+    from personalign.tracking import Callbacks, Candidate, RunInfo
 
-    for tracker in (None, Tracker(enabled=False)):
-        with lm_traces(tracker) as stats:
-            pass
-        assert stats["traced"] == 0 and stats["limit"] == 0
-        link_traces(tracker, stats)
-        log_summary(tracker, {"strategies": [{"name": "x", "f1": 0.5}]}, ("f1",))
+    cbs, run, result = Callbacks([]), RunInfo("compare", None), {}
+    cbs.check(run)
+    with cbs.run(run, result), cbs.tracing(run, "x") as traces:
+        cbs.on_candidate_end(run, Candidate("x"))
+        cbs.on_artifact(run, tmp_path / "f")
+    assert traces is None and cbs.on_trial_start(run, 0, {}) == {} and list(tmp_path.iterdir()) == []
+    with pytest.raises(Exception, match="not a personalign RunCallback"):
+        Callbacks(["mlflow"])
 
 
 def test_run_names_and_prompt_names():
-    from personalign.tracking_native import prompt_name, run_name
+    import dataclasses
 
-    assert run_name("compare", "relevance", data="a/b/relevance_labels.jsonl", split="val",
-                    lm="local/qwen2.5-coder-1.5b-instruct") == \
-        "compare relevance · relevance_labels:val · qwen2.5-coder-1.5b-instruct"
-    assert run_name("run", "cupid", data="x/cupid.jsonl", lm=None) == "run cupid · cupid · no LM"
+    from personalign.stages import resolve_stage
+    from personalign.tracking import RunInfo
+    from personalign.tracking.mlflow import run_name
+    from personalign.tracking.native import prompt_name
+
+    rel = resolve_stage("relevance")
+    run = RunInfo("compare", rel, data="a/b/relevance_labels.jsonl", split="val", lm="local/qwen2.5-coder-1.5b-instruct")
+    assert run_name(run) == "compare relevance · relevance_labels:val · qwen2.5-coder-1.5b-instruct"
+    assert run_name(dataclasses.replace(run, command="compile", strategy="zero-shot@bootstrap", split="train")) == \
+        "zero-shot@bootstrap · compile relevance · relevance_labels:train · qwen2.5-coder-1.5b-instruct"
+    assert run_name(RunInfo("run cupid", None, data="x/cupid.jsonl")) == "run cupid · cupid · no LM"
     assert prompt_name("relevance", "zero-shot") == "relevance-zero-shot"
     assert prompt_name("relevance", "zero-shot@bootstrap") == "relevance-zero-shot-bootstrap"
 
 
 def test_max_traces_env(monkeypatch):
     from personalign.errors import ConfigurationError
-    from personalign.tracking_native import DEFAULT_MAX_TRACES, max_traces
+    from personalign.tracking.native import DEFAULT_MAX_TRACES, max_traces
 
     monkeypatch.delenv("PERSONALIGN_MAX_TRACES", raising=False)
     assert max_traces() == DEFAULT_MAX_TRACES

@@ -1,15 +1,18 @@
-"""Strategies every stage gets from its signature alone (stage files, ``file.py:STAGE`` stages).
+"""The generic strategies every stage gets from its signature (built-in and declared stages alike):
+:func:`bind_generic` makes, for one stage, a subclass bound to its signature, label and positive
+class (:mod:`personalign.stages.stage` lists which kind gets which):
 
-:func:`signature_strategies` builds, for one signature, subclasses bound to it:
-
+* ``all-yes`` / ``all-no`` -- LM-free constants: the output true (false) for every row, the
+  trivial baselines of a binary stage (the reference row of its comparisons is the one that
+  predicts the class its objective scores);
+* ``majority`` -- LM-free: the most frequent train label (:class:`personalign.optimizers.majority.MajorityFit`);
 * ``predict`` -- ``dspy.Predict(signature)``; ``cot`` -- ``dspy.ChainOfThought(signature)``
   (LLM strategies: ``NAME@OPT`` compiles them with a teleprompter);
-* ``yes-prob`` (bool outputs) -- ``log p(Yes) - log p(No)`` (an embedded model, or an endpoint
+* ``yes-prob`` (binary) -- ``log p(Yes) - log p(No)`` (an embedded model, or an endpoint
   returning ``top_logprobs``) for the question "is the output true for these inputs?",
-  natural-log units; the threshold is fitted by grouped CV
-  on train (:class:`personalign.optimizers.LearnedSelectorFit`, as relevance's ``yes-prob``);
-* ``majority`` -- LM-free: the most frequent train label (:class:`personalign.optimizers.majority.MajorityFit`);
-* ``minilm-logreg`` (bool outputs) -- LM-free: a class-balanced logistic head
+  natural-log units; the threshold is fitted by grouped CV on train
+  (:class:`personalign.optimizers.LearnedSelectorFit`, as relevance's ``yes-prob``);
+* ``minilm-logreg`` (binary) -- LM-free: a class-balanced logistic head
   (:class:`~personalign.programs.common.logistic.LogisticSelector`) on MiniLM embeddings of every
   input field plus their pairwise cosines, threshold by grouped CV on train.
 """
@@ -25,7 +28,6 @@ import dspy
 from personalign.programs.common.embed import embed_cached
 from personalign.programs.common.logistic import LogisticSelector
 from personalign.programs.common.scorer import ThresholdedScorer
-from personalign.registry import StrategyInfo
 
 _OPT = "personalign.optimizers"
 _margins: dict[tuple, float] = {}
@@ -199,40 +201,54 @@ class InputsLogReg(_Positive, LogisticSelector, ThresholdedScorer):
         return np.concatenate(vecs + cos, axis=1).astype(np.float32)
 
 
-def signature_strategies(signature: type, *, stage: str, label: str, positive: Any = True) -> list[StrategyInfo]:
-    """The strategies of a stage with ``signature`` (first output field = the prediction), each
-    entry's target a class bound to the signature. ``yes-prob`` and ``minilm-logreg`` only when the
-    output is ``bool``."""
+class Constant(dspy.Module):
+    """LM-free: the same output ``value`` for every row, nothing to fit (``score`` None)."""
+
+    output_field = "label"
+    value: Any = True
+    uses_lm = False
+
+    def predict_batch(self, examples: Sequence) -> list[dspy.Prediction]:
+        return [self._prediction() for _ in examples]
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        return self._prediction()
+
+    def _prediction(self) -> dspy.Prediction:
+        return dspy.Prediction(**{self.output_field: self.value}, score=None)
+
+
+_LEARNED = f"{_OPT}.learned:LearnedSelectorFit"
+GENERIC: dict[str, tuple[type, dict, str]] = {
+    "all-yes": (Constant, {"value": True}, "LM-free baseline: the output is true for every row"),
+    "all-no": (Constant, {"value": False}, "LM-free baseline: the output is false for every row"),
+    "majority": (Majority, {"optimizer": f"{_OPT}.majority:MajorityFit"}, "LM-free: the most frequent train label"),
+    "predict": (SignatureModule, {"module_cls": dspy.Predict}, "LLM: dspy.Predict on the stage's signature"),
+    "cot": (SignatureModule, {"module_cls": dspy.ChainOfThought},
+            "LLM: dspy.ChainOfThought (reasoning, then the output)"),
+    "yes-prob": (YesProb, {"optimizer": _LEARNED},
+                 "log p(Yes) - log p(No) (embedded, or an endpoint's top_logprobs); threshold fitted by grouped CV "
+                 "on train"),
+    "minilm-logreg": (InputsLogReg, {"optimizer": _LEARNED},
+                      "LM-free: logistic regression on MiniLM features of the inputs, threshold by grouped CV"),
+}
+
+
+def bind_generic(name: str, stage) -> tuple[type, str]:
+    """``(class, summary)`` of the generic strategy ``name`` bound to ``stage`` (its signature, the
+    first output field, the label and the positive class): a subclass named after the stage.
+
+    Raises:
+        KeyError: not a generic strategy."""
+    base, extra, summary = GENERIC[name]
+    signature = stage.signature_class
     inputs = tuple(signature.input_fields)
-    output, field = next(iter(signature.output_fields.items()))
-    tag = "".join(c if c.isalnum() else "_" for c in stage)
-    bound = {"signature": signature, "output_field": output, "label": label, "positive": positive,
-             "positive_output": positive, "input_names": inputs}
-
-    def make(base, name):
-        return type(f"{base.__name__}_{tag}", (base,), dict(bound, module_cls=getattr(base, "module_cls", None)))
-
-    out = [
-        StrategyInfo("majority", make(Majority, "majority"), "LM-free: the most frequent train label",
-                     uses_lm=False, trainable=True, optimizer=f"{_OPT}.majority:MajorityFit"),
-        StrategyInfo("predict", type(f"Predict_{tag}", (SignatureModule,), {"signature": signature,
-                                                                           "module_cls": dspy.Predict}),
-                     "LLM: dspy.Predict on the stage's signature", uses_lm=True, trainable=False),
-        StrategyInfo("cot", type(f"ChainOfThought_{tag}", (SignatureModule,),
-                                 {"signature": signature, "module_cls": dspy.ChainOfThought}),
-                     "LLM: dspy.ChainOfThought (reasoning, then the output)", uses_lm=True, trainable=False),
-    ]
-    if field.annotation is bool:
-        out += [
-            StrategyInfo("yes-prob", make(YesProb, "yes-prob"),
-                         "log p(Yes) - log p(No) (embedded, or an endpoint's top_logprobs); threshold fitted "
-                         "by grouped CV on train",
-                         uses_lm=True, trainable=True, optimizer=f"{_OPT}.learned:LearnedSelectorFit"),
-            StrategyInfo("minilm-logreg", make(InputsLogReg, "minilm-logreg"),
-                         "LM-free: logistic regression on MiniLM features of the inputs, threshold by grouped CV",
-                         uses_lm=False, trainable=True, optimizer=f"{_OPT}.learned:LearnedSelectorFit"),
-        ]
-    return out
+    output = next(iter(signature.output_fields))
+    tag = "".join(c if c.isalnum() else "_" for c in stage.name)
+    bound = {"signature": signature, "output_field": output, "label": stage.label, "positive": stage.positive,
+             "positive_output": stage.positive, "input_names": inputs, **extra}
+    cls_name = "".join(p.capitalize() for p in name.split("-")) + f"_{tag}"
+    return type(cls_name, (base,), bound), summary
 
 
-__all__ = ["InputsLogReg", "Majority", "SignatureModule", "YesProb", "signature_strategies"]
+__all__ = ["Constant", "GENERIC", "InputsLogReg", "Majority", "SignatureModule", "YesProb", "bind_generic"]

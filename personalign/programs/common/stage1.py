@@ -72,15 +72,14 @@ def group_of(example) -> str:
     return "all"
 
 
-def to_examples(records: Sequence, stage, split: str | None = None) -> list:
-    """Canonical (pydantic) task examples as ``dspy.Example``s with ``stage``'s inputs marked
-    (:meth:`personalign.programs.stages.Stage.mark_inputs`), a ``group`` (:func:`group_of`) and, when
-    given, ``split``."""
+def to_examples(records: Sequence, inputs: Sequence[str], split: str | None = None) -> list:
+    """Canonical (pydantic) task examples as ``dspy.Example``s with ``inputs`` marked (the stage
+    signature's input fields), a ``group`` (:func:`group_of`) and, when given, ``split``."""
     out = []
     for ex in records:
         if split is not None:
             ex = ex.model_copy(update={"split": split})
-        d = stage.mark_inputs(ex.to_dspy())
+        d = ex.to_dspy().with_inputs(*inputs)
         d["group"] = group_of(ex)
         out.append(d)
     return out

@@ -30,18 +30,16 @@ def load_extraction(path: str | Path) -> list:
     from personalign.data.derive import extraction_targets
     from personalign.errors import DataError
     from personalign.programs.common.stage1 import prefeval_topic_splits, to_examples
-    from personalign.programs.extraction import STAGE
-
     p = Path(path)
     if not p.exists():
         raise DataError(p, None, None, "file not found")
     if p.is_dir() or p.suffix == ".json":
         out = []
         for split, records in prefeval_topic_splits(p).items():
-            out.extend(to_examples(extraction_targets(records), STAGE, split))
+            out.extend(to_examples(extraction_targets(records), inputs(), split))
         return out
     if p.suffix == ".jsonl":
-        return to_examples(read_examples(p, "extraction"), STAGE)
+        return to_examples(read_examples(p, "extraction"), inputs())
     raise DataError(p, None, None, "expected a PrefEval folder or topic .json file, or canonical extraction .jsonl")
 
 
@@ -64,5 +62,12 @@ def attribute_texts(pred: Any) -> list[str]:
             out.append(str(getattr(a, "attribute", None) or getattr(a, "text", "") or ""))
     return [t for t in out if t.strip()]
 
+
+def inputs() -> tuple[str, ...]:
+    """The stage's input fields: those of its signature
+    (:class:`personalign.signatures.extraction.ConversationAttributesSignature`), in order."""
+    from personalign.signatures.extraction import ConversationAttributesSignature
+
+    return tuple(ConversationAttributesSignature.input_fields)
 
 __all__ = ["attribute_texts", "load_extraction"]

@@ -55,9 +55,9 @@ class VerifyAndRefine(dspy.Module):
         if rounds < 0:
             raise ValueError(f"rounds must be >= 0, got {rounds}")
         if verifier is None or isinstance(verifier, str):  # by name: stage packages never import each other
-            from personalign.programs.stages import get_stage
+            from personalign.stages import resolve_stage
 
-            verifier = get_stage("verification").registry.create(verifier or "criteria")
+            verifier = resolve_stage("verification").registry.create(verifier or "criteria")
         self.extractor = extractor or AttributeExtractor()
         self.verifier = verifier
         self.rounds = int(rounds)

@@ -17,50 +17,7 @@ against PrefEval's option labels before they score anything runs programs, so it
 :func:`personalign.judge_validation.validate_judges` (``usable`` = the kappa CI above 0 and the
 accuracy CI above 0.5).
 Light at import (no dspy).
+
+The stage itself is declared in ``stage.toml`` beside this file, in the schema of a user's stage
+file (:mod:`personalign.stages.spec`); ``personalign.resolve_stage("judge")`` builds it.
 """
-
-from personalign.registry import Registry, StrategyInfo
-from personalign.programs.stages import Stage
-
-_P = "personalign.programs.judge.pairwise"
-
-STRATEGIES = Registry(
-    "judge strategy",
-    [
-        StrategyInfo("pairwise", f"{_P}:PairwiseJudge",
-                     "typed 1-5 LLM judge per attribute, both orders, position-debiased (2 calls/attribute)",
-                     uses_lm=True, trainable=False),
-        StrategyInfo("pairwise-implicit", f"{_P}:ImplicitPairwiseJudge",
-                     "as pairwise, instructed that restating an attribute earns nothing and 3 is most common",
-                     uses_lm=True, trainable=False),
-        StrategyInfo("pairwise-expected", f"{_P}:ExpectedPairwiseJudge",
-                     "as pairwise, each order read as the expected 1-5 rating under the model's log-probabilities",
-                     uses_lm=True, trainable=False),
-        StrategyInfo("single-order", f"{_P}:SingleOrderJudge",
-                     "typed 1-5 LLM judge, one seeded order per attribute (position-biased baseline)",
-                     uses_lm=True, trainable=False),
-        StrategyInfo("minilm", f"{_P}:EmbeddingJudge",
-                     "LM-free: MiniLM cosine of attribute to B minus to A, fixed cut points", uses_lm=False,
-                     trainable=False),
-        StrategyInfo("tie", f"{_P}:TieJudge", "LM-free: always 3 (no difference)", uses_lm=False, trainable=False),
-    ],
-)
-
-DEFAULT_STRATEGIES = "pairwise,single-order,tie"
-
-STAGE = Stage(
-    name="judge",
-    summary="pairwise 1-5 preference per attribute between two responses, against human ratings",
-    signature="personalign.signatures.judge:PairwiseRatingsSignature",
-    strategies=STRATEGIES,
-    default_strategies=DEFAULT_STRATEGIES,
-    loader="personalign.programs.judge.data:load_ratings",
-    label="ratings",
-    kind="scored",
-    metric="personalign.metrics:rating_agreement",
-    metric_name="rating_agreement",
-    group_key="prompt_id",
-    objective="personalign.programs.judge.metrics:verdict_kappa",
-)
-
-__all__ = ["STRATEGIES", "DEFAULT_STRATEGIES", "STAGE"]

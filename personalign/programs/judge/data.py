@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 
-from personalign.programs.judge import STAGE
-
 
 def load_ratings(path: str | os.PathLike, *, seed: int = 0) -> list:
     """Canonical preference-rating JSONL, or PrefEval's MCQ option labels -> ``dspy.Example``s
@@ -57,10 +55,10 @@ def _per_attribute(ex):
     ratings = dict(ex.ratings)
     if len(ratings) == 1:
         (attr, gold), = ratings.items()
-        (extra,) = [k for k in PairwiseJudgeSignature.input_fields if k not in STAGE.inputs]
+        (extra,) = [k for k in PairwiseJudgeSignature.input_fields if k not in inputs()]
         (out,) = PairwiseJudgeSignature.output_fields
         ex = ex.copy(**{extra: attr, out: gold})
-    return ex.with_inputs(*STAGE.inputs)
+    return ex.with_inputs(*inputs())
 
 
 def _prefeval_pairs(path, seed: int) -> list:
@@ -77,5 +75,12 @@ def _prefeval_pairs(path, seed: int) -> list:
                                 ratings={r.preference: 1 if first else 5}))
     return [_per_attribute(ex) for ex in out]
 
+
+def inputs() -> tuple[str, ...]:
+    """The stage's input fields: those of its signature
+    (:class:`personalign.signatures.judge.PairwiseRatingsSignature`), in order."""
+    from personalign.signatures.judge import PairwiseRatingsSignature
+
+    return tuple(PairwiseRatingsSignature.input_fields)
 
 __all__ = ["load_ratings"]

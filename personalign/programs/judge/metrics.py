@@ -23,6 +23,8 @@ import math
 import warnings
 from typing import Any, Mapping, Sequence
 
+from personalign.stages.objective import Objective
+
 
 
 def _get(obj: Any, name: str):
@@ -154,4 +156,8 @@ def _or_zero(statistic, human: list, judge: list) -> float:
     return 0.0 if math.isnan(value) else float(value)
 
 
-__all__ = ["judge_agreement", "rating_pairs", "verdict", "verdict_kappa", "weighted_kappa"]
+VERDICT_KAPPA = Objective("verdict_kappa", "verdict_kappa", verdict_kappa, on="examples", needs_scores=True,
+                          kinds=frozenset({"scored"}))
+"""The judge stage's set objective, registered by name in :data:`personalign.stages.objective.OBJECTIVES`."""
+
+__all__ = ["VERDICT_KAPPA", "judge_agreement", "rating_pairs", "verdict", "verdict_kappa", "weighted_kappa"]

@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from personalign.errors import DataError
-from personalign.programs.mcq import STAGE
-
 SPLIT_FRACTIONS = {"train": 0.5, "val": 0.25, "test": 0.25}
 
 
@@ -50,7 +48,7 @@ def split_by_topic(items: Sequence, *, seed: int = 0, fractions: Mapping[str, fl
 def _to_example(ex, attributes: list[str] | None = None):
     d = ex.to_dspy()
     d = d.copy(attributes=list(attributes or []))
-    return d.with_inputs(*STAGE.inputs)
+    return d.with_inputs(*inputs())
 
 
 def _prefeval(p: Path, seed: int) -> list:
@@ -160,8 +158,15 @@ def attach_attributes(examples: Iterable, attributes: Mapping[str, Sequence[str]
     out = []
     for ex in examples:
         uid = getattr(ex, "user_id", None)
-        out.append(ex.copy(attributes=list(attributes.get(uid, []) if uid else [])).with_inputs(*STAGE.inputs))
+        out.append(ex.copy(attributes=list(attributes.get(uid, []) if uid else [])).with_inputs(*inputs()))
     return out
 
+
+def inputs() -> tuple[str, ...]:
+    """The stage's input fields: those of its signature
+    (:class:`personalign.signatures.mcq.MCQTaskSignature`), in order."""
+    from personalign.signatures.mcq import MCQTaskSignature
+
+    return tuple(MCQTaskSignature.input_fields)
 
 __all__ = ["SPLIT_FRACTIONS", "load_mcq", "read_attributes", "attach_attributes", "split_by_topic"]

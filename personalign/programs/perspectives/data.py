@@ -20,8 +20,6 @@ import os
 from pathlib import Path
 
 from personalign.errors import DataError
-from personalign.programs.perspectives import STAGE
-
 SPLITS = {"train": 0.5, "val": 0.25, "test": 0.25}
 
 
@@ -50,7 +48,7 @@ def _prefeval(p: Path, seed: int) -> list:
     for split, items in parts.items():
         for r in items:
             out.append(dspy.Example(id=f"{r.prompt_id}", question=r.question, profile_bank=bank, reference="",
-                                    split=split, topic=r.topic, prompt_id=r.prompt_id).with_inputs(*STAGE.inputs))
+                                    split=split, topic=r.topic, prompt_id=r.prompt_id).with_inputs(*inputs()))
     return sorted(out, key=lambda e: (e.topic, e.id))
 
 
@@ -90,7 +88,7 @@ def _jsonl(p: Path, seed: int) -> list:
         for split, items in parts.items():
             for r in items:
                 r["split"] = split
-    return [dspy.Example(**r).with_inputs(*STAGE.inputs) for r in rows]
+    return [dspy.Example(**r).with_inputs(*inputs()) for r in rows]
 
 
 def load_questions(path: str | os.PathLike, *, seed: int = 0) -> list:
@@ -107,5 +105,12 @@ def load_questions(path: str | os.PathLike, *, seed: int = 0) -> list:
         return _prefeval(p, seed)
     return _jsonl(p, seed)
 
+
+def inputs() -> tuple[str, ...]:
+    """The stage's input fields: those of its signature
+    (:class:`personalign.signatures.perspectives.PerspectivesSignature`), in order."""
+    from personalign.signatures.perspectives import PerspectivesSignature
+
+    return tuple(PerspectivesSignature.input_fields)
 
 __all__ = ["load_questions"]

@@ -31,6 +31,8 @@ class BM25Relevance(RelevanceScorer):
         RuntimeError: predicting before the threshold is fitted.
     """
 
+    optimizer = "personalign.optimizers.cv_threshold:CorpusThresholdFit"  # its own fit (trainable)
+
     uses_lm = False
 
     def __init__(self, threshold: float | None = None, corpus: Sequence[str] | None = None) -> None:

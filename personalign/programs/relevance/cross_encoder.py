@@ -62,6 +62,8 @@ class MiniLMCrossEncoder(RelevanceScorer):
         ModelFileError: the packaged MiniLM weights are missing.
     """
 
+    optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
+
     fit_with = "LearnedSelectorFit"
 
     uses_lm = False

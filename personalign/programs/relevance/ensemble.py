@@ -67,6 +67,8 @@ class LearnedPlusLLM(RelevanceScorer):
         RuntimeError: scoring before fitting, predicting without a threshold.
     """
 
+    optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
+
     fit_with = "LearnedSelectorFit"
 
     uses_lm = True
@@ -184,6 +186,8 @@ class EnsembleRank(TopShareDecision, LearnedPlusLLM):
         threshold: stacked-probability threshold for small groups (grouped CV in compile).
         probe: as :class:`LearnedPlusLLM`.
     """
+
+    optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
 
     def __init__(self, model: str | None = None, learned=None, min_group: int = 5,
                  top_fraction: float | None = None, threshold: float | None = None, probe: bool = False) -> None:

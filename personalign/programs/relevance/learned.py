@@ -68,6 +68,8 @@ class MiniLMLogReg(LogisticSelector, RelevanceScorer):
             threshold.
     """
 
+    optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
+
     fit_with = "LearnedSelectorFit"
 
     uses_lm = False

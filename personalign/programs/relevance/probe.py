@@ -89,6 +89,8 @@ class LMProbe(LogisticSelector, RelevanceScorer):
         RuntimeError: scoring before fit / load_weights.
     """
 
+    optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
+
     uses_lm = True
     fit_with = "LearnedSelectorFit"
     weights_file = WEIGHTS_FILE

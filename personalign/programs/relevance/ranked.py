@@ -279,6 +279,8 @@ class RankedSelector(TopShareDecision, LogisticSelector, RelevanceScorer):
 class MiniLMRank(RankedSelector):
     """``minilm-rank``: MiniLM attribute embedding + prompt similarities, hard labels, C = 0.1."""
 
+    optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
+
     def __init__(self, features: Sequence[str] = ("attribute", "cosine", "sentence_cosine", "cosine_z"),
                  C: float = 0.1, labels: str = "hard", **kwargs) -> None:
         super().__init__(features=features, C=C, labels=labels, **kwargs)
@@ -286,6 +288,8 @@ class MiniLMRank(RankedSelector):
 
 class StyleRank(RankedSelector):
     """``style-rank``: style-prototype similarity + prompt similarities (4 features), soft labels, C = 0.01."""
+
+    optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
 
     def __init__(self, features: Sequence[str] = ("style", "cosine", "sentence_cosine", "cosine_z"),
                  C: float = 0.01, labels: str = "soft", **kwargs) -> None:

@@ -18,6 +18,8 @@ class EmbeddingSimilarity(RelevanceScorer):
         threshold: cosine similarity in [-1, 1]; None until fitted (then predicting raises).
     """
 
+    optimizer = "personalign.optimizers.threshold:ThresholdFit"  # its own fit (trainable)
+
     uses_lm = False
 
     def __init__(self, threshold: float | None = None) -> None:

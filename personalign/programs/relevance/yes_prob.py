@@ -82,6 +82,8 @@ class YesProbability(RelevanceScorer):
         RuntimeError: predicting before the threshold is fitted.
     """
 
+    optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
+
     uses_lm = True
 
     def __init__(self, model: str | None = None, threshold: float | None = None) -> None:
@@ -137,6 +139,8 @@ class YesProbRank(TopShareDecision, YesProbability):
         min_group: smallest group decided by rank.
         top_fraction: share of a group marked relevant; None until fitted.
     """
+
+    optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
 
     def __init__(self, model: str | None = None, threshold: float | None = None, min_group: int = 5,
                  top_fraction: float | None = None) -> None:

@@ -15,8 +15,6 @@ import os
 from pathlib import Path
 
 from personalign.errors import DataError
-from personalign.programs.respond import STAGE
-
 SPLITS = {"train": 0.5, "val": 0.25, "test": 0.25}
 
 
@@ -45,7 +43,7 @@ def load_respond(path: str | os.PathLike, *, seed: int = 0) -> list:
             for r in items:
                 out.append(dspy.Example(id=r.id, prompt=r.question, question=r.question, attributes=[r.preference],
                                         preference=r.preference, split=split, topic=r.topic, user_id=r.user_id,
-                                        prompt_id=r.prompt_id).with_inputs(*STAGE.inputs))
+                                        prompt_id=r.prompt_id).with_inputs(*inputs()))
         return sorted(out, key=lambda e: e.id)
     from personalign.data.files import iter_jsonl
 
@@ -69,7 +67,14 @@ def load_respond(path: str | os.PathLike, *, seed: int = 0) -> list:
         for split, items in group_split(rows, by=lambda r: r["prompt_id"], fractions=SPLITS, seed=seed).items():
             for r in items:
                 r["split"] = split
-    return [dspy.Example(**r).with_inputs(*STAGE.inputs) for r in rows]
+    return [dspy.Example(**r).with_inputs(*inputs()) for r in rows]
 
+
+def inputs() -> tuple[str, ...]:
+    """The stage's input fields: those of its signature
+    (:class:`personalign.signatures.respond.RespondSignature`), in order."""
+    from personalign.signatures.respond import RespondSignature
+
+    return tuple(RespondSignature.input_fields)
 
 __all__ = ["load_respond"]

@@ -37,19 +37,24 @@ def load_verification(path: str | Path) -> list:
     from personalign.data import read_examples
     from personalign.data.derive import verification_pairs
     from personalign.errors import DataError
-    from personalign.programs.verification import STAGE
-
     p = Path(path)
     if not p.exists():
         raise DataError(p, None, None, "file not found")
     if p.is_dir() or p.suffix == ".json":
         out = []
         for split, records in prefeval_topic_splits(p).items():
-            out.extend(to_examples(verification_pairs(records, negatives_per_positive=1, seed=SPLIT_SEED), STAGE, split))
+            out.extend(to_examples(verification_pairs(records, negatives_per_positive=1, seed=SPLIT_SEED), inputs(), split))
         return out
     if p.suffix == ".jsonl":
-        return to_examples(read_examples(p, "verification"), STAGE)
+        return to_examples(read_examples(p, "verification"), inputs())
     raise DataError(p, None, None, "expected a PrefEval folder or topic .json file, or canonical verification .jsonl")
 
+
+def inputs() -> tuple[str, ...]:
+    """The stage's input fields: those of its signature
+    (:class:`personalign.signatures.verification.VerificationSignature`), in order."""
+    from personalign.signatures.verification import VerificationSignature
+
+    return tuple(VerificationSignature.input_fields)
 
 __all__ = ["load_verification"]

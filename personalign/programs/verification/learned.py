@@ -224,6 +224,8 @@ class MaxSimilarityVerifier(RejectScorer):
     """Similarity baseline: score = 1 - max cosine between the attribute and any user segment (in
     [0, 2]; 1 when there is no user text). No weights; compiled = threshold fitted."""
 
+    optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
+
     def score_batch(self, examples: Sequence) -> list[float]:
         if not examples:
             return []
@@ -251,6 +253,8 @@ class MiniLMVerifier(LogisticSelector, RejectScorer):
         RuntimeError: scoring before :meth:`fit` / :meth:`load_weights`.
         ValueError (fit): training examples of a single class.
     """
+
+    optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
 
     weights_file = WEIGHTS_FILE
     classes = ("rejected", "accepted")

@@ -23,10 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def _example(stage, **fields):
+def _example(**fields):
     import dspy
 
-    return stage.mark_inputs(dspy.Example(**fields))
+    return dspy.Example(**fields).with_inputs(*inputs())
 
 
 def load_violation(path, *, seed: int = 0) -> list:
@@ -37,8 +37,6 @@ def load_violation(path, *, seed: int = 0) -> list:
             field); an unknown format; fewer topics than splits.
     """
     from personalign.errors import DataError
-    from personalign.programs.violation import STAGE
-
     p = Path(path)
     if not p.exists():
         raise DataError(p, None, None, "file not found")
@@ -49,7 +47,7 @@ def load_violation(path, *, seed: int = 0) -> list:
         for pair in prefeval_option_pairs(p, seed=seed):
             r = pair["record"]
             for key, violates in (("follows", False), ("violates", True)):
-                out.append(_example(STAGE, id=f"{r.id}:{key}", pair_id=r.id, topic=r.topic, split=pair["split"],
+                out.append(_example(id=f"{r.id}:{key}", pair_id=r.id, topic=r.topic, split=pair["split"],
                                     preference=r.preference, question=r.question, response=pair[key],
                                     violates=violates))
         return out
@@ -61,11 +59,18 @@ def load_violation(path, *, seed: int = 0) -> list:
             fields = {k: require(rec, k, str, p, line) for k in ("preference", "question", "response")}
             violates = require(rec, "violates", bool, p, line)
             extra = {k: require(rec, k, str, p, line) for k in ("split", "topic") if k in rec}
-            out.append(_example(STAGE, id=f"{p.stem}:{line}", pair_id=f"{p.stem}:{line}",
+            out.append(_example(id=f"{p.stem}:{line}", pair_id=f"{p.stem}:{line}",
                                 topic=extra.get("topic", "all"), split=extra.get("split"), violates=violates,
                                 **fields))
         return out
     raise DataError(p, None, None, "expected a PrefEval folder or mcq_options topic .json file, or .jsonl")
 
+
+def inputs() -> tuple[str, ...]:
+    """The stage's input fields: those of its signature
+    (:class:`personalign.signatures.respond.PreferenceViolationSignature`), in order."""
+    from personalign.signatures.respond import PreferenceViolationSignature
+
+    return tuple(PreferenceViolationSignature.input_fields)
 
 __all__ = ["load_violation"]

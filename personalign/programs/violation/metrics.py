@@ -1,9 +1,8 @@
-"""Metrics of the ``violation`` stage: per-example correctness (DSPy metric) and the set
-objective, Cohen's kappa (scikit-learn) of the judge's follows / violates against the labels."""
+"""The ``violation`` stage's per-example correctness (DSPy metric). Its set objective is the
+generic ``kappa`` (:mod:`personalign.stages.objective`): Cohen's kappa of follows / violates."""
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 
@@ -19,24 +18,4 @@ def violation_correct(example, pred, trace=None):
     return ok if trace is not None else float(ok)
 
 
-def kappa(examples: Sequence, predictions: Sequence) -> float:
-    """The stage's set objective: Cohen's kappa of the predicted ``violates`` against the labels.
-
-    ``predictions``: one output per example (a bool, or an object / dict with ``violates``; None =
-    a failed call, counted as the wrong label, so failing never pays). 0.0 when undefined (one
-    class only on both sides)."""
-    from personalign.metrics import cohen_kappa
-
-    gold, pred = [], []
-    for ex, p in zip(examples, predictions, strict=True):
-        g = bool(_get(ex, "violates"))
-        v = p if isinstance(p, bool) or p is None else _get(p, "violates")
-        gold.append(g)
-        pred.append((not g) if v is None else bool(v))
-    if len(set(gold) | set(pred)) < 2:
-        return 0.0
-    value = cohen_kappa(gold, pred)
-    return 0.0 if math.isnan(value) else float(value)
-
-
-__all__ = ["kappa", "violation_correct"]
+__all__ = ["violation_correct"]

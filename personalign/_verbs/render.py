@@ -1,0 +1,243 @@
+"""What the verbs' results print: the tables and lines ``print(result)`` shows and the command
+line prints (rich renderables; :func:`as_text` renders them to plain text)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from personalign.record import group_noun
+
+
+def fmt_ci(value, ci, rng=None, sign: str = "") -> str:
+    """``0.512 [0.40, 0.61]``; without an interval, the per-group range ``0.512 (range 0.30–0.70)``
+    (:func:`personalign.metrics.cluster.format_figure`)."""
+    from personalign.metrics.cluster import format_figure
+
+    return format_figure(value, ci, rng, sign)
+
+
+def p_cell(d: dict, mcnemar: dict | None = None) -> str:
+    """Sign-flip p over clusters (Holm-adjusted when present, with the smallest reachable p and, when
+    not significant, the minimum detectable effect); else the item-level McNemar p, labelled."""
+    perm = d.get("permutation")
+    if perm is None:
+        return "-" if mcnemar is None else f"{mcnemar['p_value']:.3g} (McNemar, item-level)"
+    p = d.get("p_holm", perm["p_value"])
+    cell = f"{p:.3g}{' Holm' if 'p_holm' in d else ''} (min {perm['p_min']:.3g})"
+    if p >= 0.05 and perm["p_min"] >= 0.05:  # too few clusters: no test here could reach 0.05
+        cell += "; too few clusters to show a difference"
+    elif p >= 0.05 and d.get("mde") is not None and d.get("ci") is not None:  # an MDE needs >= 5 clusters' SE
+        cell += f"; no difference shown, MDE ±{d['mde']:.2f}"
+    return cell
+
+
+def _vs_first(row: dict) -> tuple[str, str]:
+    vs = row.get("vs_first")
+    if not vs:
+        return "(reference)", "-"
+    d = vs["diff"]
+    return fmt_ci(d["diff"], d.get("ci"), d.get("range"), "+"), p_cell(d, vs.get("mcnemar"))
+
+
+def render_table(result: dict):
+    from rich.table import Table
+
+    binary = result.get("kind", "binary") == "binary"
+    key = result.get("metric", "f1")
+    head = f"{result.get('stage', 'relevance')} on {result['split']} (n={result['n']}"
+    if binary:
+        head += f", human {result.get('positive_name', 'yes')}-rate {result['gold_yes_rate']:.1%}"
+    # an LM-free compare names no model (its strategies never called one)
+    lm = f", lm {result['lm']}, adapter {result['adapter']}" if result.get("adapter") else ""
+    table = Table(title=head + f"{lm})")
+    objective = result.get("objective")
+    extra = objective not in (None, key)  # the objective is not the metric shown: its own column
+    cols = ["strategy", f"{key} [95% CI]"] + ([f"{objective} (objective)"] if extra else [])
+    if binary:
+        cols += ["precision", "recall", f"{result.get('positive_name', 'yes')}-rate"]
+    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", "p (sign-flip over clusters)"]
+    for col in cols:
+        table.add_column(col, justify="left" if col == "strategy" else "right",
+                         no_wrap=not col.startswith(("p (", f"Δ{key}")), min_width=len(col) if col == "strategy" else None)
+    for row in result["strategies"]:
+        cells = [row["name"], fmt_ci(row[key], row.get(f"{key}_ci"), row.get(f"{key}_range"))]
+        if extra:
+            value = row.get("objective")
+            cells.append("-" if value is None or value != value else f"{value:.3f}")
+        if binary:
+            cells += [f"{row['precision']:.3f}", f"{row['recall']:.3f}", f"{row['yes_rate']:.1%}"]
+        cells += [f"{row['lm_calls']}+{row.get('compile_lm_calls', 0)}", f"{row['seconds']:.1f}", str(row["failures"]),
+                  *_vs_first(row)]
+        table.add_row(*cells)
+    return table
+
+
+def resampling_line(result: dict) -> str:
+    """What the intervals of a single-split result resample, and how many top-level clusters
+    (:func:`personalign.metrics.cluster.resampling_note`)."""
+    from personalign.metrics.cluster import resampling_note
+
+    return resampling_note(next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None))
+
+
+def _short(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def groups_renderables(result: dict) -> list:
+    """The headline table (mean per-group metric, pooled, worst group, vs the first strategy), the
+    per-group table (each group's figure with its interval) and what the intervals resample."""
+    from rich.table import Table
+
+    out: list = []
+
+    key, ng = result.get("metric", "f1"), result["n_groups"]
+    gk = group_noun(result["group_key"])
+    title = (f"{result['stage']}: leave-one-{gk}-out over {ng} {gk}s (n={result['n']}"
+             + (f", lm {result['lm']})" if result.get("lm") else ")"))
+    head = Table(title=title)
+    cols = ["strategy", f"mean per-{gk} {key} (headline)", f"pooled {key}", f"worst {gk}",
+            f"Δ mean {key} vs first", "p (sign-flip over groups)", "LM calls eval+compile", "seconds"]
+    for c in cols:
+        head.add_column(c, justify="left" if c == "strategy" else "right", no_wrap=c != cols[5])
+    for row in result["strategies"]:
+        h, vs = row["headline"], row.get("vs_first")
+        head.add_row(row["name"], fmt_ci(h["value"], h["ci"], h["range"]),
+                     fmt_ci(row["pooled"]["value"], row["pooled"]["ci"], row["pooled"].get("range")),
+                     f"{row['worst']['value']:.3f} ({row['worst']['group']})",
+                     "(reference)" if not vs else fmt_ci(vs["diff"], vs["ci"], vs["range"], "+"),
+                     "-" if not vs else p_cell(vs), f"{row['lm_calls']}+{row['compile_lm_calls']}",
+                     f"{row['seconds']:.1f}")
+    out.append(head)
+    groups = Table(title=f"{key} on each held-out {gk} (fitted on the other {ng - 1}) [95% CI]")
+    groups.add_column("strategy", no_wrap=True)
+    for g in result["groups"]:
+        groups.add_column(str(g), justify="right", no_wrap=True)
+    for row in result["strategies"]:
+        cells = []
+        for g in row["by_group"]:
+            ci = g.get(f"{key}_ci")
+            cells.append(f"{g[key]:.2f}" + (f" [{_short(ci[0])}, {_short(ci[1])}]" if ci else ""))
+        groups.add_row(row["name"], *cells)
+    out.append(groups)
+    for row in result["strategies"]:
+        if row.get("repeat_note"):
+            out.append(f"{row['name']}: {row['repeat_note']}")
+        if row.get("warnings"):
+            out.append(f"{row['name']}: {len(row['warnings'])} note(s) from fitting, in the results file "
+                       "(strategies[].warnings)")
+    return out + notes(result)
+
+
+def notes(result: dict) -> list[str]:
+    """What each figure is and what its interval resamples (printed under the tables)."""
+    key, ng = result.get("metric", "f1"), result["n_groups"]
+    gk = group_noun(result["group_key"])
+    first = result["strategies"][0] if result["strategies"] else None
+    units = sorted({(g.get("resampling") or {}).get("unit", "item") for r in result["strategies"] for g in r["by_group"]})
+    out = [f"headline: the mean of the {ng} per-{gk} {key}s, each on a {gk} the strategy was not fitted on; "
+           + (f"interval: percentile bootstrap over {gk}s ({result['n_boot']} resamples)" if ng >= 5 else
+              f"fewer than 5 {gk}s: the range of the per-{gk} figures, no percentile interval"),
+           f"pooled: {key} of all out-of-{gk} predictions together; per-{gk} intervals resample {', '.join(units)}"]
+    if first and len(result["strategies"]) > 1:
+        p_min = 2.0 / 2 ** ng if ng <= 16 else None
+        out.append(f"p: sign-flip permutation of the per-{gk} differences, exact over 2^{ng} sign vectors"
+                   + (f" (smallest reachable p = {p_min:.3g})" if p_min else "")
+                   + ("; Holm-adjusted over the comparisons" if len(result["strategies"]) > 2 else "")
+                   + "; MDE = (1.96 + 0.84) × SE of the difference over resampled groups")
+    out.append(f"reproducible: the same data, seed ({result.get('seed')}) and model give the same figures (LM calls "
+               "at temperature 0, in a fixed order; bootstrap seeded); what varies run to run is the seconds and the LM "
+               "call counts (0 when the DSPy cache already holds a call)")
+    if result.get("complete") is False:
+        out.append("partial result: not every strategy has run yet")
+    return out
+
+
+def single_renderables(result: dict) -> list:
+    """A single-split comparison: the table, what its intervals resample, each compile's summary
+    line, compiled-vs-uncompiled pairs and repeat notes."""
+    key = result.get("metric", "f1")
+    out: list = [render_table(result)]
+    line = resampling_line(result)
+    if line:
+        out.append(line)
+    for row in result["strategies"]:
+        summary = compile_summary_line(row["name"], row.get("compile"))
+        if summary:
+            out.append(summary)
+        vs = row.get("vs_uncompiled")
+        if vs:
+            d = vs["diff"]
+            out.append(f"{row['name']} vs {vs['against']} (compiled vs uncompiled, paired on the same examples): "
+                       f"Δ{key} {fmt_ci(d['diff'], d.get('ci'), d.get('range'), '+')}, p {p_cell(d, vs.get('mcnemar'))}")
+    out += [f"{row['name']}: {row['repeat_note']}" for row in result["strategies"] if row.get("repeat_note")]
+    return out
+
+
+def comparison_renderables(result: dict) -> list:
+    """What ``print(personalign.compare(...))`` and ``personalign compare`` show."""
+    return groups_renderables(result) if result.get("cv") == "groups" else single_renderables(result)
+
+
+def compile_summary_line(name: str, compile_info: dict | None) -> str | None:
+    """``NAME: dev f1 0.412 -> 0.455, chose bootstrap (why); LM calls 42 actual / 120 projected``;
+    None when nothing was chosen on dev (:func:`personalign.compile_service.summary`)."""
+    from personalign.compile_service import summary
+
+    s = summary(compile_info)
+    if s is None:
+        return None
+    return (f"{name}: dev {s['objective']} {s['dev_before']:.3f} -> {s['dev_after']:.3f}, chose {s['chosen']} "
+            f"({s['reason']}); LM calls {s['actual_lm_calls']} actual / {s['projected_lm_calls']} projected")
+
+
+def eval_line(out: dict, *, metric: str, kind: str, positive_name: str) -> str:
+    """``STRATEGY on SPLIT (n=N): f1 0.512 [0.40, 0.61], precision ..., LM calls N, failures N (...)``."""
+    line = (f"{out['strategy']} on {out['split']} (n={out['n']}): {metric} "
+            f"{fmt_ci(out[metric], out.get(metric + '_ci'), out.get(metric + '_range'))}")
+    if kind == "binary":
+        line += (f", precision {out['precision']:.3f}, recall {out['recall']:.3f}, "
+                 f"{positive_name}-rate {out['yes_rate']:.1%}")
+    res = out.get("resampling") or {}
+    line += f", LM calls {out['lm_calls']}, failures {out['failures']}"
+    if res:
+        n = res["n_clusters"]
+        line += f" (intervals resample {res['unit']}: {n} top-level cluster{'s' if n != 1 else ''})"
+    return line
+
+
+def sweep_lines(result: dict) -> list[str]:
+    """The summary of a sweep: the study's counts, the best trial with its interval, the program."""
+    from personalign.metrics.cluster import format_figure, resampling_note
+
+    metric = result.get("objective") or result["metric"]
+    out = [f"study {result['study']} in {result['storage']}: {result['n_complete']} complete, "
+           f"{result['n_pruned']} pruned, {result['n_fail']} failed of {result['n_trials']} requested "
+           f"(this run: {result['ran']} trials, {result['seconds']:.1f} s, {result['lm_calls']} LM calls)"]
+    if result.get("stale_failed"):
+        out.append(f"stale trials of killed workers failed and re-queued: {result['stale_failed']}")
+    best = result.get("best")
+    if best:
+        report = best.get("report") or {}
+        figure = format_figure(best["value"], report.get(f"{metric}_ci"), report.get(f"{metric}_range"),
+                               by_group=report.get(f"{metric}_by_group"))
+        out.append(f"best: trial {best['number']} {metric} {figure} {best['params']}")
+        if resampling_note(report.get("resampling")):
+            out.append(resampling_note(report.get("resampling")))
+    if result.get("program"):
+        out += [f"program: {result['program']}", f"readable prompt: {result['prompt_file']}"]
+    out.append(f"view: {result['dashboard']}")
+    return out
+
+
+def as_text(renderables: list, width: int = 160) -> str:
+    """Plain text of rich renderables and strings (no colour, ``width`` columns)."""
+    import io
+
+    from rich.console import Console
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, force_terminal=False, color_system=None)
+    for r in renderables:
+        console.print(r, markup=False, highlight=False) if isinstance(r, str) else console.print(r)
+    return buf.getvalue().rstrip("\n")

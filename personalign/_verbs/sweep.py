@@ -1,0 +1,81 @@
+"""``personalign.sweep``: a resumable, parallel, pruned Optuna study over a stage's strategies."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from personalign._verbs.inputs import load_data, resolve_model
+from personalign._verbs.reports import SweepReport
+from personalign.errors import ArgumentError
+
+
+def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 20, storage: str | None = None,
+          study_name: str | None = None, n_jobs: int = 1, split: str = "dev", train_split: str = "train",
+          lm: Any = None, api_base: str | None = None, lm_kwargs: dict | None = None, seed: int = 0,
+          limit: int | None = None, n_boot: int = 1000, heartbeat: int = 10, grace: int = 40, export: bool = True,
+          max_failures: int | None = None, sampler=None, pruner=None, callbacks: Any = (),
+          progress: bool = False) -> SweepReport:
+    """Run (or resume) an Optuna sweep of ``stage``: each trial samples a strategy and its
+    settings from the search space, compiles it on the train rows by the one compile path, and is
+    scored by the stage's set objective on ``split`` in minibatches (a pruner stops trials below
+    the median); the best trial's program is saved under ``runs/programs/``.
+
+    Args:
+        stage, data, lm, api_base, lm_kwargs, callbacks: as :func:`personalign.compile`.
+        space: a search space file (TOML/YAML); None: the stage's default space (and a stage
+            file's ``[sweep]`` sections).
+        n_trials: COMPLETE + PRUNED trials wanted in the study (a rerun runs only the missing ones).
+        storage: ``sqlite:///PATH`` (default ``runs/optuna.db``), ``journal:PATH`` or an RDB URL
+            (``postgresql://...``): Optuna's own storages. study_name: default
+            ``STAGE-DATASTEM-SPLIT-SPACEHASH``; the same name resumes.
+        split: scored on this split; ``"dev"`` (default, when the data has none): whole groups held
+            out of ``train_split`` as compile holds them out -- trials compile on the rest. A
+            strategy those rows cannot fit is refused before the first trial.
+        n_jobs: trials in parallel threads. limit: a sample of the split (seed 0, stratified).
+        heartbeat / grace: seconds between a running trial's heartbeats / without one before
+            another worker's trial is failed and retried.
+        export: save the best trial's program. max_failures: stop after this many failed trials
+            (default max(3, n_trials // 2)). sampler / pruner: Optuna's (default multivariate TPE
+            seeded per trial; the space's pruner, MedianPruner).
+
+    Returns:
+        :class:`SweepReport`: ``best`` (``number``, ``value``, ``params``, ``report``), the counts
+        (``n_complete``, ``n_pruned``, ``n_fail``), ``program`` and ``prompt_file``.
+
+    Raises:
+        ConfigurationError: a bad argument, space, storage or model; a study created with other data.
+        DataError: unreadable data, an empty split, a strategy the training rows cannot fit.
+    """
+    from personalign.settings import runs_dir
+    from personalign.stages import resolve_stage
+    from personalign.sweeps.runner import Sweep, default_study_name
+    from personalign.sweeps.space import SearchSpace
+    from personalign.tracking.callbacks import Callbacks
+
+    for arg, value in (("n_trials", n_trials), ("n_jobs", n_jobs), ("n_boot", n_boot), ("heartbeat", heartbeat)):
+        if value < 1:
+            raise ArgumentError(arg, f"must be >= 1, got {value}")
+    if limit is not None and limit < 1:
+        raise ArgumentError("limit", f"must be >= 1, got {limit}")
+    if grace <= heartbeat:
+        raise ArgumentError("grace", f"must be longer than the heartbeat interval ({heartbeat} s), got {grace}")
+    st = resolve_stage(stage)
+    ds = load_data(st, data)
+    sp = SearchSpace.load(st, space)
+    url = storage or f"sqlite:///{runs_dir() / 'optuna.db'}"
+    name = study_name or default_study_name(st.name, ds.path or Path("examples"), split, sp)
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    run = Sweep(stage=st, space=sp, data=ds, split=split, train_split=train_split, n_trials=n_trials, storage=url,
+                study_name=name, n_jobs=n_jobs, seed=seed,
+                model=lambda needed: resolve_model(lm, needed=needed, api_base=api_base, lm_kwargs=lm_kwargs),
+                lm_name=lm if isinstance(lm, str) or lm is None else str(getattr(lm, "model", type(lm).__name__)),
+                callbacks=Callbacks(callbacks), limit=limit,
+                n_boot=n_boot, progress=progress, heartbeat_interval=heartbeat, grace_period=grace, export=export,
+                max_failures=max_failures, sampler=sampler, pruner=pruner)
+    result = {"started": started, **run.run()}
+    return SweepReport(stage=st.name, data=result, best=result.get("best"))
+
+
+__all__ = ["sweep"]

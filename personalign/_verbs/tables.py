@@ -1,0 +1,157 @@
+"""The rows of a comparison, built from each strategy's fold results: :class:`SplitTable` (one
+split: the report, the set objective, the paired comparison with the first row) and
+:class:`GroupTable` (leave-one-group-out: the mean per-group headline, the pooled figure, the
+worst group, the sign-flip test over groups, Holm-adjusted)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+from personalign._verbs.folds import FoldResult, compile_calls
+
+HIDDEN = frozenset({"correct", "gold_positive", "predicted_positive", "scores", "cluster_levels"})
+
+
+class _Table:
+    def __init__(self, stage, result: dict, folds: list, *, n_boot: int, seed: int) -> None:
+        self.stage, self.result, self.n_boot, self.seed = stage, result, n_boot, seed
+        self.examples = [ex for f in folds for ex in f.test]  # the scored rows, in fold order
+
+    def candidate(self, name: str, info, done: list[FoldResult], model: str | None):
+        """The :class:`~personalign.tracking.callbacks.Candidate` of the strategy just added."""
+        from personalign.tracking.callbacks import Candidate
+
+        row = self.result["strategies"][-1]
+        compile_info = done[-1].compile_info
+        metrics = {k: v for k, v in row.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        dev = row.get("compile_summary") or {}
+        metrics.update({k: dev[k] for k in ("dev_before", "dev_after") if dev.get(k) is not None})
+        single = len(done) == 1
+        return Candidate(name, params={"strategy": name, "summary": info.summary, "uses_lm": info.uses_lm,
+                                       **({"lm": model} if info.uses_lm else {}),
+                                       **({"compile": compile_info} if compile_info else {})},
+                         metrics=metrics, row=row, examples=self.examples if single else None,
+                         report=done[0].report if single else None, program=done[0].program if single else None,
+                         traces=done[0].traces if single else None)
+
+    def partial(self) -> dict:
+        return self.result
+
+    def finish(self, partial: bool = False) -> None:
+        from personalign._verbs.results import result_record
+
+        self.result["uses_lm"] = any(r.get("uses_lm") for r in self.result["strategies"])
+        self.result["run_record"] = result_record(self.result)
+
+
+class SplitTable(_Table):
+    """Rows of a single-split comparison (``vs_first``: paired bootstrap of the metric, the
+    permutation test, McNemar; ``vs_uncompiled`` for ``NAME@OPT`` after ``NAME``)."""
+
+    def __init__(self, stage, result: dict, folds: list, *, n_boot: int, seed: int) -> None:
+        super().__init__(stage, result, folds, n_boot=n_boot, seed=seed)
+        self.reports: dict[str, dict] = {}
+
+    def add(self, name: str, info, done: list[FoldResult], *, reference: bool) -> dict:
+        from personalign.evaluation import paired_comparison
+
+        st, (fold,) = self.stage, done
+        report = fold.report
+        objective = report.get(st.metric_name) if st.objective.on == "metric" else \
+            st.objective.value_or_none(st.score(self.examples, report["predictions"], scores=report.get("scores")))
+        hidden = HIDDEN | ({"predictions_by_repeat"} if report.get("repeats", 1) == 1 else set())
+        row = {"name": name, **{k: v for k, v in report.items() if k not in hidden}, "objective": objective,
+               "uses_lm": info.uses_lm,
+               "compile_lm_calls": compile_calls(fold.compile_info), "seconds": fold.seconds,
+               "compile": fold.compile_info, "compile_summary": fold.compile_summary, "warnings": fold.warnings}
+        if reference:
+            row["reference"] = True
+        first = next(iter(self.reports.values()), None)
+        if first is not None:
+            row["vs_first"] = {"against": self.result["strategies"][0]["name"],
+                               **paired_comparison(st, report, first, n_boot=self.n_boot, seed=self.seed)}
+            row["vs_first"]["f1_diff"] = row["vs_first"]["diff"]  # former key
+        base = name.split("@", 1)[0]
+        if "@" in name and base in self.reports:  # the same strategy uncompiled ran earlier: pair them
+            row["vs_uncompiled"] = {"against": base, **paired_comparison(st, report, self.reports[base],
+                                                                         n_boot=self.n_boot, seed=self.seed)}
+        self.reports[name] = report
+        self.result["strategies"].append(row)
+        return row
+
+    def finish(self, partial: bool = False) -> None:
+        from personalign._verbs.groups import add_holm
+
+        add_holm([r for r in self.result["strategies"] if "vs_first" not in r or "permutation" in r["vs_first"]["diff"]],
+                 key=lambda r: r["vs_first"]["diff"])
+        super().finish(partial)
+
+
+class GroupTable(_Table):
+    """Rows of a leave-one-group-out comparison (``headline``, ``pooled``, ``worst``, ``by_group``;
+    ``vs_first``: per-group differences, sign-flip p, Holm)."""
+
+    def __init__(self, stage, result: dict, folds: list, *, n_boot: int, seed: int) -> None:
+        super().__init__(stage, result, folds, n_boot=n_boot, seed=seed)
+        self.rows: list[dict] = []
+
+    def add(self, name: str, info, done: list[FoldResult], *, reference: bool) -> dict:
+        from personalign._verbs.groups import add_holm, paired_groups, public_row, summarize_strategy
+
+        per_fold = [{"group": f.fold, "report": f.report, "compile_summary": f.compile_summary} for f in done]
+        row = summarize_strategy(self.stage, name, per_fold, self.examples, n_boot=self.n_boot, seed=self.seed)
+        row.update(uses_lm=info.uses_lm, lm_calls=sum(f.report["lm_calls"] for f in done),
+                   compile_lm_calls=sum(compile_calls(f.compile_info) for f in done),
+                   failures=sum(f.report["failures"] for f in done),
+                   seconds=round(sum(f.seconds for f in done), 3), repeats=done[0].report["repeats"],
+                   repeat_note=done[0].report["repeat_note"], warnings=sorted({w for f in done for w in f.warnings}))
+        if reference:
+            row["reference"] = True
+        if self.rows:
+            row["vs_first"] = paired_groups(row, self.rows[0], seed=self.seed)
+        self.rows.append(row)
+        add_holm(self.rows)
+        self.result["strategies"] = [public_row(r) for r in self.rows]
+        return self.result["strategies"][-1]
+
+    def finish(self, partial: bool = False) -> None:
+        self.result["complete"] = not partial
+        super().finish()
+
+
+class _Bar:
+    """The leave-one-group-out progress display (stderr; cleared when done; none off a terminal)."""
+
+    def __init__(self, bar, total: int, n_folds: int) -> None:
+        self.bar, self.n_folds = bar, n_folds
+        self.task = bar.add_task("leave-one-group-out", total=total) if bar is not None else None
+
+    def on_fold(self, name: str):
+        def update(k: int, fold) -> None:
+            if self.bar is None:
+                return
+            if k:
+                self.bar.advance(self.task)
+            self.bar.update(self.task, description=f"{name}: fit on {self.n_folds - 1} groups, score {fold.name} "
+                                                   f"({k + 1}/{self.n_folds})")
+        return update
+
+
+@contextlib.contextmanager
+def progress_for(folds, specs, enabled: bool) -> Iterator[_Bar]:
+    """A :class:`_Bar` over ``len(specs) x len(folds)`` fits (a no-op one when not ``enabled``)."""
+    if not enabled:
+        yield _Bar(None, 0, len(folds))
+        return
+    from personalign._verbs.results import progress_display
+
+    bar = progress_display(True)
+    bar.start()
+    try:
+        yield _Bar(bar, len(specs) * len(folds), len(folds))
+    finally:
+        bar.stop()
+
+
+__all__ = ["GroupTable", "SplitTable", "progress_for"]
