@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from personalign._paths import check_out_dir, check_out_file  # noqa: F401  (re-exported for the commands)
 from personalign.errors import ConfigurationError
+from personalign.redaction import redact
 
 
 def lm_option(value: str | None) -> str | None:
@@ -29,7 +30,7 @@ def api_base_option(value: str | None) -> str | None:
     (where :func:`personalign.lm.make_lm` reads it, for every model the command builds).
 
     Raises:
-        ConfigurationError: not an http(s) URL.
+        ConfigurationError: not an http(s) URL (the value quoted with its password as ``***``).
     """
     import os
 
@@ -38,7 +39,7 @@ def api_base_option(value: str | None) -> str | None:
     url = value.strip()
     if not url.startswith(("http://", "https://")):
         raise ConfigurationError(f"--api-base must be an http(s):// URL of an OpenAI-compatible server "
-                                 f"(e.g. http://127.0.0.1:8000/v1), not {value!r}")
+                                 f"(e.g. http://127.0.0.1:8000/v1), not {redact(value)!r}")
     os.environ["PERSONALIGN_API_BASE"] = url
     return url
 
@@ -48,7 +49,8 @@ def lm_kwargs_option(value: str | None) -> str | None:
     ``PERSONALIGN_LM_KWARGS``.
 
     Raises:
-        ConfigurationError: not a JSON object (one line, the value quoted).
+        ConfigurationError: not a JSON object (one line saying where and what is wrong, never the
+            value: it may hold a key).
     """
     import os
 
