@@ -15,7 +15,8 @@ A figure is only as good as what it says about how it was made. Every
 
 Versions come from ``importlib.metadata`` (``"not installed"`` when absent); the model's sha256
 is the pinned digest of the embedded model registry (:data:`personalign.lm.MODELS`; nothing is
-re-hashed), None for other models; the data sha256 is
+re-hashed), None for other models; the command holds no secret (keys, tokens, header values and
+URL passwords are ``***``: :func:`personalign.redaction.redact`); the data sha256 is
 :func:`personalign.data.digest.file_sha256`. :func:`write_record` validates, then writes
 atomically (tmp + rename): a bad record raises ``ValueError`` naming the key and writes nothing.
 """
@@ -35,6 +36,8 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
+
+from personalign.redaction import redact
 
 PACKAGES = {"personalign": "personalign", "dspy": "dspy", "optuna": "optuna", "mlflow": "mlflow",
             "litellm": "litellm", "llama_cpp_python": "llama-cpp-python"}
@@ -185,12 +188,14 @@ def run_record(name: str, figures: Sequence[dict], *, title: str | None = None, 
                model: str | None = None, adapter: str | None = None, sampler: dict | None = None,
                data: str | os.PathLike | None = None, data_sha256: str | None = None,
                resampling: dict | None = None, stage: str | None = None, extra: dict | None = None) -> dict[str, Any]:
-    """A validated run record (``command`` default: this process's argv, shell-quoted).
+    """A validated run record (``command`` default: this process's argv, shell-quoted; either way
+    with its secrets -- keys, tokens, headers, URL passwords -- as ``***``:
+    :func:`personalign.redaction.redact`).
 
     Raises:
         ValueError: a malformed figure or field (:func:`validate`)."""
-    record = {"name": name, "title": title or name, "command": command or shlex.join([Path(sys.argv[0]).name,
-                                                                                      *sys.argv[1:]]),
+    command = redact(command) if command else shlex.join(redact([Path(sys.argv[0]).name, *sys.argv[1:]]))
+    record = {"name": name, "title": title or name, "command": command,
               "git_commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "machine": machine(), "versions": versions(), "model": model_info(model) or {"name": None, "sha256": None},
               "adapter": adapter, "sampler": sampler, "data": data_info(data, data_sha256),
@@ -222,8 +227,9 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 
 def mlflow_tags(record: dict) -> dict[str, str]:
-    """The record's provenance as flat MLflow tags ``personalign.<key>`` (figures are metrics, not tags)."""
-    tags = {"personalign.command": record["command"][:5000], "personalign.git_commit": record["git_commit"],
+    """The record's provenance as flat MLflow tags ``personalign.<key>`` (figures are metrics, not
+    tags); the command redacted (:func:`personalign.redaction.redact`) before it is cut to 5000 characters."""
+    tags = {"personalign.command": redact(record["command"])[:5000], "personalign.git_commit": record["git_commit"],
             "personalign.model": str((record.get("model") or {}).get("name")),
             "personalign.model_sha256": str((record.get("model") or {}).get("sha256")),
             "personalign.adapter": str(record.get("adapter")),

@@ -189,7 +189,8 @@ def endpoint_env() -> tuple[str | None, dict]:
     1.0}}``) go to ``dspy.LM`` / litellm with every call.
 
     Raises:
-        ConfigurationError: PERSONALIGN_LM_KWARGS is not a JSON object (one line, the value quoted).
+        ConfigurationError: PERSONALIGN_LM_KWARGS is not a JSON object (one line naming the line,
+            column and what is wrong; never the value, which may hold a key).
     """
     import json
 
@@ -202,10 +203,12 @@ def endpoint_env() -> tuple[str | None, dict]:
     try:
         kwargs = json.loads(raw)
     except ValueError as exc:
-        raise ConfigurationError(f"PERSONALIGN_LM_KWARGS (--lm-kwargs) is not JSON ({exc.msg} at char {exc.pos}): "
-                                 f"{raw[:80]!r}") from None
+        raise ConfigurationError(f"PERSONALIGN_LM_KWARGS (--lm-kwargs) is not JSON: {exc.msg} at line {exc.lineno} "
+                                 f"column {exc.colno} (char {exc.pos}); the value is not shown (it may hold a key)") \
+            from None
     if not isinstance(kwargs, dict):
-        raise ConfigurationError(f"PERSONALIGN_LM_KWARGS (--lm-kwargs) must be a JSON object, not {raw[:80]!r}")
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(kwargs), "a number")
+        raise ConfigurationError(f"PERSONALIGN_LM_KWARGS (--lm-kwargs) must be a JSON object {{...}}, not {kind}")
     return base, kwargs
 
 

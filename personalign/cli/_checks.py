@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from personalign._paths import check_out_dir, check_out_file  # noqa: F401  (re-exported for the commands)
 from personalign.errors import ConfigurationError
+from personalign.redaction import redact
 
 
 def lm_option(value: str | None) -> str | None:
@@ -28,14 +29,14 @@ def api_base_option(value: str | None) -> str | None:
     """Typer callback of ``--api-base``: an ``http(s)://`` URL, passed to the verb (``api_base=``).
 
     Raises:
-        ConfigurationError: not an http(s) URL.
+        ConfigurationError: not an http(s) URL (the value quoted with its password as ``***``).
     """
     if value is None:
         return None
     url = value.strip()
     if not url.startswith(("http://", "https://")):
         raise ConfigurationError(f"--api-base must be an http(s):// URL of an OpenAI-compatible server "
-                                 f"(e.g. http://127.0.0.1:8000/v1), not {value!r}")
+                                 f"(e.g. http://127.0.0.1:8000/v1), not {redact(value)!r}")
     return url
 
 
@@ -43,7 +44,8 @@ def parse_lm_kwargs(value: str | None) -> dict | None:
     """``--lm-kwargs``: a JSON object of litellm/``dspy.LM`` kwargs, as a dict (None when not given).
 
     Raises:
-        ConfigurationError: not a JSON object (one line; the value is not echoed: it may hold a key).
+        ConfigurationError: not a JSON object (one line saying where and what is wrong, never the
+            value: it may hold a key).
     """
     import json
 
@@ -52,7 +54,8 @@ def parse_lm_kwargs(value: str | None) -> dict | None:
     try:
         kwargs = json.loads(value)
     except ValueError as exc:
-        raise ConfigurationError(f"--lm-kwargs is not JSON ({exc.msg} at char {exc.pos})") from None
+        raise ConfigurationError(f"--lm-kwargs is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno} "
+                                 f"(char {exc.pos}); the value is not shown)") from None
     if not isinstance(kwargs, dict):
         raise ConfigurationError(f"--lm-kwargs must be a JSON object, not a JSON {type(kwargs).__name__}")
     return kwargs

@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+from personalign.redaction import redact
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -62,9 +64,9 @@ def check_store(uri: str) -> None:
 
     from personalign.errors import ConfigurationError
 
-    flag = f"--tracking-uri {uri!r}"
+    flag = f"--tracking-uri {redact(uri)!r}"
     if uri.startswith(("http://", "https://")):
-        raise ConfigurationError(f"{uri} is an MLflow server already: open it in a browser")
+        raise ConfigurationError(f"{redact(uri)} is an MLflow server already: open it in a browser")
     scheme = urlparse(uri).scheme if "://" in uri or uri.startswith("sqlite:") else ""
     if scheme == "sqlite":
         db = Path(uri[len("sqlite:///"):].split("?", 1)[0]) if uri.startswith("sqlite:///") else None
@@ -106,6 +108,6 @@ def run_ui(*, tracking_uri: str | None, port: str | int) -> None:
     uri = tracking_uri or default_tracking_uri()
     check_store(uri)
     argv, env = ui_command(tracking_uri, number)
-    sys.stderr.write(f"MLflow UI for {uri} at http://{LOOPBACK}:{number} (offline; Ctrl-C stops)\n")
+    sys.stderr.write(f"MLflow UI for {redact(uri)} at http://{LOOPBACK}:{number} (offline; Ctrl-C stops)\n")
     sys.stderr.flush()
     os.execve(argv[0], argv, env)

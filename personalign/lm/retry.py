@@ -36,7 +36,9 @@ def fatal_lm_error(exc: BaseException) -> ConfigurationError | None:
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         if type(exc).__name__ in _FATAL:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            from personalign.redaction import redact
+
+            first = redact((str(exc).strip().splitlines() or [type(exc).__name__])[0])[:300]
             return ConfigurationError(f"the LM cannot be used ({type(exc).__name__}): {first}")
         exc = exc.__cause__ or exc.__context__
     return None

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from personalign.errors import ConfigurationError
+from personalign.redaction import redact
 
 PROBE_FIELD = "zq_flag"  # a key no unconstrained model writes for "Say hello."
 PROBE_SCHEMA = {"type": "object", "properties": {PROBE_FIELD: {"type": "boolean"}}, "required": [PROBE_FIELD],
@@ -58,7 +59,7 @@ class Endpoint:
 
     def summary(self) -> str:
         """One line: what the endpoint does and lacks, and the adapter in use."""
-        where = f"{self.model} at {self.api_base}" if self.api_base else self.model
+        where = f"{self.model} at {redact(self.api_base)}" if self.api_base else self.model
         typed = (f"typed outputs schema-constrained ({self.schema_dialect} response_format)" if self.schema_dialect
                  else "LACKS JSON-schema response_format: typed outputs are parsed from free text (ChatAdapter)")
         lps = (f"top_logprobs {self.top_logprobs}" if self.top_logprobs
@@ -135,8 +136,8 @@ def probe(lm, *, quiet: bool = False) -> Endpoint:
             resp = _call(lm, messages, max_tokens=4, logprobs=True, top_logprobs=5)
             top = _top(resp.choices[0])
         except Exception as exc:  # noqa: BLE001
-            cause = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-            raise ConfigurationError(f"cannot use endpoint {lm.model}" + (f" at {api_base}" if api_base else "")
+            cause = redact(str(exc).strip().splitlines()[0])[:200] if str(exc).strip() else type(exc).__name__
+            raise ConfigurationError(f"cannot use endpoint {lm.model}" + (f" at {redact(api_base)}" if api_base else "")
                                      + f": {cause}") from None
         del last_error
     endpoint = Endpoint(model=lm.model, api_base=api_base, schema_dialect=dialect, top_logprobs=top)
@@ -154,9 +155,10 @@ def known(model: str) -> Endpoint | None:
 
 
 def endpoint_info(model: str) -> dict[str, Any] | None:
-    """:func:`known` as a dict (for run records and JSON output), plus its ``adapter`` name."""
+    """:func:`known` as a dict (for run records and JSON output), plus its ``adapter`` name; the
+    ``api_base`` with its password as ``***`` (:func:`personalign.redaction.redact`)."""
     ep = known(model)
-    return None if ep is None else {**asdict(ep), "adapter": ep.adapter}
+    return None if ep is None else {**redact(asdict(ep)), "adapter": ep.adapter}
 
 
 def require_top_logprobs(model: str, what: str) -> None:
@@ -169,7 +171,7 @@ def require_top_logprobs(model: str, what: str) -> None:
     """
     ep = known(model)
     if ep is not None and not ep.top_logprobs:
-        where = f" at {ep.api_base}" if ep.api_base else ""
+        where = f" at {redact(ep.api_base)}" if ep.api_base else ""
         raise ConfigurationError(f"{what} needs token log-probabilities, and endpoint {model}{where} returns no "
                                  "top_logprobs (serve the model with llama.cpp's server, vLLM, or run it embedded: local/...)")
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from personalign.lm.retry import DEFAULT_POLICY, RetryPolicy
+from personalign.redaction import redact
 
 
 @dataclass
@@ -126,7 +127,7 @@ def run_program(
                             raise decision.error from None
                         if attempt == policy.retries or decision.action == "fail":
                             ours = decision.error
-                            msg = str(ours or exc).splitlines()[0][:300] if str(ours or exc) else type(exc).__name__
+                            msg = redact(str(ours or exc).splitlines()[0])[:300] if str(ours or exc) else type(exc).__name__
                             error_at[i] = f"{type(ours or exc).__name__}: {msg}"
                             errors.append(f"example {i}: {error_at[i]}")
                             break

@@ -26,6 +26,7 @@ from optuna.storages import JournalStorage, RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from personalign.errors import ConfigurationError
+from personalign.redaction import redact
 from personalign.sweeps.workers import WORKER_ATTR, worker_alive, worker_id
 
 HEARTBEAT_INTERVAL = 10  # seconds between heartbeats of a running trial
@@ -185,16 +186,9 @@ def trial_id(storage, study_name: str, number: int) -> int:
     return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study_name), number)
 
 
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (safe to print and log)."""
-    if url.startswith("journal:") or "://" not in url:
-        return url
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 -- not a SQLAlchemy URL: leave as is, it has no password part
-        return url
+redact_url = redact
+"""``redact_url(url)``: ``url`` with its password as ``***`` (safe to print and log) -- the one
+redaction function, :func:`personalign.redaction.redact`, under the name the sweep code uses."""
 
 
 def open_storage(url: str, *, heartbeat_interval: int = HEARTBEAT_INTERVAL, grace_period: int = GRACE_PERIOD,
@@ -223,7 +217,7 @@ def open_storage(url: str, *, heartbeat_interval: int = HEARTBEAT_INTERVAL, grac
         except OSError as exc:
             raise ConfigurationError(f"cannot use journal file {path}: {exc.strerror or exc}") from None
     if "://" not in url:
-        raise ConfigurationError(f"unsupported --storage '{url}': use sqlite:///PATH, journal:PATH or "
+        raise ConfigurationError(f"unsupported --storage '{redact(url)}': use sqlite:///PATH, journal:PATH or "
                                  "postgresql://USER@HOST/DB")
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:"):
@@ -239,14 +233,14 @@ def open_storage(url: str, *, heartbeat_interval: int = HEARTBEAT_INTERVAL, grac
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return LivenessRDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
         except ImportError as exc:
-            raise ConfigurationError(f"cannot open --storage {redact_url(url)}: database driver missing ({exc}); for "
+            raise ConfigurationError(f"cannot open --storage {redact(url)}: database driver missing ({redact(str(exc))}); for "
                                      "PostgreSQL: pip install 'personalign[postgres]' (psycopg)") from None
         except Exception as exc:  # noqa: BLE001 -- SQLAlchemy raises many types for bad URLs / servers
             if attempt < SCHEMA_RETRIES and _schema_race(exc):
                 time.sleep(0.5 * (attempt + 1))  # another process is creating the same fresh database
                 continue
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise ConfigurationError(f"cannot open --storage {redact_url(url)}: {type(exc).__name__}: {first}") from None
+            first = redact((str(exc).strip().splitlines() or [type(exc).__name__])[0])[:200]
+            raise ConfigurationError(f"cannot open --storage {redact(url)}: {type(exc).__name__}: {first}") from None
     raise AssertionError("unreachable")
 
 

@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from personalign.tracking.store import redact
+from personalign.redaction import redact
 
 DEFAULT_MAX_TRACES = 50  # per lm_traces block; PERSONALIGN_MAX_TRACES overrides (0 turns traces off)
 PREDICTIONS_TABLE = "predictions_table.json"
@@ -241,7 +241,7 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
     * **Tags**: ``tags`` (e.g. ``{"strategy": "zero-shot"}``) are set on every trace, prefixed
       ``personalign.``, so the Traces tab can be filtered by strategy.
     * **Secrets**: an MLflow span processor redacts every span's inputs, outputs and attributes
-      (:func:`personalign.tracking.store.redact`); DSPy's integration already drops ``api_key`` and
+      (:func:`personalign.redaction.redact`); DSPy's integration already drops ``api_key`` and
       ``api_base`` from LM attributes. Limit: a span's exception event (message, stack trace)
       is stored as raised -- MLflow's span processors cannot edit events; hosted providers mask
       keys in their error messages.

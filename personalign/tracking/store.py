@@ -4,8 +4,9 @@ Default store: ``sqlite:///runs/mlflow.db`` with artifacts under ``runs/mlartifa
 tracking URI (e.g. an ``mlflow server`` at http://127.0.0.1:5000) by argument. View with
 ``mlflow ui --backend-store-uri sqlite:///runs/mlflow.db``.
 
-Secrets are never logged: parameter values whose key names a key, token, secret or password are
-replaced by ``***``, and any value equal to an API key/token found in the environment is too.
+Secrets are never logged: params, tags, dicts and texts go through
+:func:`personalign.redaction.redact` (keys naming a key, token, secret or password, header values,
+URL passwords, and the values of API keys/tokens found in the environment become ``***``).
 
 Run-state hygiene: a fresh sqlite store is created and migrated in a temporary file under a file
 lock and renamed into place, so concurrent first commands never see (or leave) a half-migrated
@@ -19,9 +20,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any, Iterator
+
+from personalign.redaction import redact
 
 WORKER_TAG = "personalign.worker"
 
@@ -30,29 +32,6 @@ def _worker() -> str:
     from personalign.processes import worker_id
 
     return worker_id()
-
-
-_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization|api[_-]?base)", re.I)
-_ENV_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.I)
-
-
-def _env_secrets() -> list[str]:
-    return [v for k, v in os.environ.items() if _ENV_SECRET.search(k) and v and len(v) >= 8]
-
-
-def redact(value: Any, key: str = "") -> Any:
-    """Redact secrets in a param value (recursively for dicts/lists)."""
-    if key and _SECRET_KEY.search(key):
-        return "***"
-    if isinstance(value, dict):
-        return {k: redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact(v) for v in value]
-    if isinstance(value, str):
-        for secret in _env_secrets():
-            if secret in value:
-                value = value.replace(secret, "***")
-    return value
 
 
 def numeric_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
@@ -111,9 +90,10 @@ class Tracker:
         try:
             self._setup()
         except Exception as exc:  # noqa: BLE001 -- MLflow raises many types for bad URIs
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise ConfigurationError(f"cannot use MLflow tracking URI '{self.tracking_uri}': {type(exc).__name__}: "
-                                     f"{first}; pass --tracking-uri URI or --no-track") from None
+            first = redact((str(exc).strip().splitlines() or [type(exc).__name__])[0])[:200]
+            raise ConfigurationError(f"cannot use MLflow tracking URI '{redact(self.tracking_uri)}': "
+                                     f"{type(exc).__name__}: {first}; pass --tracking-uri URI or "
+                                     "--no-track") from None
 
     def _setup(self):
         import mlflow
@@ -136,7 +116,7 @@ class Tracker:
             except Exception as exc:  # noqa: BLE001 -- hygiene is best effort; the command's own run matters
                 import logging
 
-                logging.getLogger(__name__).warning("could not close orphaned MLflow runs: %s", exc)
+                logging.getLogger(__name__).warning("could not close orphaned MLflow runs: %s", redact(str(exc)))
         return mlflow
 
     def _sqlite_path(self) -> Path | None:
@@ -203,7 +183,7 @@ class Tracker:
             return
         mlflow = self._setup()
         previous = getattr(self, "run_id", None)
-        tags = {WORKER_TAG: _worker(), **(tags or {})}
+        tags = {WORKER_TAG: _worker(), **{k: redact(v, k) for k, v in (tags or {}).items()}}
         active = mlflow.start_run(run_name=name, nested=nested, tags=tags)
         self.run_id = active.info.run_id
         status = "FINISHED"
@@ -233,7 +213,7 @@ class Tracker:
         except Exception as exc:  # noqa: BLE001 -- the next command closes it (close_orphaned_runs)
             import logging
 
-            logging.getLogger(__name__).warning("could not close MLflow run %s: %s", run_id, exc)
+            logging.getLogger(__name__).warning("could not close MLflow run %s: %s", run_id, redact(str(exc)))
 
     def log_params(self, params: dict[str, Any]) -> None:
         if not self.enabled:
@@ -284,7 +264,8 @@ class Tracker:
         import mlflow
 
         exp = client.get_experiment_by_name(self.experiment)
-        all_tags = {"mlflow.runName": name, WORKER_TAG: _worker(), **{k: str(v) for k, v in (tags or {}).items()}}
+        all_tags = {"mlflow.runName": name, WORKER_TAG: _worker(),
+                    **{k: str(redact(v, k)) for k, v in (tags or {}).items()}}
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         run = client.create_run(exp.experiment_id, tags=all_tags, run_name=name)
