@@ -97,7 +97,7 @@ def evaluate(name, trainset, evalset, *, lm, n_boot, seed):
     with ctx:
         if info.trainable:
             with CallCounter() as cc:
-                program, res = STRATEGIES.default_optimizer(name, seed=seed).compile(program, trainset=trainset)
+                program, res = resolve_stage("relevance").default_optimizer(name, seed=seed).compile(program, trainset=trainset)
             compile_calls = cc.calls
             compile_info = {k: v for k, v in res.to_dict().items() if k in ("optimizer", "config", "train_score", "seconds")}
             d = res.details

@@ -109,3 +109,8 @@ def find_personalign_error(exc: BaseException | None) -> PersonalignError | None
     LM libraries (litellm, DSPy) wrap errors raised inside a provider; this recovers ours.
     """
     return find_in_chain(exc, PersonalignError)
+
+
+__all__ = ["ArgumentError", "CacheDirError", "ConfigurationError", "ContextWindowError", "DataError", "Interrupted",
+           "ModelFileError", "PersonalignError", "UnknownModelError", "UsageProblem", "find_in_chain",
+           "find_personalign_error", "located"]

@@ -190,11 +190,6 @@ class Registry(Generic[E]):
         """``load(name)(**kwargs)``."""
         return self.load(name)(**kwargs)
 
-    def default_optimizer(self, name: str, **kwargs: Any) -> Any:
-        """Strategies: instantiate the entry's own fit (its ``optimizer``); None when it has none."""
-        cls = self.load(name, "optimizer")
-        return None if cls is None else cls(**kwargs)
-
     def parse(self, spec: str) -> list[str]:
         """The names of a comma-separated list, each validated.
 

@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Optional
 
+from personalign._env import OFFLINE_DEFAULTS  # re-exported: the offline defaults every process applies
 from personalign.errors import ConfigurationError
 
 PREFIX = "PERSONALIGN_"
@@ -212,5 +213,5 @@ def endpoint_env() -> tuple[str | None, dict]:
     return base, kwargs
 
 
-__all__ = ["EXPECTED", "N_CTX_MAX", "N_CTX_MIN", "PATH_SETTINGS", "cache_dir", "check_environment",
+__all__ = ["OFFLINE_DEFAULTS", "EXPECTED", "N_CTX_MAX", "N_CTX_MIN", "PATH_SETTINGS", "cache_dir", "check_environment",
            "check_regular_file", "default_tracking_uri", "endpoint_env", "env_settings", "models_dir", "runs_dir"]

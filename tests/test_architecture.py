@@ -1,28 +1,38 @@
-"""The package's shape, read from its source (README "Architecture"): layers flow one way, stage
-packages share code only through ``programs/common``, no private name crosses a package, files
-stay short. Every import counts, including the lazy ones inside functions."""
+"""The package's shape, read from its source (docs/architecture.md): layers flow one way, no module
+imports another that imports it back, stage packages share code only through ``programs/common``,
+no private name crosses a package, the command line enters through the public API only, tracking
+is injected (no ``tracker is None`` branch), files stay short. Every import counts, the lazy ones
+inside functions included."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "personalign"
 
-# data -> signatures/programs -> optimizers -> compile/evaluate -> compare/sweep -> cli
+# errors/registry -> data/metrics/lm -> signatures/stages -> programs -> optimizers
+#   -> compile/evaluate/tracking -> sweeps/runners/labels -> the verbs -> cli
 LAYERS = {
-    0: {"errors", "registry", "_env", "_paths", "_versions", "settings", "resources", "redaction"},
-    1: {"data", "metrics", "lm", "preprocess", "diversity", "tracking", "processes", "record"},
-    2: {"signatures", "programs"},
-    3: {"optimizers"},
-    4: {"compile_service", "evaluation", "objectives", "predict", "judge_validation", "tracking_native"},
-    5: {"compare", "crossval", "sweep", "runners", "workflows"},
-    6: {"cli", "testing", "api", "__main__", ""},
+    0: {"errors", "registry", "redaction", "_env", "_paths", "_versions", "settings", "resources"},
+    1: {"data", "metrics", "lm", "preprocess", "diversity", "processes", "record"},
+    2: {"signatures", "stages"},
+    3: {"programs"},
+    4: {"optimizers"},
+    5: {"compile_service", "evaluation", "judge_validation", "tracking"},
+    6: {"sweeps", "runners", "labels", "results_page"},
+    7: {"_verbs"},
+    8: {"cli", "testing", "__main__", ""},
 }
 LAYER = {name: level for level, names in LAYERS.items() for name in names}
 MAX_LINES = 400
+PUBLIC = {"personalign", "personalign.errors", "personalign.stages", "personalign.tracking", "personalign.data",
+          "personalign.lm", "personalign.runners", "personalign.settings", "personalign.record",
+          "personalign.redaction", "personalign.labels", "personalign.results_page"}
+"""What the command line may import from: the package's public API (each module's ``__all__``)."""
 
 
 def _module_name(path: Path) -> tuple[str, str]:
@@ -33,6 +43,9 @@ def _module_name(path: Path) -> tuple[str, str]:
         return mod, mod
     mod = ".".join(parts)
     return mod, mod.rsplit(".", 1)[0]
+
+
+MODULES = {_module_name(p)[0] for p in ROOT.rglob("*.py")}
 
 
 def _imports() -> list[tuple[str, int, str, list[str]]]:
@@ -73,9 +86,56 @@ def test_every_top_level_module_has_a_layer():
 
 def test_no_import_from_a_higher_layer():
     up = [f"{src}:{line} imports {tgt} (layer {LAYER[_top(src)]} -> {LAYER[_top(tgt)]})"
-          for src, line, tgt, _ in IMPORTS
-          if LAYER[_top(tgt)] > LAYER[_top(src)] and not src.endswith("__main__")]
+          for src, line, tgt, _ in IMPORTS if LAYER[_top(tgt)] > LAYER[_top(src)]]
     assert up == []
+
+
+def _edges() -> dict[str, set[str]]:
+    """Module -> the modules it imports (``from pkg import name`` counts ``pkg.name`` when that is a
+    module); a package's ``__init__`` re-exporting its own modules is not an edge back to it."""
+    graph: dict[str, set[str]] = {}
+    for src, _, tgt, names in IMPORTS:
+        targets = [f"{tgt}.{n}" if f"{tgt}.{n}" in MODULES else tgt for n in names] or [tgt]
+        for t in targets:
+            if t != src and t in MODULES and not src.startswith(t + "."):
+                graph.setdefault(src, set()).add(t)
+    return graph
+
+
+def test_no_import_circle_between_modules():
+    """No module imports (directly or through others) a module that imports it back."""
+    graph = _edges()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert circles == []
 
 
 def test_stage_packages_do_not_import_each_other():
@@ -90,17 +150,51 @@ def test_stage_packages_do_not_import_each_other():
 
 
 def test_no_private_name_crosses_a_package():
-    """A ``_private`` module or name is used only inside its own top-level package
-    (``personalign._env`` and ``personalign._paths``, the root package's own, excepted)."""
+    """A ``_private`` module or name is used only inside its own top-level package (the root's
+    ``_env``, ``_paths`` and ``_versions`` excepted, and the verbs' package ``_verbs``, which the
+    root re-exports)."""
     leaks = []
     for src, line, tgt, names in IMPORTS:
-        if _top(src) == _top(tgt):
+        if _top(src) == _top(tgt) or (_top(tgt) in ("_verbs", "_env", "_paths", "_versions") and _top(src) == ""):
             continue
-        private_module = any(_private(p) for p in tgt.split(".")[2:])
+        private_module = any(_private(p) for p in tgt.split(".")[1:]) and _top(tgt) not in ("_env", "_paths",
+                                                                                                 "_versions")
         private_names = [n for n in names if _private(n)]
         if private_module or private_names:
             leaks.append(f"{src}:{line} imports {tgt} {private_names or ''}")
     assert leaks == []
+
+
+def test_the_command_line_imports_only_the_public_api():
+    """``personalign/cli/`` calls the public verbs and names: it imports from ``personalign`` and
+    the public modules (:data:`PUBLIC`), names in their ``__all__``, and its own ``cli`` helpers."""
+    bad = []
+    for src, line, tgt, names in IMPORTS:
+        if _top(src) != "cli" or _top(tgt) == "cli":
+            continue
+        if tgt not in PUBLIC:
+            bad.append(f"{src}:{line} imports {tgt}")
+            continue
+        exported = set(getattr(importlib.import_module(tgt), "__all__", ()))
+        bad += [f"{src}:{line} imports {tgt}.{n} (not in its __all__)" for n in names if n not in exported]
+    assert bad == []
+
+
+def test_tracking_is_injected_never_branched_on():
+    """No ``tracker is None`` / ``if tracker`` / ``tracker.enabled`` style branch in the package:
+    an untracked run is a run with no callbacks."""
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+                names = [n.id for n in ast.walk(node.left) if isinstance(n, ast.Name)]
+            elif isinstance(node, (ast.If, ast.IfExp)) and isinstance(node.test, ast.Name):
+                names = [node.test.id]
+            elif isinstance(node, ast.Attribute) and node.attr == "enabled":
+                names = [n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)]
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}" for n in names if "tracker" in n.lower()]
+    assert found == []
 
 
 def test_no_private_module_of_another_library_is_imported():
@@ -113,18 +207,6 @@ def test_no_private_module_of_another_library_is_imported():
             leaks += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
                       if n.split(".")[0] != "personalign" and any(_private(p) for p in n.split("."))]
     assert leaks == []
-
-
-def test_no_package_cycle():
-    graph: dict[str, set[str]] = {}
-    for src, _, tgt, _ in IMPORTS:  # entry shims (``python -m``) are outside the layers
-        if _top(src) != _top(tgt) and _top(src) and not src.endswith("__main__"):
-            graph.setdefault(_top(src), set()).add(_top(tgt))
-
-    def reaches(a: str, b: str, seen: set[str]) -> bool:
-        return any(n == b or (n not in seen and (seen.add(n) or reaches(n, b, seen))) for n in graph.get(a, ()))
-
-    assert [a for a in graph if reaches(a, a, set())] == []
 
 
 @pytest.mark.parametrize("path", sorted(ROOT.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))

@@ -131,7 +131,7 @@ def test_names_no_secret(key):
 def test_one_function_everywhere():
     """The tracking module and the sweep's URL printing use this very function."""
     from personalign import tracking
-    from personalign.sweep import storage
+    from personalign.sweeps import storage
 
     assert tracking.redact is redact and storage.redact_url is redact
 

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from personalign._verbs.folds import group_folds, run_folds, split_folds
-from personalign._verbs.inputs import load_data, names_of, parse_strategies, resolve_model, with_module
+from personalign._verbs.inputs import (check_capabilities, load_data, names_of, parse_strategies, resolve_model,
+                                      with_module)
 from personalign._verbs.reports import ComparisonReport
 from personalign.errors import ArgumentError
 
@@ -80,6 +81,7 @@ def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "va
         folds = split_folds(st, ds, specs, split=split, train_split=train_split, limit=limit, seed=seed)
     uses_lm = any(st.registry.info(n).uses_lm for n, _ in specs)
     model = resolve_model(lm, needed=uses_lm, api_base=api_base, lm_kwargs=lm_kwargs, temperature=temperature)
+    check_capabilities(st, [n for n, _ in specs], model)
     result = _head(st, ds, specs, model, seed=seed, n_boot=n_boot, split=split, train_split=train_split,
                    folds=folds, groups=groups)
     cbs = Callbacks(callbacks)

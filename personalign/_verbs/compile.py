@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from personalign._verbs.inputs import check_design, load_data, resolve_model, with_module
+from personalign._verbs.inputs import check_capabilities, check_design, load_data, resolve_model, with_module
 from personalign._verbs.reports import CompiledProgram
 from personalign.errors import ArgumentError
 
@@ -59,6 +59,7 @@ def compile(stage, strategy: Any = None, data: Any = None, *, optimizer: str | N
     if info.trainable:
         st.check_fittable(trainset, ds.where, train_split)
     model = resolve_model(lm, needed=info.uses_lm, api_base=api_base, lm_kwargs=lm_kwargs)
+    check_capabilities(st, [strategy], model)
     name = strategy + (f"@{optimizer}" if optimizer else "")
     cbs = Callbacks(callbacks)
     run = _run_info(st, name, ds, train_split, model.name, seed, trainset)

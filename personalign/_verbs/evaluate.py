@@ -36,15 +36,12 @@ def load_program(path: str | Path, *, stage: Any = None, with_metadata: bool = F
         ConfigurationError: a program of another stage; an unknown strategy; a program compiled for
             a stage declared in a file the caller did not pass; one compiled for another signature.
     """
-    from personalign.programs.saved import load_program as load, read_metadata
-    from personalign.stages.ref import stage_for_program
+    from personalign.programs.saved import load_program as load
 
     where = Path(path)
     if not where.exists():
         raise ArgumentError("program", f"{where}: no saved program there")
-    _, meta = read_metadata(where)
-    st = stage_for_program(meta, stage, where)
-    program, meta = load(where, stage=st)
+    program, meta = load(where, stage=stage)
     return (program, meta) if with_metadata else program
 
 
@@ -99,7 +96,7 @@ def evaluate(stage, program: Any, data: Any, *, split: str = "val", lm: Any = No
                 "compile": getattr(program, "info", None) or {}}
     ds = load_data(st, data)
     evalset = st.limit(ds.split(split), limit, seed)
-    leak = fitted_rows_warning(meta, ds.path or ds.label, split, shown=ds.label) if where is not None else None
+    leak = fitted_rows_warning(meta, ds.where, split, shown=ds.label, sha256=ds.sha256) if where is not None else None
     strategy = meta["strategy"]
     optimizer = (meta.get("compile") or {}).get("optimizer")
     model = program_model(st, prog, meta, lm, where, api_base=api_base, lm_kwargs=lm_kwargs)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from personalign.errors import ConfigurationError, DataError
+from personalign.errors import ArgumentError, ConfigurationError, DataError
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Data:
     Attributes:
         examples: every row (all splits), inputs marked.
         label: how records name it: the path, or ``"examples (a list of N)"`` (errors: :attr:`where`).
-        sha256: the file's sha256, or that of the list's rows as JSON.
+        sha256: the file's sha256, or that of the list's rows written as a JSONL file.
         path: the file (None for a list).
     """
 
@@ -97,7 +97,7 @@ def _from_list(stage, rows: list) -> Data:
             if getattr(ex, key, None) is None and key not in ex:
                 raise DataError(f"examples[{i}]", None, key, "missing")
         out.append(ex.with_inputs(*stage.inputs))
-        digest.update(json.dumps(dict(ex.toDict()), sort_keys=True, default=str).encode() + b"\n")
+        digest.update((json.dumps(dict(ex.toDict()), default=str) + "\n").encode())  # as a JSONL file of them
     return Data(out, f"examples (a list of {len(out)})", digest.hexdigest())
 
 
@@ -143,7 +143,7 @@ def parse_strategies(stage, spec: Any) -> list[tuple[str, str | None]]:
         else [s.strip() for s in stage.default_strategies.split(",")]
     items = [s for s in items if s]
     if not items:
-        raise ConfigurationError(f"no strategies given; available: {', '.join(stage.registry.names())}")
+        raise ArgumentError("strategies", f"is empty; available: {', '.join(stage.registry.names())}")
     if len(set(items)) != len(items):
         raise ConfigurationError(f"a strategy is listed twice: {','.join(items)}")
     out = []
@@ -193,6 +193,22 @@ def _known(registry, name: str, what: str) -> Any:
         raise
 
 
+def check_capabilities(stage, strategies, model: "Model") -> None:
+    """Before any work: every strategy that reads next-token log-probabilities (its class says
+    ``needs_logprobs``) has a model that gives them (an embedded one, or an endpoint whose
+    capability check found ``top_logprobs``).
+
+    Raises:
+        ConfigurationError: one line naming the strategy, the model and what is missing."""
+    if model.name is None:
+        return
+    from personalign.lm.serving import require_top_logprobs
+
+    for name in strategies:
+        if getattr(stage.registry.load(name), "needs_logprobs", False):
+            require_top_logprobs(model.name, f"{name} (yes-probability scoring)")
+
+
 def names_of(specs: Sequence[tuple[str, str | None]]) -> list[str]:
     """``["zero-shot", "zero-shot@bootstrap"]`` of ``(strategy, optimizer)`` pairs."""
     return [f"{n}@{o}" if o else n for n, o in specs]
@@ -207,5 +223,5 @@ def with_module(stage, module: Any, name: str | None = None) -> tuple[Any, str]:
                                summary=f"user module {type(module).__name__}"), name
 
 
-__all__ = ["Data", "Model", "check_design", "load_data", "names_of", "parse_strategies", "resolve_model",
+__all__ = ["Data", "Model", "check_capabilities", "check_design", "load_data", "names_of", "parse_strategies", "resolve_model",
            "with_module"]

@@ -1,6 +1,6 @@
 """Flag checks every command runs before it touches anything (light: no heavy imports).
 
-The output-path checks live in :mod:`personalign._paths` (library code uses them too).
+The output-path checks are :func:`personalign.data.check_out_dir` / ``check_out_file`` (library code uses them too).
 
 Each raises :class:`personalign.errors.ConfigurationError`, which the CLI prints as one line and
 exit code 2. Used as typer option callbacks (``callback=lm_option``) or called directly.
@@ -8,7 +8,7 @@ exit code 2. Used as typer option callbacks (``callback=lm_option``) or called d
 
 from __future__ import annotations
 
-from personalign._paths import check_out_dir, check_out_file  # noqa: F401  (re-exported for the commands)
+from personalign.data import check_out_dir, check_out_file  # noqa: F401  (re-exported for the commands)
 from personalign.errors import ConfigurationError
 from personalign.redaction import redact
 
@@ -57,7 +57,8 @@ def parse_lm_kwargs(value: str | None) -> dict | None:
         raise ConfigurationError(f"--lm-kwargs is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno} "
                                  f"(char {exc.pos}); the value is not shown)") from None
     if not isinstance(kwargs, dict):
-        raise ConfigurationError(f"--lm-kwargs must be a JSON object, not a JSON {type(kwargs).__name__}")
+        kind = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+        raise ConfigurationError(f"--lm-kwargs must be a JSON object, not {kind.get(type(kwargs), 'null')}")
     return kwargs
 
 

@@ -77,7 +77,9 @@ def run_compare(*, stage, data, split, train_split, strategies, model, seed, n_b
     lines = [f"results: {result.get('result_file')}", f"chart: {result.get('chart_file')}"]
     lines += [f"run record: {results}"] if results is not None else []
     if result.get("mlflow_run_id"):
-        uri = tracking.get("tracking_uri")
+        from personalign.redaction import redact
+
+        uri = redact(tracking.get("tracking_uri")) if tracking.get("tracking_uri") else None
         lines.append(f"MLflow run {result['mlflow_run_id']}" + (f" in {uri}" if uri else "")
                      + f" (view: personalign ui{f' --tracking-uri {uri}' if uri else ''})")
     _say(lines)

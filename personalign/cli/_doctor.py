@@ -74,7 +74,7 @@ def collect(*, bench: bool, lm: str, cache_dir: Path | None, rehash: bool = Fals
         info["grammar_constrained"] = all(m["grammar_constrained"] for m in models.values())
         info["llama_cpp_system_info"] = llama_cpp.llama_print_system_info().decode().strip()
     if bench:
-        from personalign.lm.speed import bench_model
+        from personalign.lm import bench_model
 
         info["bench"] = [bench_model(m) for m in ([lm] if lm else list(models))]
     return info

@@ -21,7 +21,7 @@ def ui_command(tracking_uri: str | None = None, port: int = 5000) -> tuple[list[
     """``(argv, env)`` of the MLflow UI server for ``tracking_uri`` (default: personalign's store,
     ``sqlite:///<runs>/mlflow.db``) on ``http://127.0.0.1:<port>``; ``env`` is this process's
     environment plus the offline defaults (the user's explicit values win)."""
-    from personalign._env import OFFLINE_DEFAULTS
+    from personalign.settings import OFFLINE_DEFAULTS
     from personalign.settings import default_tracking_uri, runs_dir
 
     uri = tracking_uri or default_tracking_uri()

@@ -93,8 +93,11 @@ def sweep(
         for line in report.renderables():
             console.print(line, markup=False, highlight=False)
         if result.get("mlflow_parent_run_id"):
+            from personalign.redaction import redact
+
             console.print(f"MLflow run {result['mlflow_parent_run_id']} (view: personalign ui"
-                          + (f" --tracking-uri {tracking_uri})" if tracking_uri else ")"), markup=False, highlight=False)
+                          + (f" --tracking-uri {redact(tracking_uri)})" if tracking_uri else ")"), markup=False,
+                          highlight=False)
     done = result["n_complete"] + result["n_pruned"]
     if done < result["n_trials"]:
         # fewer trials than asked for is a failure, not a success (exit 1, after the summary)

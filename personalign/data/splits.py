@@ -16,7 +16,24 @@ from __future__ import annotations
 import random
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
 
-__all__ = ["GROUP_KEYS", "group_key", "group_split", "find_leaks", "assert_no_leakage", "assign_split"]
+
+def split_of(example) -> str | None:
+    """The ``split`` of an example (None when it has none)."""
+    value = getattr(example, "split", None)
+    if value is None and hasattr(example, "get"):
+        value = example.get("split")
+    return None if value is None else str(value)
+
+
+def splits_present(examples) -> str:
+    """The splits of ``examples`` for an error message: sorted names, comma-separated; rows without
+    a split show as ``(no 'split' field)``, an empty list as ``none``."""
+    names = {split_of(ex) for ex in examples}
+    shown = sorted(n for n in names if n is not None) + (["(no 'split' field)"] if None in names else [])
+    return ", ".join(shown) or "none"
+
+
+__all__ = ["split_of", "splits_present", "GROUP_KEYS", "group_key", "group_split", "find_leaks", "assert_no_leakage", "assign_split"]
 
 T = TypeVar("T")
 

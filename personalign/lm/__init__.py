@@ -28,6 +28,7 @@ from personalign.lm._models import (DEFAULT_MODEL, FAST_MODEL, MODELS, PROVIDER,
 from personalign.lm.tokens import context_window, count_tokens, prompt_tokens
 
 __all__ = [
+    "bench_model",
     "DEFAULT_MODEL",
     "default_model",
     "FAST_MODEL",
@@ -55,6 +56,10 @@ __all__ = [
 
 
 def __getattr__(name: str):
+    if name == "bench_model":
+        from personalign.lm.speed import bench_model
+
+        return bench_model
     if name == "LocalSettings":
         from personalign.lm._engine import LocalSettings
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-YES = ("Yes", " Yes", "yes")
-NO = ("No", " No", "no")
+from personalign.lm.yesno import NO, YES, margin_of  # noqa: F401  (the answer tokens, shared with serving)
 
 
 def yes_no_margin(model: str, messages: Sequence[dict], lm=None) -> float:
@@ -89,16 +88,6 @@ def cached_yes_no_margin(model: str, messages: Sequence[dict]) -> float:
         if cache is not None:
             cache.put(request, value)
     return value
-
-
-def margin_of(lp: dict) -> float:
-    """The yes/no margin from ``{candidate: (token id, logprob)}`` of :data:`YES` and :data:`NO`
-    (each side's distinct first tokens summed in probability)."""
-    import numpy as np
-
-    yes = np.logaddexp.reduce(list({lp[c][0]: lp[c][1] for c in YES}.values()))
-    no = np.logaddexp.reduce(list({lp[c][0]: lp[c][1] for c in NO}.values()))
-    return float(yes - no)
 
 
 def relevance_messages(attribute: str, prompt: str) -> list[dict]:

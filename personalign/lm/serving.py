@@ -227,7 +227,7 @@ def schema_adapter(dialect: str):
 def yes_no_margin(lm, messages: Sequence[dict], *, top_logprobs: int = 20) -> float:
     """``log p(yes) - log p(no)`` of an endpoint's first answer token (natural logs): each side the
     logsumexp of the top alternatives among the embedded scorer's variants
-    (:data:`personalign.lm.scoring.YES` / ``NO``), a side missing from the top bounded by the least likely alternative
+    (:data:`personalign.lm.yesno.YES` / ``NO``), a side missing from the top bounded by the least likely alternative
     reported (the embedded engine reads the exact probabilities; this is the same margin from the
     ``top_logprobs`` an endpoint returns). One completion of one token, temperature 0.
 
@@ -248,7 +248,7 @@ def yes_no_margin(lm, messages: Sequence[dict], *, top_logprobs: int = 20) -> fl
               float(t.get("logprob") if isinstance(t, dict) else t.logprob)) for t in top]
     floor = min(v for _, v in pairs)
 
-    from personalign.lm.scoring import NO, YES
+    from personalign.lm.yesno import NO, YES
 
     def side(words) -> float:
         lps = [v for tok, v in pairs if tok in words]

@@ -23,16 +23,18 @@ def fitted_splits(meta: dict[str, Any]) -> list[str] | None:
 
 
 def fitted_rows_warning(meta: dict[str, Any], data: str | os.PathLike, split: str | None, *,
-                        shown: str | None = None) -> str | None:
+                        shown: str | None = None, sha256: str | None = None) -> str | None:
     """A one-line warning when ``split`` of ``data`` (None: every row) holds rows the saved program
-    (metadata ``meta`` from ``program.json``) was fitted on: same file content (sha256) and a
-    split it was fitted on. None otherwise. ``shown``: how the warning names the data (default
-    its path; e.g. ``"examples (a list of N)"`` for a temporary file)."""
+    (metadata ``meta`` from ``program.json``) was fitted on: the same content (the data's
+    ``sha256``, else the file's) and a split it was fitted on. None otherwise. ``shown``: how the
+    warning names the data (default its path; e.g. ``"examples (a list of N)"``)."""
     from personalign.data.digest import file_sha256
 
     splits = fitted_splits(meta)
     sha = meta.get("data_sha256")
-    if not splits or not sha or not os.path.isfile(data) or file_sha256(data) != sha:
+    if sha256 is None and os.path.isfile(data):
+        sha256 = file_sha256(data)
+    if not splits or not sha or sha256 != sha:
         return None
     if split is not None and split not in splits:
         return None

@@ -318,17 +318,23 @@ def _check_weight_hashes(directory: Path, meta: dict, path: Path) -> None:
                                                "(corrupt, or replaced after the save)")
 
 
-def load_program(directory: str | Path, *, stage):
-    """Load and validate a program saved by :func:`save_program` for ``stage`` (a resolved
-    :class:`~personalign.stages.Stage`, checked against the program by the caller:
-    :func:`personalign.stages.ref.stage_for_program`). Returns ``(program, metadata)``.
+def load_program(directory: str | Path, *, stage=None):
+    """Load and validate a program saved by :func:`save_program`. Returns ``(program, metadata)``.
+
+    ``stage``: a stage reference (:func:`personalign.stages.resolve_stage`); None: the program's
+    recorded ``stage_ref``, only when it is a built-in or entry-point stage (a program never makes
+    personalign import a file or module the caller did not name;
+    :func:`personalign.stages.ref.stage_for_program`).
 
     Raises:
         DataError: any problem with ``program.json`` or the weights (names the file and the key).
-        ConfigurationError: an unknown strategy.
+        ConfigurationError: a program of another stage than ``stage``; an unknown stage/strategy;
+            a file/module stage not passed by the caller; another signature.
     """
+    from personalign.stages.ref import stage_for_program
+
     path, doc, meta = _read_document(directory)
-    st = stage
+    st = stage_for_program(meta, stage, path)
     registry = st.registry
     try:
         program = registry.create(meta["strategy"])

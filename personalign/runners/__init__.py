@@ -18,16 +18,27 @@ print one line and exit 2); :func:`run_tracked` runs one with a run's callbacks.
 package is light (each runner's machinery loads when it runs).
 """
 
-from personalign.data.personamem import default_contexts_path
-from personalign.runners.cupid import run_cupid
-from personalign.runners.judge import run_judge_agreement
-from personalign.runners.personamem import run_personamem
-from personalign.runners.pipeline import DEFAULT_STEPS as PIPELINE_STEPS
-from personalign.runners.pipeline import check_plan, pipeline_examples, run_pipeline
-from personalign.runners.prefeval import run_prefeval_generation, run_prefeval_mcq, write_mcq_jsonl
-from personalign.runners.sft import bank_pairs, export_sft, prefeval_pairs
-from personalign.runners.tracked import check_inputs, run_tracked
+PIPELINE_STEPS = {"extractor": "first-person", "verifier": "minilm-logreg", "selector": "zero-shot"}
+"""Default strategy of each step of ``run pipeline`` (:mod:`personalign.runners.pipeline`): one place for
+the runner, the CLI and the benchmark."""
 
-__all__ = ["PIPELINE_STEPS", "bank_pairs", "check_inputs", "check_plan", "default_contexts_path", "export_sft",
-           "pipeline_examples", "prefeval_pairs", "run_cupid", "run_judge_agreement", "run_personamem",
-           "run_pipeline", "run_prefeval_generation", "run_prefeval_mcq", "run_tracked", "write_mcq_jsonl"]
+_LAZY = {"default_contexts_path": "personalign.data.personamem", "run_cupid": "personalign.runners.cupid",
+         "run_judge_agreement": "personalign.runners.judge", "run_personamem": "personalign.runners.personamem",
+         "check_plan": "personalign.runners.pipeline", "pipeline_examples": "personalign.runners.pipeline",
+         "run_pipeline": "personalign.runners.pipeline", "run_prefeval_generation": "personalign.runners.prefeval",
+         "run_prefeval_mcq": "personalign.runners.prefeval", "write_mcq_jsonl": "personalign.runners.prefeval",
+         "bank_pairs": "personalign.runners.sft", "export_sft": "personalign.runners.sft",
+         "prefeval_pairs": "personalign.runners.sft", "check_inputs": "personalign.runners.tracked",
+         "run_tracked": "personalign.runners.tracked"}
+
+
+def __getattr__(name: str):
+    """The runners, imported when first named (their data layers load then)."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'personalign.runners' has no attribute {name!r}")
+
+
+__all__ = ["PIPELINE_STEPS", *_LAZY]

@@ -41,10 +41,11 @@ import random
 from typing import Any, Sequence
 
 from personalign.lm import resolve_lm
+from personalign.runners import PIPELINE_STEPS
 from personalign.runners._common import mean_ci
 
-DEFAULT_STEPS = {"extractor": "first-person", "verifier": "minilm-logreg", "selector": "zero-shot"}
-"""Default strategy of each step (module doc): one place for the runner, the CLI and the benchmark."""
+DEFAULT_STEPS = PIPELINE_STEPS
+"""Default strategy of each step (module doc; :data:`personalign.runners.PIPELINE_STEPS`)."""
 CONDITIONS = ("pipeline", "verified-all", "no-profile", "gold-preference", "random-attribute")
 _ANSWERERS = {"pipeline": "extracted-attributes", "verified-all": "extracted-attributes",
               "random-attribute": "extracted-attributes", "no-profile": "no-profile",

@@ -150,7 +150,7 @@ def check_data(stage, path: str | Path, *, train_split: str = "train") -> dict[s
     Raises:
         DataError: a bad row (file, line, field), no train split, one class in train.
     """
-    from personalign.stages.stage import split_of
+    from personalign.data.splits import split_of
 
     examples = stage.load(path)
     if not examples:

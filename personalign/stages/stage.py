@@ -31,41 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from personalign.data.splits import split_of, splits_present  # noqa: F401  (re-exported)
 from personalign.errors import ConfigurationError, DataError
-from personalign.registry import Deferred, Registry, StrategyInfo, param_names, resolve
+from personalign.registry import Registry, StrategyInfo, param_names, resolve
 from personalign.stages.objective import Objective, get_objective
+from personalign.stages.strategies import GENERIC, default_names, reference_strategy, strategy_entries, strategy_info  # noqa: F401
 
-GENERIC = {
-    "binary": ("all-yes", "all-no", "majority", "predict", "cot", "yes-prob", "minilm-logreg"),
-    "multiclass": ("majority", "predict", "cot"),
-    "scored": ("predict", "cot"),
-}
-_BIND = "personalign.programs.common.generic:bind_generic"
-
-
-def reference_strategy(stage) -> str | None:
-    """The trivial baseline a binary stage's comparison is read against: the constant that predicts
-    the class its objective scores (``all-yes`` when the positive class is a true output, else
-    ``all-no``); None for other stages."""
-    if stage.kind != "binary":
-        return None
-    return "all-yes" if stage.positive else "all-no"
-
-
-def strategy_info(name: str, target: Any, summary: str | None = None) -> StrategyInfo:
-    """The registry entry of a strategy class ``target`` (imported), read from its class attributes.
-
-    Raises:
-        ConfigurationError: ``target`` is not a ``dspy.Module`` subclass (a function such as
-            ``os.system`` or an instance would be *called* to build the program)."""
-    import dspy
-
-    if not (isinstance(target, type) and issubclass(target, dspy.Module)):
-        raise ConfigurationError(f"strategies.{name}: a {type(target).__name__}, not a dspy.Module subclass")
-    optimizer = getattr(target, "optimizer", None)
-    doc = summary or ((getattr(target, "__doc__", None) or "").strip().splitlines() or [f"strategy {name}"])[0]
-    return StrategyInfo(name, target, doc, uses_lm=bool(getattr(target, "uses_lm", True)),
-                        trainable=bool(optimizer), optimizer=optimizer if isinstance(optimizer, str) else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,7 +101,7 @@ class Stage:
                 ``source`` and the key).
         """
         from personalign.stages import canonical
-        from personalign.stages.ref import check_ref
+        from personalign.stages.coderef import check_ref
 
         base = Path(base_dir) if base_dir is not None else Path.cwd()
         try:
@@ -147,14 +118,14 @@ class Stage:
                                                if spec.kind == "multiclass" else str(metric).rpartition(":")[2])
             objective = get_objective(objective_spec, spec.kind, metric_name=metric_name)
             holder: dict[str, Stage] = {}
-            entries = _strategy_entries(spec, base, extra_strategies or {}, holder)
+            entries = strategy_entries(spec, base, extra_strategies or {}, holder)
             feedback = code("feedback_metric", spec.feedback_metric)
         except (ConfigurationError, ValueError) as exc:
             text = str(exc)
             key = text.split(" = ", 1)[0] if " = " in text else None
             raise DataError(source, None, key, text.split(": ", 1)[-1] if key else text) from None
         names = [e.name for e in entries]
-        default = spec.default_strategies or ",".join(n for n in _default_names(spec.kind) if n in names)
+        default = spec.default_strategies or ",".join(n for n in default_names(spec.kind) if n in names)
         canonical.check_defaults(default, names, source)
         binary = spec.kind == "binary"
         positive_name = spec.positive_name or (
@@ -303,25 +274,34 @@ class Stage:
         cls = self.registry.load(strategy, "optimizer")
         return None if cls is None else cls(**self.fit_kwargs(strategy, cls, seed=seed, **settings))
 
+    def fit_facts(self, optimizer_cls) -> dict[str, Any]:
+        """What a fit optimizer is told of this stage: its ``label``, ``positive``, ``group_key``,
+        ``decision_keys`` and, for an F-beta objective, ``beta``, each only where the optimizer's settings take it
+        (:func:`personalign.registry.param_names`). A generic fit has no stage's defaults of its own."""
+        params = set(param_names(optimizer_cls))
+        facts = {"label": self.label, "positive": self.positive, "group_key": self.group_key,
+                 "decision_keys": self.decision_keys}
+        if self.objective.spec.startswith("fbeta:"):  # the threshold maximizes the stage's own F-beta
+            from personalign.stages.objective import fbeta_beta
+
+            facts["beta"] = fbeta_beta(self.objective.spec)
+        return {k: v for k, v in facts.items() if v is not None and k in params}
+
     def fit_kwargs(self, strategy: str, optimizer_cls, **settings: Any) -> dict[str, Any]:
-        """Keyword arguments of the fit optimizer ``optimizer_cls`` for ``strategy``: the stage's
-        ``label``, ``positive``, ``group_key`` and ``decision_keys``, overridden by the strategy
-        class's ``optimizer_kwargs``, each kept only where the optimizer's settings take it
-        (:func:`personalign.registry.param_names`); then ``settings``.
+        """Keyword arguments of the fit optimizer ``optimizer_cls`` for ``strategy``: :meth:`fit_facts`,
+        overridden by the strategy class's ``optimizer_kwargs``, then ``settings``.
 
         Raises:
             ConfigurationError: a False positive class and an optimizer with no ``positive`` setting.
         """
         params = set(param_names(optimizer_cls))
-        facts = {"label": self.label, "positive": self.positive, "group_key": self.group_key,
-                 "decision_keys": self.decision_keys}
-        facts = {k: v for k, v in facts.items() if v is not None}
-        derived = {**facts, **(getattr(self.registry.load(strategy), "optimizer_kwargs", {}) or {})}
-        if derived.get("positive", True) is not True and "positive" not in params:
-            raise ConfigurationError(f"{optimizer_cls.__name__} fits the threshold of {derived.get('label')}=True, but "
-                                     f"stage '{self.name}' predicts {derived.get('label')}=False; use a fit with a "
+        derived = {"positive": self.positive, **(getattr(self.registry.load(strategy), "optimizer_kwargs", {}) or {})}
+        if derived["positive"] is not True and "positive" not in params:
+            raise ConfigurationError(f"{optimizer_cls.__name__} fits the threshold of {self.label}=True, but "
+                                     f"stage '{self.name}' predicts {self.label}=False; use a fit with a "
                                      "'positive' setting (learned-selector-fit)")
-        return {**{k: v for k, v in derived.items() if k in params}, **settings}
+        own = {k: v for k, v in derived.items() if k in params}
+        return {**self.fit_facts(optimizer_cls), **own, **settings}
 
     def teleprompter_kwargs(self) -> dict[str, Any]:
         """Settings every teleprompter wrapper needs for this stage (metric and label field)."""
@@ -329,67 +309,6 @@ class Stage:
         if self.metric is not None:
             out["metric"] = self.metric_fn()
         return out
-
-
-def _default_names(kind: str) -> tuple[str, ...]:
-    return {"binary": ("majority", "minilm-logreg", "predict")}.get(kind, ("majority", "predict"))
-
-
-def _strategy_entries(spec, base: Path, extra: dict[str, Any], holder: dict) -> list:
-    """The generic strategies of ``spec``'s kind, then its own (replacing a generic of the same name)."""
-    from personalign.stages.ref import STRATEGY_GROUP, check_ref
-
-    own: dict[str, Any] = {}
-    for name, entry in spec.strategies.items():
-        target, summary = (entry, None) if isinstance(entry, str) else (entry.target, entry.summary or None)
-        checked = check_ref(target, base, key=f"strategies.{name}", kind="class", entry_group=STRATEGY_GROUP)
-        own[name] = _deferred(name, checked, target, summary)
-    for name, cls in extra.items():
-        own[name] = strategy_info(name, cls)
-    generic = GENERIC[spec.kind]
-    if spec.kind == "scored" and spec.output is not None and not isinstance(spec.output.type, list):
-        generic = ("majority", *generic)
-    entries = [Deferred(n, _generic_maker(n, holder)) for n in generic if n not in own]
-    return entries + list(own.values())
-
-
-def _deferred(name: str, checked: str, written: str, summary: str | None) -> Deferred:
-    def make():
-        try:
-            target = resolve(checked)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigurationError(f"strategies.{name} = {written!r}: {type(exc).__name__}: {exc}") from None
-        try:
-            return strategy_info(name, target, summary)
-        except ConfigurationError:
-            raise ConfigurationError(f"strategies.{name} = {written!r}: a {type(target).__name__}, not a "
-                                     "dspy.Module subclass") from None
-
-    return Deferred(name, make)
-
-
-def _generic_maker(name: str, holder: dict) -> Callable[[], StrategyInfo]:
-    def make() -> StrategyInfo:
-        target, summary = resolve(_BIND)(name, holder["stage"])
-        return strategy_info(name, target, summary)
-
-    return make
-
-
-def split_of(example) -> str | None:
-    """The ``split`` of an example (None when it has none)."""
-    value = getattr(example, "split", None)
-    if value is None and hasattr(example, "get"):
-        value = example.get("split")
-    return None if value is None else str(value)
-
-
-def splits_present(examples) -> str:
-    """The splits of ``examples`` for an error message: sorted names, comma-separated; rows without
-    a split show as ``(no 'split' field)``, an empty list as ``none``."""
-    names = {split_of(ex) for ex in examples}
-    shown = sorted(n for n in names if n is not None) + (["(no 'split' field)"] if None in names else [])
-    return ", ".join(shown) or "none"
 
 
 __all__ = ["GENERIC", "Stage", "reference_strategy", "split_of", "splits_present", "strategy_info"]

@@ -210,7 +210,7 @@ class SearchSpace:
                                              f"accepted: {', '.join(accepted_any) or 'none'}")
                 for fit_cls in dict.fromkeys(takers):
                     check_setting(source, f"[fit] {key}", fit_cls, key, dim.candidates(),
-                                  lambda kw, c=fit_cls: c(**kw))
+                                  lambda kw, c=fit_cls: c(**{**stage.fit_facts(c), **kw}))
                 fit_dims.append(dim)
 
         strat_settings: dict[str, list[Dimension]] = {}

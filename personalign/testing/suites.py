@@ -72,7 +72,8 @@ class StageTestCase:
         stage: a stage reference (:func:`personalign.stages.resolve_stage`: a built-in
             name, a stage file, ``file.py:ATTR``, ...; subclasses set it; the base class runs nothing).
         skip: ``{strategy: reason}`` strategies not run here (e.g. fine-tuning a cross-encoder).
-        slow: strategies marked ``slow`` (e.g. those that need an embedded model, :meth:`make_lm`).
+        slow: strategies marked ``slow`` besides those that read log-probabilities (``needs_logprobs``:
+            the tiny embedded model, :meth:`make_lm`).
         n_boot: bootstrap resamples of the report's CIs.
     """
 
@@ -86,17 +87,24 @@ class StageTestCase:
         if cls.stage:
             from personalign.stages import resolve_stage
 
-            cls.test_strategy = _parametrized(resolve_stage(cls.stage).registry.names(), set(cls.slow),
-                                              StageTestCase._check_strategy)
+            registry = resolve_stage(cls.stage).registry
+            logprobs = {n for n in registry.names() if getattr(registry.load(n), "needs_logprobs", False)}
+            cls.test_strategy = _parametrized(registry.names(), set(cls.slow) | logprobs, StageTestCase._check_strategy)
 
     def examples(self) -> list:
         """The tiny fixture: ``dspy.Example`` objects with the stage's inputs and label."""
         raise NotImplementedError
 
     def make_lm(self, strategy: str):
-        """The LM of LLM strategy ``strategy`` (default: a fresh :class:`SchemaDummyLM`; strategies
-        that read next-token log-probabilities need an embedded model, e.g.
-        ``personalign.lm.make_lm(personalign.lm.TINY_MODEL)``)."""
+        """The LM of LLM strategy ``strategy``: a fresh :class:`SchemaDummyLM`; for a strategy that
+        reads next-token log-probabilities (its class says ``needs_logprobs``; marked ``slow``) the
+        tiny embedded model."""
+        from personalign.stages import resolve_stage
+
+        if getattr(resolve_stage(self.stage).registry.load(strategy), "needs_logprobs", False):
+            from personalign.lm import TINY_MODEL, make_lm
+
+            return make_lm(TINY_MODEL)
         return SchemaDummyLM()
 
     def _check_strategy(self, strategy):

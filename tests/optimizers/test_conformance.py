@@ -73,12 +73,19 @@ def test_registry_names_match_classes():
         OPTIMIZERS.info("nope")
 
 
+def _facts(name: str) -> dict:
+    """What the relevance stage tells the fit ``name`` (a fit has no stage defaults of its own)."""
+    from personalign.stages import resolve_stage
+
+    return resolve_stage("relevance").fit_facts(OPTIMIZERS.load(name))
+
+
 @pytest.mark.parametrize("name", FITS)
 def test_fit_compile_is_keyword_only(name):
     params = inspect.signature(OPTIMIZERS.load(name).compile).parameters
     assert params["trainset"].kind is inspect.Parameter.KEYWORD_ONLY
     assert params["valset"].kind is inspect.Parameter.KEYWORD_ONLY
-    opt = OPTIMIZERS.create(name)
+    opt = OPTIMIZERS.create(name, **_facts(name))
     with pytest.raises(TypeError):
         opt.compile(ZeroShotJudge(), [dspy.Example(attribute="a", prompt="b", relevant=True)])
     # every setting in __init__: the constructor is keyword-only too
@@ -151,13 +158,13 @@ def test_fit_contract_and_seed(name, relevance_sets):
     train, val = relevance_sets
     program = StubScorer()
     before = state_json(program)
-    opt = OPTIMIZERS.create(name, seed=0)
+    opt = OPTIMIZERS.create(name, seed=0, **_facts(name))
     assert opt.config()["seed"] == 0
     compiled, result = opt.compile(program, trainset=train, valset=val)
     assert isinstance(result, CompileResult) and compiled is not program
     assert state_json(program) == before
     assert compiled.threshold is not None and result.val_score is not None
     assert opt.projected_lm_calls(program, train, val) is None  # LM use depends on the scorer
-    again, _ = OPTIMIZERS.create(name, seed=0).compile(StubScorer(), trainset=train, valset=val)
+    again, _ = OPTIMIZERS.create(name, seed=0, **_facts(name)).compile(StubScorer(), trainset=train, valset=val)
     assert state_json(again) == state_json(compiled)
     json.dumps(result.to_dict())

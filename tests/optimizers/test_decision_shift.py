@@ -152,18 +152,18 @@ def test_learned_selector_fit_gives_a_raw_score_scorer_the_rule_chosen_leave_one
 
     rows = shifted()
     cls = _shifted_scorer_cls()
-    opt = LearnedSelectorFit(decision_keys=("prompt_id", "user_id"))
+    opt = LearnedSelectorFit(label="relevant", group_key="prompt_id", decision_keys=("prompt_id", "user_id"))
     compiled, result = opt.compile(cls(), trainset=rows[:150], valset=rows[150:])
     rule = result.details["decision_rule"]
     assert rule["kind"] != "threshold" and isinstance(compiled, UnitRuleProgram)
     assert len(rule["per_group"]) == 3 and rule["cv_objective"] > 0.9
     assert result.val_score > 0.85  # the 4th prompt sits 5 above the others
-    baseline, res_t = LearnedSelectorFit(decision="threshold").compile(cls(), trainset=rows[:150], valset=rows[150:])
+    baseline, res_t = LearnedSelectorFit(label="relevant", group_key="prompt_id", decision="threshold").compile(cls(), trainset=rows[:150], valset=rows[150:])
     assert isinstance(baseline, cls) and res_t.val_score < 0.5
     preds = compiled.predict_batch(rows[150:])
     assert f1_score([r.relevant for r in rows[150:]], [p.relevant for p in preds]) == pytest.approx(result.val_score)
     with pytest.raises(ValueError, match="decision"):
-        LearnedSelectorFit(decision="rank")
+        LearnedSelectorFit(label="relevant", group_key="prompt_id", decision="rank")
 
 
 class ShiftedMarginJudge(MarginJudge):

@@ -58,7 +58,7 @@ def test_probe_compiles_with_a_decision_rule_and_saves_without_pickle(fake_state
     from personalign._verbs.relevance import load_program, save_program
 
     rows = fake_states
-    opt = STRATEGIES.default_optimizer("lm-probe", seed=0)
+    opt = resolve_stage("relevance").default_optimizer("lm-probe", seed=0)
     prog = STRATEGIES.create("lm-probe")
     prog.model = "local/qwen2.5-coder-0.5b-instruct"
     compiled, res = opt.compile(prog, trainset=rows[:96], valset=rows[96:])

@@ -86,7 +86,7 @@ def test_compile_save_load_roundtrip_without_pickle(name, demo, tmp_path):
     from personalign._verbs.relevance import load_program, save_program
 
     train, val = demo
-    compiled, res = STRATEGIES.default_optimizer(name, seed=0).compile(STRATEGIES.create(name), trainset=train,
+    compiled, res = resolve_stage("relevance").default_optimizer(name, seed=0).compile(STRATEGIES.create(name), trainset=train,
                                                                       valset=val)
     d = res.details
     assert len(d["folds"]) == len({e.prompt_id for e in train})  # leave-one-prompt-out
@@ -119,8 +119,8 @@ def test_load_weights_rejects_wrong_features(demo, tmp_path):
 @pytest.mark.parametrize("name", RANKED)
 def test_seed_gives_identical_program(name, demo):
     train, val = demo
-    a, ra = STRATEGIES.default_optimizer(name, seed=1).compile(STRATEGIES.create(name), trainset=train)
-    b, rb = STRATEGIES.default_optimizer(name, seed=1).compile(STRATEGIES.create(name), trainset=train)
+    a, ra = resolve_stage("relevance").default_optimizer(name, seed=1).compile(STRATEGIES.create(name), trainset=train)
+    b, rb = resolve_stage("relevance").default_optimizer(name, seed=1).compile(STRATEGIES.create(name), trainset=train)
     assert a.score_batch(val) == b.score_batch(val)
     assert a.threshold == b.threshold and ra.train_score == rb.train_score
 
@@ -157,7 +157,7 @@ def test_ranked_selectors_on_real_labels(shared_data):
     gold = [e.relevant for e in val]
     gold_rate = sum(gold) / len(gold)
     for name in RANKED:
-        compiled, res = STRATEGIES.default_optimizer(name).compile(STRATEGIES.create(name), trainset=train)
+        compiled, res = resolve_stage("relevance").default_optimizer(name).compile(STRATEGIES.create(name), trainset=train)
         pred = [p.relevant for p in compiled.predict_batch(val)]
         assert abs(sum(pred) / len(pred) - gold_rate) <= 0.10, name  # the rank rule keeps the human yes-rate
         assert f1(gold, pred) > f1(gold, [True] * len(gold)), name

@@ -36,7 +36,7 @@ def test_registry_entries_resolve():
         assert issubclass(cls, dspy.Module) and getattr(cls, "uses_lm", False) == info.uses_lm, name
         assert info.trainable == (info.optimizer is not None), name
         if info.trainable:
-            opt = STRATEGIES.default_optimizer(name, seed=3)
+            opt = resolve_stage("relevance").default_optimizer(name, seed=3)
             assert opt.config()["seed"] == 3
 
 
@@ -95,7 +95,7 @@ def test_batch_judge_with_run_program_counts_failures():
 def test_bm25_and_cosine_compile(demo):
     train, val = demo
     for name in ("bm25", "minilm-cosine"):
-        compiled, res = STRATEGIES.default_optimizer(name).compile(STRATEGIES.create(name), trainset=train)
+        compiled, res = resolve_stage("relevance").default_optimizer(name).compile(STRATEGIES.create(name), trainset=train)
         preds = compiled.predict_batch(val)
         assert len(preds) == len(val) and all(isinstance(p.relevant, bool) for p in preds)
         assert all(isinstance(p.score, float) for p in preds)
@@ -109,7 +109,7 @@ def test_learned_threshold_from_grouped_cv_and_npz_roundtrip(demo, tmp_path):
 
     train, val = demo
     program = STRATEGIES.create("minilm-logreg")
-    opt = STRATEGIES.default_optimizer("minilm-logreg", seed=0)
+    opt = resolve_stage("relevance").default_optimizer("minilm-logreg", seed=0)
     compiled, res = opt.compile(program, trainset=train, valset=val)
     folds = res.details["folds"]
     assert len(folds) == len({e.prompt_id for e in train})  # leave-one-prompt-out
@@ -128,8 +128,8 @@ def test_learned_threshold_from_grouped_cv_and_npz_roundtrip(demo, tmp_path):
 
 def test_learned_seed_is_honoured(demo):
     train, val = demo
-    a, _ = STRATEGIES.default_optimizer("minilm-logreg", seed=1).compile(STRATEGIES.create("minilm-logreg"), trainset=train)
-    b, _ = STRATEGIES.default_optimizer("minilm-logreg", seed=1).compile(STRATEGIES.create("minilm-logreg"), trainset=train)
+    a, _ = resolve_stage("relevance").default_optimizer("minilm-logreg", seed=1).compile(STRATEGIES.create("minilm-logreg"), trainset=train)
+    b, _ = resolve_stage("relevance").default_optimizer("minilm-logreg", seed=1).compile(STRATEGIES.create("minilm-logreg"), trainset=train)
     assert a.score_batch(val) == pytest.approx(b.score_batch(val))
 
 
@@ -139,7 +139,7 @@ def test_grouped_cv_needs_two_prompts(demo):
     train, _ = demo
     one = [e for e in train if e.prompt_id == train[0].prompt_id]
     with pytest.raises(ValueError, match="groups"):
-        LearnedSelectorFit().compile(STRATEGIES.create("minilm-logreg"), trainset=one)
+        LearnedSelectorFit(label="relevant", group_key="prompt_id").compile(STRATEGIES.create("minilm-logreg"), trainset=one)
 
 
 def test_unfitted_learned_raises():
@@ -200,7 +200,7 @@ def test_real_model_judges_and_yes_prob(demo):
                                   output="relevant", lm=lm, progress=False)
         assert outcome.failures == 0 and all(isinstance(p, bool) for p in outcome.predictions)
     with use(lm):
-        compiled, res = STRATEGIES.default_optimizer("yes-prob").compile(STRATEGIES.create("yes-prob"), trainset=train[:12])
+        compiled, res = resolve_stage("relevance").default_optimizer("yes-prob").compile(STRATEGIES.create("yes-prob"), trainset=train[:12])
         pred = compiled(attribute=val[0].attribute, prompt=val[0].prompt)
     assert isinstance(pred.relevant, bool) and isinstance(pred.score, float)
 
@@ -212,7 +212,7 @@ def test_learned_selector_on_real_labels_beats_all_yes():
     rows = load_relevance(SHARED)
     train = [r.to_dspy() for r in rows if r.split == "train"]
     val = [r.to_dspy() for r in rows if r.split == "val"]
-    compiled, res = STRATEGIES.default_optimizer("minilm-logreg").compile(STRATEGIES.create("minilm-logreg"), trainset=train)
+    compiled, res = resolve_stage("relevance").default_optimizer("minilm-logreg").compile(STRATEGIES.create("minilm-logreg"), trainset=train)
     gold = [e.relevant for e in val]
     pred = [p.relevant for p in compiled.predict_batch(val)]
     all_yes = f1(gold, [True] * len(gold))

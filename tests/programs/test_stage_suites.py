@@ -38,15 +38,6 @@ def test_every_stage_has_a_suite():
 class TestRelevanceStage(StageTestCase):
     stage = "relevance"
     skip = {"cross-encoder": "fine-tunes a MiniLM cross-encoder (minutes on CPU): tests/programs/test_relevance_strategies.py"}
-    LOGPROB = ("yes-prob", "yes-prob-rank", "ensemble", "ensemble-rank", "lm-probe")
-    slow = LOGPROB  # the embedded model end to end
-
-    def make_lm(self, strategy):
-        if strategy in self.LOGPROB:  # next-token log-probabilities: the tiny embedded model
-            from personalign.lm import TINY_MODEL, make_lm
-
-            return make_lm(TINY_MODEL)
-        return super().make_lm(strategy)
 
     def examples(self):
         from personalign.stages import resolve_stage as get_stage
@@ -122,9 +113,13 @@ class TestViolationStage(StageTestCase):
 
         inputs = get_stage(self.stage).inputs
         rows = [("I only eat vegan food.", "Where should I eat in Rome?", "Try the vegan trattoria.", False),
-                ("I only eat vegan food.", "Where should I eat in Rome?", "Order the veal.", True)]
-        return [dspy.Example(preference=p, question=q, response=r, violates=v, topic="t", pair_id="p0",
-                             split="val").with_inputs(*inputs) for p, q, r, v in rows]
+                ("I only eat vegan food.", "Where should I eat in Rome?", "Order the veal.", True),
+                ("I hate early mornings.", "Plan my Saturday.", "Sleep in, then brunch at 11.", False),
+                ("I hate early mornings.", "Plan my Saturday.", "Start with a 6 am run.", True)] * 2
+        # two topics in train: a learned strategy's threshold is fitted by grouped CV over topics
+        return [dspy.Example(preference=p, question=q, response=r, violates=v, topic=f"t{(i // 2) % 2}",
+                             pair_id=f"p{i // 2}", split="train" if i < 4 else "val").with_inputs(*inputs)
+                for i, (p, q, r, v) in enumerate(rows)]
 
 
 class TestExtractionStage(StageTestCase):

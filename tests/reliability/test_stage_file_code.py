@@ -124,4 +124,4 @@ def test_a_verb_names_the_file_it_imports_before_running_it(task, capsys):
     note = [ln for ln in err.splitlines() if ln.startswith("note: importing code from")]
     assert note == [f"note: importing code from {(task / 'judge.py').resolve()}"], err
     assert _marks(task) == ["judge.RAN"]
-    assert [r["name"] for r in json.loads(out)["strategies"]] == ["majority", "mine"]
+    assert [r["name"] for r in json.loads(out)["strategies"]] == ["all-yes", "majority", "mine"]

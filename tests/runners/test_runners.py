@@ -194,12 +194,12 @@ def test_cli_exit_code_2_on_bad_input(tmp_path):
     from tests.conftest import cli_env
 
     runs = tmp_path / "runs"
-    r = subprocess.run([sys.executable, "-m", "personalign.runners", "personamem",
+    r = subprocess.run([sys.executable, "-m", "personalign", "run", "personamem",
                         str(FIXTURES / "bad" / "personamem_missing_contexts" / "questions_32k.csv")],
                        capture_output=True, text=True, timeout=300, env=cli_env(runs))
     assert r.returncode == 2 and "shared_contexts_32k.jsonl" in r.stderr and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1
-    r = subprocess.run([sys.executable, "-m", "personalign.runners", "prefeval-mcq", str(tmp_path / "nope")],
+    r = subprocess.run([sys.executable, "-m", "personalign", "run", "prefeval-mcq", str(tmp_path / "nope")],
                        capture_output=True, text=True, timeout=300, env=cli_env(runs))
     assert r.returncode == 2 and r.stderr.strip() == f"error: {tmp_path / 'nope'}: file not found"
     assert not (runs / "mlflow.db").exists() and not (runs / "cache").exists()  # nothing written

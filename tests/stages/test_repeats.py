@@ -55,12 +55,11 @@ def test_sampling_lm_runs_each_repeat_with_its_own_rollout_id():
 @pytest.mark.parametrize("temperature, note", [(0.0, "deterministic (temperature 0)"), (None, "deterministic (no LM)")])
 def test_deterministic_strategies_run_once_and_say_so(temperature, note):
     from personalign.evaluation import evaluate_repeats
-    from personalign.programs.relevance.constant import AllRelevant
     from personalign.programs.relevance.judges import ZeroShotJudge
 
     st, val = _val()
     if temperature is None:
-        rep = evaluate_repeats(st, AllRelevant(), val, lm=None, repeats=4, n_boot=50, progress=False)
+        rep = evaluate_repeats(st, st.registry.create("all-yes"), val, lm=None, repeats=4, n_boot=50, progress=False)
     else:
         lm = _Alternating(temperature=temperature)
         rep = evaluate_repeats(st, ZeroShotJudge(), val, lm=lm, repeats=4, n_boot=50, progress=False)

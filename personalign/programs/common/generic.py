@@ -116,6 +116,8 @@ class YesProb(_Positive, ThresholdedScorer):
             before compile.
     """
 
+    needs_logprobs = True  # reads next-token log-probabilities: an embedded model, or an endpoint with top_logprobs
+
     signature: Any = None
     uses_lm = True
     fit_with = "LearnedSelectorFit"

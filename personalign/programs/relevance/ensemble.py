@@ -67,6 +67,8 @@ class LearnedPlusLLM(RelevanceScorer):
         RuntimeError: scoring before fitting, predicting without a threshold.
     """
 
+    needs_logprobs = True  # reads next-token log-probabilities: an embedded model, or an endpoint with top_logprobs
+
     optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
 
     fit_with = "LearnedSelectorFit"

@@ -89,6 +89,8 @@ class LMProbe(LogisticSelector, RelevanceScorer):
         RuntimeError: scoring before fit / load_weights.
     """
 
+    needs_logprobs = True  # reads next-token log-probabilities: an embedded model, or an endpoint with top_logprobs
+
     optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
 
     uses_lm = True

@@ -50,7 +50,8 @@ from typing import Sequence
 
 from personalign.programs.common.embed import embed_cached
 from personalign.programs.common.logistic import LogisticHead, LogisticSelector, check_c, check_feature_groups
-from personalign.programs.relevance._scorer import RelevanceScorer, TopShareDecision
+from personalign.programs.relevance._scorer import (RelevanceScorer, TopShareDecision, _groups, group_keys,  # noqa: F401
+                                                  small_group_mask, top_share_decisions)
 
 FEATURE_GROUPS = ("attribute", "cosine", "sentence_cosine", "cosine_z", "style")
 LABEL_MODES = ("hard", "soft")
@@ -72,50 +73,6 @@ def prompt_sentences(prompt: str) -> list[str]:
     """The prompt's sentences and lines longer than 3 characters (the whole prompt when none)."""
     parts = [s.strip() for s in _SENTENCE_SPLIT.split(prompt) if len(s.strip()) > 3]
     return parts or [prompt]
-
-
-def group_keys(examples: Sequence) -> list[tuple[str, str]]:
-    """``(prompt_id or prompt, user_id or "")`` per example: the unit inside which attributes are ranked."""
-    out = []
-    for e in examples:
-        pid = getattr(e, "prompt_id", None) if not hasattr(e, "get") else e.get("prompt_id")
-        uid = getattr(e, "user_id", None) if not hasattr(e, "get") else e.get("user_id")
-        out.append((str(pid if pid is not None else e.prompt), str(uid if uid is not None else "")))
-    return out
-
-
-def _groups(examples: Sequence) -> dict[tuple[str, str], list[int]]:
-    g: dict[tuple[str, str], list[int]] = {}
-    for i, k in enumerate(group_keys(examples)):
-        g.setdefault(k, []).append(i)
-    return g
-
-
-def top_share_decisions(scores: Sequence[float], examples: Sequence, top_fraction: float, min_group: int,
-                        threshold: float) -> list[bool]:
-    """Within-group top share: in each (prompt, user) group of n >= ``min_group`` examples
-    (:func:`group_keys`), the top ``round(top_fraction * n)`` by score are True (ties broken by
-    input order); in smaller groups, ``score >= threshold``. Returns one bool per example."""
-    out = [False] * len(examples)
-    for idx in _groups(examples).values():
-        if len(idx) >= min_group:
-            k = int(round(top_fraction * len(idx)))
-            for i in sorted(idx, key=lambda i: (-scores[i], i))[:k]:
-                out[i] = True
-        else:
-            for i in idx:
-                out[i] = scores[i] >= threshold
-    return out
-
-
-def small_group_mask(examples: Sequence, min_group: int) -> list[bool]:
-    """True for each example whose (prompt, user) group (:func:`group_keys`) has fewer than
-    ``min_group`` examples: :func:`top_share_decisions` decides it by the threshold, not by rank."""
-    out = [False] * len(examples)
-    for idx in _groups(examples).values():
-        for i in idx:
-            out[i] = len(idx) < min_group
-    return out
 
 
 def feature_dim(features: Sequence[str]) -> int:

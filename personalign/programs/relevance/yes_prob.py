@@ -82,6 +82,8 @@ class YesProbability(RelevanceScorer):
         RuntimeError: predicting before the threshold is fitted.
     """
 
+    needs_logprobs = True  # reads next-token log-probabilities: an embedded model, or an endpoint with top_logprobs
+
     optimizer = "personalign.optimizers.learned:LearnedSelectorFit"  # its own fit (trainable)
 
     uses_lm = True
