@@ -11,14 +11,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "personalign"
 
-# data -> signatures/programs -> optimizers -> compile/evaluate -> compare/sweep -> cli
+# data -> signatures/programs -> optimizers -> compile/evaluate -> compare/sweep/labels -> cli
 LAYERS = {
     0: {"errors", "registry", "_env", "_paths", "_versions", "settings", "resources"},
     1: {"data", "metrics", "lm", "preprocess", "diversity", "tracking", "processes", "record"},
     2: {"signatures", "programs"},
     3: {"optimizers"},
     4: {"compile_service", "evaluation", "objectives", "predict", "judge_validation", "tracking_native"},
-    5: {"compare", "crossval", "sweep", "runners", "workflows"},
+    5: {"compare", "crossval", "sweep", "runners", "workflows", "labels"},
     6: {"cli", "testing", "api", "__main__", ""},
 }
 LAYER = {name: level for level, names in LAYERS.items() for name in names}
