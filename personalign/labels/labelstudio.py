@@ -202,7 +202,7 @@ def export_label_studio(rows_path, out_path, stage, *, store_url: str | None = N
     ``out_path`` (and the labeling config at ``config_path``), atomically; returns the
     :class:`~personalign.labels.export.Exported`. Raises what
     :func:`~personalign.labels.export.merge_labels` raises."""
-    from personalign.data.files import check_output
+    from personalign.data.files import check_output, write_text
     from personalign.labels.export import merge_labels
     from personalign.labels.spec import label_spec
     from personalign.programs.stage_ref import resolve_stage
@@ -214,23 +214,8 @@ def export_label_studio(rows_path, out_path, stage, *, store_url: str | None = N
     exported = merge_labels(rows_path, store_url=store_url, stage=spec.stage, spec=spec)
     write_json(target, to_tasks(spec, exported.rows, exported.times))
     if config is not None:
-        write_text_atomic(config, labeling_config(spec))
+        write_text(config, labeling_config(spec))
     return exported
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` at ``path`` through a temporary sibling renamed into place."""
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def import_label_studio(path, stage, *, out_path=None, store_url: str | None = None, replace: bool = False) -> dict:
