@@ -88,8 +88,10 @@ def merge_labels(rows_path, *, store_url: str | None = None, stage=None, spec=No
     rows = [dict(r) for r in rowfile.rows]
     store = open_for_export(store_url)
     if store is None:
+        from personalign.labels.store import default_store_url
+
         out = Exported(stage=getattr(spec, "stage", None), rows=rows)
-        out.notes.append("no label store yet (runs/labels.db): exported the file's own annotations")
+        out.notes.append(f"no label store yet ({default_store_url()}): exported the file's own annotations")
         return out
     try:
         name = _stage_name(store, rowfile.sha256, stage)

@@ -98,3 +98,23 @@ def test_a_locked_store_answers_503_and_the_label_can_be_resent(served, monkeypa
     other.close()
     status, data = post(client, "/api/label", annotator="alice", row_id="demo-000", value=True)
     assert status == 200 and data["progress"]["done"] == 1
+
+
+def test_a_label_list_stage_over_http_and_in_the_export(tmp_path, multiclass_stage):
+    from personalign.labels.export import merge_labels
+    from tests.label_serve.conftest import OWN_TASK
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join((OWN_TASK / "data.jsonl").read_text().splitlines(keepends=True)[:3]))
+    url = f"sqlite:///{tmp_path / 'labels.db'}"
+    queue = open_queue(rows, str(multiclass_stage), url)
+    client = TestClient(build_app(queue), base_url="http://127.0.0.1")
+    task = client.get("/api/task").json()
+    assert [(c["value"], c["key"]) for c in task["choices"]] == [("follows", "1"), ("partly", "2"), ("ignores", "3")]
+    assert [f["title"] for f in task["inputs"]] == ["Preference", "Question", "Option"]
+    status, data = post(client, "/api/label", annotator="ann", row_id="food-1", value="partly")
+    assert status == 200 and data["row"]["id"] == "food-2"
+    status, data = post(client, "/api/label", annotator="ann", row_id="food-2", value=True)
+    assert status == 400 and 'allowed: "follows", "partly", "ignores"' in data["error"]
+    queue.store.close()
+    assert merge_labels(rows, store_url=url).rows[0]["annotations"] == {"ann": "partly"}
