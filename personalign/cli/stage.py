@@ -31,9 +31,9 @@ def init(
     if not path.parent.is_dir():
         raise ConfigurationError(f"{path}: the folder {path.parent} does not exist (nothing was written)")
     try:  # atomically: a full disk or a read-only folder leaves no half-written file to block a rerun
-        from personalign.data import write_text_atomic
+        from personalign.data import write_text
 
-        write_text_atomic(path, template(name), exclusive=True)
+        write_text(path, template(name), exclusive=True)
     except OSError as exc:
         raise ConfigurationError(f"{path}: cannot write ({exc.strerror or exc}); nothing was written") from None
     typer.echo(f"wrote {path}; next: personalign stage validate {path} --data DATA.jsonl")

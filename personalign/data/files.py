@@ -31,7 +31,8 @@ __all__ = [
     "iter_jsonl",
     "read_json",
     "write_jsonl",
-    "write_text_atomic",
+    "write_text",
+    "atomic_text",
     "require",
     "array_element_lines",
     "validation_to_data_error",
@@ -328,57 +329,51 @@ def validation_to_data_error(exc: ValidationError, path, line: int | None) -> Da
     return DataError(path, line, field, msg)
 
 
-def write_text_atomic(path: str | os.PathLike, text: str, *, exclusive: bool = False) -> Path:
-    """Write ``text`` at ``path`` atomically: a temporary sibling renamed (``exclusive``: linked, so
-    an existing file is never replaced) into place; a full disk or an interrupt leaves nothing.
-
-    Raises:
-        FileExistsError: ``exclusive`` and the file exists. OSError: the folder cannot be written.
-    """
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent if str(p.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(tmp, _new_file_mode(p))
-        if exclusive:
-            os.link(tmp, p)
-        else:
-            os.replace(tmp, p)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-    return p
-
-
-def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | Mapping]) -> int:
-    """Write records (pydantic models or mappings) as JSONL, atomically.
-
-    The file is written to a temporary sibling and renamed into place only when every
-    record was serialized, so a failure leaves no partial output. A symlink at ``path`` is
-    followed (the link stays); the file keeps the mode of the one it replaces, else gets
-    0o666 less the umask. Returns the number of records written.
-    """
+@contextlib.contextmanager
+def atomic_text(path: str | os.PathLike, *, exclusive: bool = False) -> Iterator[Any]:
+    """A UTF-8 text file object whose content replaces ``path`` only when the block ends without an
+    error: written to a temporary sibling, renamed into place (a failure -- a full disk, an
+    interrupt -- leaves no partial file and the old one untouched). ``exclusive``: linked into place
+    instead, so an existing file is never replaced (:class:`FileExistsError`). A symlink at
+    ``path`` is followed (the link stays); missing folders are created; the file keeps the mode of
+    the one it replaces, else gets 0o666 less the umask."""
     p = Path(path).resolve()  # a symlink keeps pointing at the written file
     p.parent.mkdir(parents=True, exist_ok=True)
     mode = _new_file_mode(p)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    n = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for rec in records:
-                if isinstance(rec, BaseModel):
-                    line = rec.model_dump_json()
-                else:
-                    line = json.dumps(rec, ensure_ascii=False)
-                out.write(line + "\n")
-                n += 1
+            yield out
         os.chmod(tmp, mode)  # mkstemp creates 0o600
-        os.replace(tmp, p)
-    except BaseException:
-        try:
+        if exclusive:
+            os.link(tmp, p)
             os.unlink(tmp)
-        except OSError:
-            pass
+        else:
+            os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
+
+
+def write_text(path: str | os.PathLike, text: str, *, exclusive: bool = False) -> None:
+    """Write ``text`` at ``path`` atomically (:func:`atomic_text`)."""
+    with atomic_text(path, exclusive=exclusive) as out:
+        out.write(text)
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | Mapping]) -> int:
+    """Write records (pydantic models or mappings) as JSONL, atomically (:func:`atomic_text`):
+    the file is renamed into place only when every record was serialized, so a failure leaves no
+    partial output. Returns the number of records written.
+    """
+    n = 0
+    with atomic_text(path) as out:
+        for rec in records:
+            if isinstance(rec, BaseModel):
+                line = rec.model_dump_json()
+            else:
+                line = json.dumps(rec, ensure_ascii=False)
+            out.write(line + "\n")
+            n += 1
     return n

@@ -1,0 +1,1 @@
+"""Human labels: collecting, storing and exporting per-annotator labels of a stage's rows."""
