@@ -18,7 +18,7 @@ LAYERS = {
     2: {"signatures", "programs"},
     3: {"optimizers"},
     4: {"compile_service", "evaluation", "objectives", "predict", "judge_validation", "tracking_native"},
-    5: {"compare", "crossval", "sweep", "runners", "workflows"},
+    5: {"compare", "crossval", "sweep", "runners", "workflows", "labels"},
     6: {"cli", "testing", "api", "__main__", ""},
 }
 LAYER = {name: level for level, names in LAYERS.items() for name in names}

@@ -43,6 +43,7 @@ from personalign.cli.stage import app as _stage_app  # noqa: E402  (light: typer
 
 app.add_typer(_stage_app, name="stage", help="Your own stage: `stage init NAME` writes a stage file, `stage validate FILE --data DATA` checks it.")
 
+from personalign.cli.label import app as _label_app; app.add_typer(_label_app, name="label", help="Humans in the loop: `label merge` (annotations into labels, agreement), `label next` (the rows to label next).")  # noqa: E402,E702
 app.add_typer(_runners_app, name="run", help="Benchmark runners: PrefEval MCQ/generation, the end-to-end pipeline, PersonaMem, CUPID, judge agreement, SFT export.")
 
 
