@@ -169,8 +169,8 @@ def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: 
         for name in strategies:
             oos[name] = cross_fitted(stage, name, labelled, folds=folds, lm=lm, seed=seed)
             full[name] = fitted_predictions(stage, name, labelled, pool, lm=lm, seed=seed)
-            objective[name] = objective_score(stage, labelled, [stage.positive if p else (not stage.positive)
-                                                                for p in oos[name][0]])
+            objective[name] = objective_score(stage, labelled, [None if p is None else stage.positive if p
+                                                                else (not stage.positive) for p in oos[name][0]])
         leading = sorted(strategies, key=lambda s: -objective[s])[:2]
         feats = np.vstack([_score_matrix([oos[s][0] for s in leading], [oos[s][1] for s in leading]),
                            _score_matrix([full[s][0] for s in leading], [full[s][1] for s in leading])])

@@ -32,11 +32,12 @@ DEFAULT_FLOOR = 0.1
 """Share of each draw's probability spread uniformly over the stratum's unlabelled rows."""
 
 
-def allocate(sizes: dict[Any, int], drawn: dict[Any, int], k: int) -> dict[Any, int]:
-    """How many of the next ``k`` draws each stratum gets: one draw at a time to the stratum whose
-    count falls furthest below its proportional share ``size * B / total`` (B: draws so far,
-    this one included), skipping strata with no row left; ties go to the first stratum in order.
-    A deterministic function of the sizes and B, never of the labels.
+def allocate(sizes: dict[Any, int], drawn: dict[Any, int], k: int, *, minimum: int = 2) -> dict[Any, int]:
+    """How many of the next ``k`` draws each stratum gets: one draw at a time, first to the strata
+    with fewer than ``minimum`` draws (2: a stratum's variance needs two), then to the stratum whose
+    count falls furthest below its proportional share ``size * B / total`` (B: draws so far, this one
+    included), skipping strata with no row left; ties go to the first stratum in order. A
+    deterministic function of the sizes and B, never of the labels.
 
     Args:
         sizes: stratum -> rows in its pool (drawn ones included).
@@ -52,7 +53,8 @@ def allocate(sizes: dict[Any, int], drawn: dict[Any, int], k: int) -> dict[Any, 
         if not open_:
             break
         b += 1
-        best = max(open_, key=lambda s: sizes[s] * b / total - count[s])
+        short = [s for s in open_ if count[s] < minimum]
+        best = max(short or open_, key=lambda s: sizes[s] * b / total - count[s])
         count[best] += 1
         out[best] += 1
     return out

@@ -111,6 +111,9 @@ def test_allocation_is_proportional_deterministic_and_capped():
     assert {k: step[k] + after[k] for k in sizes} == {"a": 5, "b": 3, "c": 2}  # one batch or two: the same
     assert allocate({"a": 2, "b": 100}, {"a": 2}, 5) == {"a": 0, "b": 5}  # a group drawn out is skipped
     assert sum(allocate(sizes, {}, 1000).values()) == 100
+    # every group first gets the two draws its variance needs, then the shares are proportional
+    assert allocate({"big": 100, "small": 5}, {}, 4) == {"big": 2, "small": 2}
+    assert allocate({"big": 100, "small": 5}, {}, 4, minimum=0) == {"big": 4, "small": 0}
 
 
 def test_draw_probabilities_are_the_mixture_and_sum_to_one():
