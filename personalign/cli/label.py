@@ -197,8 +197,16 @@ def next_(
 
     console = Console()
     if result["objective"]:
-        console.print("out-of-sample " + result["metric"] + " on the labelled rows: " +
+        console.print("out-of-sample " + result["metric"] + " on the labelled rows (unweighted): " +
                       ", ".join(f"{n} {v:.3f}" for n, v in sorted(result["objective"].items(), key=lambda x: -x[1])))
+    est = result.get("estimate")
+    if est and "diff" in est:
+        a, b = result["leading"]
+        ci = f" [{est['ci'][0]:+.3f}, {est['ci'][1]:+.3f}], p {est['p_value']:.3g}" if est["ci"] else " (no interval yet)"
+        console.print(f"weighted estimate from the chosen rows so far: {result['metric']}({a}) - {result['metric']}({b}) "
+                      f"= {est['diff']:+.3f}{ci}")
+    elif est:
+        console.print(est["note"])
     table = Table(title=f"round {result['round']}: {len(chosen)} rows ({goal}: {', '.join(result['leading'])})")
     for col in ("id", "group", "probability", "acquisition"):
         table.add_column(col, justify="left" if col in ("id", "group") else "right")

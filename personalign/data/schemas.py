@@ -105,7 +105,9 @@ class RelevanceExample(TaskExample):
     ``relevant`` is the human majority (ties count as not relevant). ``human_yes_rate`` is the
     share of annotators who said relevant and ``annotator_labels`` their individual votes,
     where known; ``annotations`` the same votes by annotator (``{"ann01": true, ...}``,
-    :mod:`personalign.data.annotations`) and ``n_annotators`` how many judged the row.
+    :mod:`personalign.data.annotations`) and ``n_annotators`` how many judged the row;
+    ``selection_probability``, ``acquisition`` and ``selection`` record how ``personalign label next``
+    chose the row (:mod:`personalign.labels.next`).
     ``prompt_id`` groups rows sharing a prompt (leakage-free splits); ``user_id`` groups rows of
     one user sample.
     """
@@ -124,6 +126,9 @@ class RelevanceExample(TaskExample):
     annotator_labels: list[bool] | None = None
     annotations: Annotations | None = None
     n_annotators: Annotated[int, Field(ge=1)] | None = None
+    selection_probability: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    acquisition: Annotated[float, Field(ge=0.0)] | None = None
+    selection: dict[str, Any] | None = None
 
 
 class VerificationExample(TaskExample):
@@ -131,7 +136,8 @@ class VerificationExample(TaskExample):
 
     ``reason`` is the extractor's stated reason (an input, possibly empty); ``accepted`` is
     the gold verdict. ``annotations`` holds per-annotator verdicts where known (``{"ann01": true,
-    ...}``), ``n_annotators`` their number and ``human_yes_rate`` the share who accepted.
+    ...}``), ``n_annotators`` their number and ``human_yes_rate`` the share who accepted;
+    ``selection_probability``, ``acquisition`` and ``selection``: how ``personalign label next`` chose it.
     """
 
     INPUTS: ClassVar[tuple[str, ...]] = ("evidence", "attribute", "reason")
@@ -147,6 +153,9 @@ class VerificationExample(TaskExample):
     topic: str | None = None
     annotations: Annotations | None = None
     n_annotators: Annotated[int, Field(ge=1)] | None = None
+    selection_probability: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    acquisition: Annotated[float, Field(ge=0.0)] | None = None
+    selection: dict[str, Any] | None = None
     human_yes_rate: Probability | None = None
 
 

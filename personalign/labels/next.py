@@ -25,7 +25,8 @@ import numpy as np
 
 from personalign.errors import ConfigurationError
 
-__all__ = ["cross_fitted", "fitted_predictions", "next_rows", "design_from_rows", "boundary_distance"]
+__all__ = ["cross_fitted", "fitted_predictions", "next_rows", "design_from_rows", "boundary_distance",
+           "estimate_from_rows"]
 
 SELECTION = "selection"
 
@@ -128,6 +129,54 @@ def design_from_rows(labelled: Sequence, pool_size_by_stratum: dict | None = Non
     return {"round": last, "drawn": drawn, "sizes": sizes}
 
 
+def _record(ex) -> dict | None:
+    rec = ex.get(SELECTION) if isinstance(ex, dict) else getattr(ex, SELECTION, None)
+    return rec if isinstance(rec, dict) else None
+
+
+def estimate_from_rows(stage, labelled: Sequence, pool: Sequence, pred_a: Sequence[bool], pred_b: Sequence[bool]) -> dict:
+    """The unbiased paired F-beta difference of two strategies' predictions (``pred_a``/``pred_b``:
+    positive class, labelled rows first, then the pool) from the rows drawn by earlier rounds of
+    :func:`next_rows` (their ``selection`` records: probability, group, draw order, group size), the
+    rows labelled before the first round counted exactly (:func:`~personalign.labels.estimate.fbeta_difference`,
+    no control: the predictions of a round were not recorded).
+
+    Returns:
+        the estimate, or ``{"note": why there is none}`` (no drawn row yet; a group without a draw; a
+        group whose recorded size is not its drawn plus pool rows: the files changed between rounds).
+    """
+    from personalign.labels.estimate import Draw, fbeta_difference, objective_beta
+
+    beta = objective_beta(stage)
+    if beta is None:
+        return {"note": f"no estimator for the objective of {stage.name} (an F-beta of a yes/no stage is needed)"}
+    recs = [_record(ex) for ex in labelled]
+    drawn = sorted((i for i, r in enumerate(recs) if r), key=lambda i: (recs[i]["round"], recs[i]["draw"]))
+    if not drawn:
+        return {"note": "no row chosen by label next is labelled yet: no weighted estimate"}
+    strata = [recs[i]["stratum"] if recs[i] else None for i in range(len(labelled))] + [_group(stage, ex) for ex in pool]
+    for s in {recs[i]["stratum"] for i in drawn}:
+        have = sum(1 for i in drawn if recs[i]["stratum"] == s) + sum(1 for ex in pool if _group(stage, ex) == s)
+        size = max(int(recs[i]["stratum_size"]) for i in drawn if recs[i]["stratum"] == s)
+        if have != size:
+            return {"note": f"group {s}: {have} drawn and pool rows, but the selection records say {size}: the "
+                            "labelled or pool file changed between rounds; no weighted estimate"}
+    gold = [bool(stage.is_positive(stage.gold(ex))) for ex in labelled] + [None] * len(pool)
+    draws = [Draw(i, recs[i]["stratum"], _prob(labelled[i]), int(recs[i]["round"])) for i in drawn]
+    known = [i for i, r in enumerate(recs) if not r]
+    try:
+        return fbeta_difference(gold, pred_a, pred_b, draws=draws, strata=strata, known=known, beta=beta)
+    except ValueError as exc:
+        return {"note": f"no weighted estimate: {exc}"}
+
+
+def _prob(ex) -> float:
+    value = ex.get("selection_probability") if isinstance(ex, dict) else getattr(ex, "selection_probability", None)
+    if value is None:
+        raise ConfigurationError("a labelled row has a selection record but no selection_probability")
+    return float(value)
+
+
 def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: Sequence[str] = (), program=None,
               goal: str = "compare", seed: int = 0, floor: float | None = None, folds: int = 5, lm=None) -> dict[str, Any]:
     """Choose the next ``k`` rows of ``pool`` to label (see the module doc).
@@ -143,7 +192,10 @@ def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: 
     Returns:
         ``{"chosen": [{"index" (into pool), "selection_probability", "acquisition", "selection"}],
         "goal", "leading", "objective" {strategy: out-of-sample objective on the labelled rows},
-        "allocation" {stratum: draws}, "round", "metric"}``.
+        "allocation" {stratum: draws}, "round", "metric", "estimate"}``; ``estimate``
+        (compare): the leading pair's weighted difference from earlier rounds' rows
+        (:func:`estimate_from_rows`), else its ``note``. ``objective`` is the plain figure on the
+        labelled rows: not unbiased once they include chosen rows.
 
     Raises:
         ConfigurationError: a stage that is not binary; fewer than 2 strategies (compare) or no
@@ -161,6 +213,7 @@ def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: 
         raise ConfigurationError("the pool has no unlabelled row left")
     metric = objective_name(stage)
     objective: dict[str, float] = {}
+    estimate: dict | None = None
     if goal == "compare":
         if len(strategies) < 2:
             raise ConfigurationError("--goal compare needs at least two --strategies")
@@ -181,6 +234,7 @@ def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: 
         from personalign.labels.estimate import objective_beta
 
         acq = compare_acquisition(pa, pb, p, gold + [None] * len(pool), mask, beta=objective_beta(stage))[len(labelled):]
+        estimate = estimate_from_rows(stage, labelled, pool, pa, pb)
     elif goal == "compile":
         if program is None:
             raise ConfigurationError("--goal compile needs --program (a saved program)")
@@ -207,4 +261,4 @@ def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: 
                        SELECTION: {"round": rnd, "draw": seen[s], "stratum": s, "stratum_size": sizes[s],
                                    "goal": goal, "strategies": list(leading), "floor": floor, "seed": seed}})
     return {"chosen": chosen, "goal": goal, "leading": list(leading), "objective": objective, "metric": metric,
-            "allocation": {s: c for s, c in counts.items() if c}, "round": rnd}
+            "allocation": {s: c for s, c in counts.items() if c}, "round": rnd, "estimate": estimate}

@@ -144,3 +144,24 @@ def test_next_bad_pool_rows(tmp_path, capsys, runs_dir, edit, words):
                          str(out), "--strategies", "bm25,all-yes"], capsys)
     assert code == 2 and words in err and err.count("\n") == 1, err
     assert not out.exists()
+
+
+def test_a_second_round_reads_the_first_rounds_rows_and_weights_them(tmp_path, capsys, runs_dir):
+    """Round 1 writes rows with their selection records; labelled and appended, the stage's loader reads
+    them, and round 2 continues the draws and reports the weighted estimate."""
+    labelled, pool = _split_files(tmp_path)
+    out1 = tmp_path / "round1.jsonl"
+    argv = ["label", "next", "relevance", "--labelled", str(labelled), "--pool", str(pool), "--strategies",
+            "bm25,all-yes", "--folds", "4", "--k", "6"]
+    assert _run(argv + ["--out", str(out1)], capsys)[0] == 0
+    gold = {json.loads(line)["id"]: json.loads(line)["relevant"] for line in DEMO.read_text().splitlines()}
+    chosen = [json.loads(line) for line in out1.read_text().splitlines()]
+    with labelled.open("a") as fh:
+        for row in chosen:
+            fh.write(json.dumps({**row, "relevant": gold[row["id"]]}) + "\n")
+    code, stdout, err = _run(argv + ["--seed", "1", "--json"], capsys)
+    assert code == 0, err
+    result = json.loads(stdout)
+    assert result["round"] == 2 and len(result["rows"]) == 6
+    assert not {r["id"] for r in result["rows"]} & {r["id"] for r in chosen}  # labelled rows are not offered again
+    assert "diff" in result["estimate"] and result["estimate"]["n_labels"] == 42

@@ -39,12 +39,20 @@ def test_next_rows_compare_two_rounds():
     assert next_rows(REL, labelled, pool, k=6, strategies=["bm25", "all-yes"], seed=3, folds=4)["chosen"] == chosen
     # round 2: the chosen rows are labelled now (their selection records with them)
     picked = {c["index"]: c for c in chosen}
-    now = labelled + [pool[i].copy(selection=c["selection"]) for i, c in picked.items()]
+    now = labelled + [pool[i].copy(selection=c["selection"], selection_probability=c["selection_probability"])
+                      for i, c in picked.items()]
     rest = [ex for i, ex in enumerate(pool) if i not in picked]
     assert design_from_rows(now)["drawn"] == {"demo:p5": 2, "demo:p6": 2, "demo:p7": 2}
     again = next_rows(REL, now, rest, k=3, strategies=["bm25", "all-yes"], seed=4, folds=4)
     assert again["round"] == 2 and sorted(c["selection"]["draw"] for c in again["chosen"]) == [3, 3, 3]
     assert {c["selection"]["stratum_size"] for c in again["chosen"]} == {9}
+    assert out["estimate"] == {"note": "no row chosen by label next is labelled yet: no weighted estimate"}
+    est = again["estimate"]  # round 1's rows, weighted; p1-p4 counted exactly
+    assert est["n_labels"] == 36 + 6 and est["strata"] == {"demo:p5": 2, "demo:p6": 2, "demo:p7": 2}
+    assert est["se"] is not None and est["ci"][0] <= est["diff"] <= est["ci"][1]
+    # a pool that lost rows between rounds breaks the recorded design: said, not estimated
+    assert "changed between rounds" in next_rows(REL, now, rest[1:], k=3, strategies=["bm25", "all-yes"], seed=4,
+                                                 folds=4)["estimate"]["note"]
 
 
 class _Rule:
