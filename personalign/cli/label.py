@@ -168,11 +168,11 @@ def next_(
     rows = st.load(labelled)
     ids = {str(getattr(ex, "id", "")) for ex in rows}
     pool_ex, pool_obj = _pool_rows(st, pool, ids)
-    prog = lm_obj = None
+    prog = lm_obj = meta = None
     if program is not None:
         from personalign.programs.saved import load_program
 
-        prog, _ = load_program(program, stage=st)
+        prog, meta = load_program(program, stage=st)
     if lm is not None or any(st.registry.info(n).uses_lm for n in names):
         from personalign.lm import default_model, make_lm
 
@@ -180,7 +180,7 @@ def next_(
     from personalign.labels import next_rows
 
     result = next_rows(st, rows, pool_ex, k=k, strategies=names, program=prog, goal=goal, seed=seed, floor=floor,
-                       folds=folds, lm=lm_obj)
+                       folds=folds, lm=lm_obj, program_name=(meta or {}).get("strategy"))
     chosen = [{**pool_obj[c["index"]], **{key: c[key] for key in ("selection_probability", "acquisition", "selection")}}
               for c in result["chosen"]]
     if out is not None:

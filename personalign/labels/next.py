@@ -178,7 +178,8 @@ def _prob(ex) -> float:
 
 
 def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: Sequence[str] = (), program=None,
-              goal: str = "compare", seed: int = 0, floor: float | None = None, folds: int = 5, lm=None) -> dict[str, Any]:
+              goal: str = "compare", seed: int = 0, floor: float | None = None, folds: int = 5, lm=None,
+              program_name: str | None = None) -> dict[str, Any]:
     """Choose the next ``k`` rows of ``pool`` to label (see the module doc).
 
     Args:
@@ -186,7 +187,8 @@ def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: 
         labelled: labelled examples (the stage's loader); ``pool``: unlabelled examples with ids, not
             among the labelled ones (:func:`personalign.data.inputs.read_inputs`).
         strategies: ``goal="compare"``: at least two strategy names of the stage.
-        program: ``goal="compile"``: a loaded program (:func:`personalign.programs.saved.load_program`).
+        program: ``goal="compile"``: a loaded program (:func:`personalign.programs.saved.load_program`);
+            ``program_name`` what to call it (its strategy).
         floor: the uniform share of each draw (default :data:`~personalign.labels.select.DEFAULT_FLOOR`).
 
     Returns:
@@ -245,7 +247,7 @@ def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: 
         if any(s is None for s in scores):
             raise ConfigurationError("--goal compile needs a program that scores every row (a score per prediction)")
         acq = boundary_acquisition(boundary_distance(program, stage, pool, scores))
-        leading = [getattr(program, "strategy_name", None) or type(program).__name__]
+        leading = [program_name or type(program).__name__]
     else:
         raise ConfigurationError(f"--goal must be compare or compile, got {goal!r}")
     strata = [_group(stage, ex) for ex in pool]

@@ -165,3 +165,21 @@ def test_a_second_round_reads_the_first_rounds_rows_and_weights_them(tmp_path, c
     assert result["round"] == 2 and len(result["rows"]) == 6
     assert not {r["id"] for r in result["rows"]} & {r["id"] for r in chosen}  # labelled rows are not offered again
     assert "diff" in result["estimate"] and result["estimate"]["n_labels"] == 42
+
+
+def test_next_goal_compile_picks_rows_near_the_decision_rule(tmp_path, capsys, runs_dir):
+    from personalign.compile_service import compile_program
+    from personalign.programs.saved import save_program
+    from personalign.programs.stages import get_stage
+
+    st = get_stage("relevance")
+    labelled, pool = _split_files(tmp_path)
+    program, info = compile_program(st, "bm25", None, st.load(labelled))
+    save_program(program, tmp_path / "prog", stage="relevance", strategy="bm25", compile_info=info,
+                 signature=st.signature_record())
+    code, stdout, err = _run(["label", "next", "relevance", "--labelled", str(labelled), "--pool", str(pool),
+                              "--goal", "compile", "--program", str(tmp_path / "prog"), "--k", "6", "--json"], capsys)
+    assert code == 0, err
+    result = json.loads(stdout)
+    assert result["goal"] == "compile" and result["leading"] == ["bm25"] and len(result["rows"]) == 6
+    assert all(0 < r["acquisition"] <= 1 and 0 < r["selection_probability"] <= 1 for r in result["rows"])
