@@ -8,7 +8,8 @@ the others) and the human ceiling (:func:`personalign.labels.human_ceiling`: eac
 relevant), per prompt and per annotator, and the best leave-one-prompt-out strategy of the run records
 ``relevance-lopo-*.json`` as a share of it (:func:`personalign.labels.share_of_ceiling`).
 
-Writes ``benchmarks/results/human-ceiling.json`` and prints one JSON object.
+Writes ``benchmarks/results/human-ceiling.json``, re-renders the generated blocks of ``docs/humans.md``
+and prints one JSON object.
 Usage: ``python benchmarks/human_ceiling.py [--n-boot 1000] [--seed 0]``
 """
 
@@ -96,6 +97,10 @@ def main(argv=None) -> int:
                   command=command, data=str(raw), stage="relevance", resampling=h["resampling"],
                   extra={"ceiling": h, "agreement": ag, "join": join})
     log("written benchmarks/results/human-ceiling.json")
+    if (RESULTS / "label-simulation.json").exists():  # docs/humans.md quotes both records
+        from _humans_doc import render_docs
+
+        render_docs()
     emit({"benchmark": "human_ceiling", "f1": h["f1"], "n": h["n"], "by_group": h["f1_by_group"],
           "fleiss": fl["kappa"], "krippendorff": kr["alpha"], "join": join})
     return 0
