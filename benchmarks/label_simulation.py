@@ -27,7 +27,7 @@ recompute). The strategies do not refit as labels come in (a simplification: `la
 them on the labels so far). The cross-encoder was left out: its first leave-one-prompt-out fit did not
 finish in 9 minutes on this 2-core machine.
 
-Writes ``benchmarks/results/<--name>.json`` (run-record format), ``docs/label-simulation.png``, the
+Writes ``benchmarks/results/<--name>.json`` (run-record format), ``docs/<--name>.png``, the
 generated blocks of ``docs/humans.md`` (:mod:`_humans_doc`), and prints one JSON object.
 ``--render-docs`` only rewrites those blocks from the results files.
 
@@ -58,7 +58,6 @@ TARGET = 200
 FLOOR = 0.1
 SENSITIVITY_FLOOR = 0.3  # not the default: reported beside it, for the trade-off of coverage and width
 CACHE = ROOT / "runs" / "label-simulation"
-PLOT = ROOT / "docs" / "label-simulation.png"
 
 
 def predictions(name: str, spec: dict, *, use_cache: bool) -> dict:
@@ -270,15 +269,14 @@ def figures(results: dict) -> list[dict]:
 
 
 def run(args) -> dict:
-    from personalign.labels.estimate import objective_beta
-    from personalign.objectives import objective_name
+    from personalign.labels import stage_objective
 
     results = {}
     for name in args.datasets:
         spec = DATASETS[name]
         ds = predictions(name, spec, use_cache=not args.no_cache)
         st = ds["stage"]
-        beta = objective_beta(st)
+        beta = stage_objective.beta(st)
         (sa, va), (sb, vb) = ds["strategies"].items()
         from personalign.labels.estimate import fbeta_parts
 
@@ -294,7 +292,7 @@ def run(args) -> dict:
         sens = summarize(alt, truth, budgets)
         summary["sensitivity"] = {"floor": SENSITIVITY_FLOOR, "curves": {"active": sens["curves"]["active"]},
                                   "match": sens["match"]}
-        results[name] = {"stage": st.name, "strategies": [sa, sb], "metric": objective_name(st), "truth": float(truth),
+        results[name] = {"stage": st.name, "strategies": [sa, sb], "metric": stage_objective.name(st), "truth": float(truth),
                          "f": {sa: fbeta_parts([(y & a).sum(), (y & a).sum(), y.sum()], a.sum(), a.sum(), beta)[1],
                                sb: fbeta_parts([(y & b).sum(), (y & b).sum(), y.sum()], b.sum(), b.sum(), beta)[1]},
                          "n_rows": int(y.size), "n_groups": len(set(ds["groups"])), "budgets": budgets.tolist(),
@@ -335,7 +333,7 @@ def main(argv=None) -> int:
     quiet_logs()
     command = shlex.join(["python", "benchmarks/label_simulation.py", *(argv if argv is not None else sys.argv[1:])])
     results = run(args)
-    png = plot(results, PLOT)
+    png = plot(results, ROOT / "docs" / f"{args.name}.png")
     extra = {"results": results, "plot": str(png.relative_to(ROOT)), "arms": list(ARMS), "floor": FLOOR,
              "seed_size": args.seed_size, "batch": args.batch, "target": TARGET,
              "data": {n: {"path": r["data"], "sha256": r["data_sha256"]} for n, r in results.items()}}

@@ -4,7 +4,7 @@ On the rows whose ``annotations`` hold labels from at least ``min_annotators`` (
 annotator's label is a *prediction* and the strict majority of the *other* annotators of that row is
 its *gold* (ties: :func:`personalign.data.annotations.majority`, by default not the positive class,
 as the released recenter labels count them). All such judgments are pooled and scored with the
-stage's own set objective (:func:`personalign.objectives.objective_score`: relevance F1 of
+stage's own set objective (:func:`personalign.labels.stage_objective.score`: relevance F1 of
 "relevant", verification F2 of "rejected"). That is the figure a strategy is compared with: a
 strategy at the ceiling agrees with the majority of people as well as one of them does.
 
@@ -61,12 +61,11 @@ def judgments(stage, examples: Sequence, *, ties: str = "negative", min_annotato
 def _resampled(stage, golds: list, preds: list, weights: np.ndarray) -> np.ndarray:
     """The objective on each resample (weights (n_boot, n)): F-beta from weighted confusion counts,
     any other objective recomputed on the drawn judgments."""
-    from personalign.labels.estimate import objective_beta
-    from personalign.objectives import binary_labels, objective_score
+    from personalign.labels import stage_objective
 
-    beta = objective_beta(stage)
+    beta = stage_objective.beta(stage)
     if beta is not None:
-        g, p = (np.asarray(x, dtype=bool) for x in binary_labels(stage, golds, preds))
+        g, p = (np.asarray(x, dtype=bool) for x in stage_objective.positive_labels(stage, golds, preds))
         tp, fp, fn = weights @ (g & p), weights @ (~g & p), weights @ (g & ~p)
         b2 = beta * beta
         den = (1 + b2) * tp + b2 * fn + fp
@@ -74,7 +73,7 @@ def _resampled(stage, golds: list, preds: list, weights: np.ndarray) -> np.ndarr
     out = []
     for w in weights:
         idx = np.repeat(np.arange(len(golds)), w)
-        out.append(objective_score(stage, [golds[i] for i in idx], [preds[i] for i in idx]))
+        out.append(stage_objective.score(stage, [golds[i] for i in idx], [preds[i] for i in idx]))
     return np.asarray(out, dtype=float)
 
 
@@ -95,23 +94,23 @@ def human_ceiling(stage, examples: Sequence, *, n_boot: int = 1000, seed: int = 
         "n": judgments, "n_items", "n_annotators", "yes_rate" (share of judgments that are the
         positive class), "gold_yes_rate", "by_group": {group: {<metric>, "n"}}, "by_annotator":
         {annotator: {<metric>, "n", "yes_rate"}}, "resampling", "ties", "min_annotators", "note"}``
-        where <metric> is :func:`personalign.objectives.objective_name` (``f1``, ``f2``, ...).
+        where <metric> is :func:`personalign.labels.stage_objective.name` (``f1``, ``f2``, ...).
     """
     from personalign.evaluation import stage_clusters
     from personalign.metrics.cluster import make_clusters, resample_weights, summarize
-    from personalign.objectives import objective_name, objective_score
+    from personalign.labels import stage_objective
 
     golds, preds, who = judgments(stage, examples, ties=ties, min_annotators=min_annotators)
     if not golds:
         return None
-    metric = objective_name(stage)
+    metric = stage_objective.name(stage)
     levels = stage_clusters(stage, golds)
     clusters = make_clusters(levels["levels"], len(golds), levels["names"])
 
     def score(idx) -> float:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return float(objective_score(stage, [golds[i] for i in idx], [preds[i] for i in idx]))
+            return stage_objective.score(stage, [golds[i] for i in idx], [preds[i] for i in idx])
 
     value = score(range(len(golds)))
     samples = _resampled(stage, golds, preds, resample_weights(clusters, n_boot, seed))

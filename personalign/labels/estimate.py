@@ -44,7 +44,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["Draw", "lure_weights", "fbeta_difference", "fbeta_parts", "fbeta_gradient", "objective_beta"]
+__all__ = ["Draw", "lure_weights", "fbeta_difference", "fbeta_parts", "fbeta_gradient"]
 
 
 @dataclass(frozen=True)
@@ -82,18 +82,6 @@ def fbeta_parts(totals: Sequence[float], na: float, nb: float, beta: float = 1.0
     gb = (1 + b2) / db if db > 0 else 0.0
     gp = -(ga * b2 * tpa / da if da > 0 else 0.0) + (gb * b2 * tpb / db if db > 0 else 0.0)
     return fa - fb, fa, fb, np.array([ga, -gb, gp])
-
-
-def objective_beta(stage) -> float | None:
-    """β of a binary stage's F-beta objective (``f1``: 1, ``fbeta:2``: 2); None for another objective."""
-    from personalign.objectives import objective_spec
-
-    spec = objective_spec(stage)
-    if stage.kind != "binary":
-        return None
-    if spec == "f1":
-        return 1.0
-    return float(spec.split(":", 1)[1]) if spec.startswith("fbeta:") else None
 
 
 def fbeta_gradient(totals: Sequence[float], na: float, nb: float, beta: float = 1.0) -> np.ndarray:

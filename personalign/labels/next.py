@@ -145,9 +145,10 @@ def estimate_from_rows(stage, labelled: Sequence, pool: Sequence, pred_a: Sequen
         the estimate, or ``{"note": why there is none}`` (no drawn row yet; a group without a draw; a
         group whose recorded size is not its drawn plus pool rows: the files changed between rounds).
     """
-    from personalign.labels.estimate import Draw, fbeta_difference, objective_beta
+    from personalign.labels import stage_objective
+    from personalign.labels.estimate import Draw, fbeta_difference
 
-    beta = objective_beta(stage)
+    beta = stage_objective.beta(stage)
     if beta is None:
         return {"note": f"no estimator for the objective of {stage.name} (an F-beta of a yes/no stage is needed)"}
     recs = [_record(ex) for ex in labelled]
@@ -204,7 +205,7 @@ def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: 
             program (compile); k < 1; an empty pool.
     """
     from personalign.labels.select import DEFAULT_FLOOR, allocate, boundary_acquisition, calibrate, compare_acquisition, draw
-    from personalign.objectives import objective_name, objective_score
+    from personalign.labels import stage_objective
 
     floor = DEFAULT_FLOOR if floor is None else floor
     if stage.kind != "binary":
@@ -213,7 +214,7 @@ def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: 
         raise ConfigurationError(f"--k must be >= 1, got {k}")
     if not pool:
         raise ConfigurationError("the pool has no unlabelled row left")
-    metric = objective_name(stage)
+    metric = stage_objective.name(stage)
     objective: dict[str, float] = {}
     estimate: dict | None = None
     if goal == "compare":
@@ -224,7 +225,7 @@ def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: 
         for name in strategies:
             oos[name] = cross_fitted(stage, name, labelled, folds=folds, lm=lm, seed=seed)
             full[name] = fitted_predictions(stage, name, labelled, pool, lm=lm, seed=seed)
-            objective[name] = objective_score(stage, labelled, [None if p is None else stage.positive if p
+            objective[name] = stage_objective.score(stage, labelled, [None if p is None else stage.positive if p
                                                                 else (not stage.positive) for p in oos[name][0]])
         leading = sorted(strategies, key=lambda s: -objective[s])[:2]
         feats = np.vstack([_score_matrix([oos[s][0] for s in leading], [oos[s][1] for s in leading]),
@@ -233,9 +234,7 @@ def next_rows(stage, labelled: Sequence, pool: Sequence, *, k: int, strategies: 
         p = calibrate(feats, gold + [None] * len(pool), mask)
         pa = [bool(x) for x in oos[leading[0]][0]] + [bool(x) for x in full[leading[0]][0]]
         pb = [bool(x) for x in oos[leading[1]][0]] + [bool(x) for x in full[leading[1]][0]]
-        from personalign.labels.estimate import objective_beta
-
-        acq = compare_acquisition(pa, pb, p, gold + [None] * len(pool), mask, beta=objective_beta(stage))[len(labelled):]
+        acq = compare_acquisition(pa, pb, p, gold + [None] * len(pool), mask, beta=stage_objective.beta(stage))[len(labelled):]
         estimate = estimate_from_rows(stage, labelled, pool, pa, pb)
     elif goal == "compile":
         if program is None:

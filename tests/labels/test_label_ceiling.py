@@ -47,11 +47,11 @@ def test_vectorized_resamples_equal_the_objective():
     rng = np.random.default_rng(1)
     rows = [_row(i, list(rng.random(3) < 0.4), prompt=f"p{i % 3}") for i in range(30)]
     golds, preds, _ = judgments(REL, rows)
-    from personalign.objectives import objective_score
+    from personalign.labels.stage_objective import score
 
     w = rng.integers(0, 3, size=(5, len(golds)))
     fast = _resampled(REL, golds, preds, w)
-    slow = [objective_score(REL, [g for g, k in zip(golds, row) for _ in range(k)],
+    slow = [score(REL, [g for g, k in zip(golds, row) for _ in range(k)],
                             [p for p, k in zip(preds, row) for _ in range(k)]) for row in w]
     assert fast == pytest.approx(slow)
 
