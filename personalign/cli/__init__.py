@@ -60,8 +60,11 @@ from personalign.cli.stage import app as _stage_app  # noqa: E402  (light: typer
 
 app.add_typer(_stage_app, name="stage", help="Your own stage: `stage init NAME` writes a stage file, `stage validate FILE --data DATA` checks it.")
 
-from personalign.cli.label_serve import app as _label_app  # noqa: E402  (light: typer only)
-app.add_typer(_label_app, name="label", help="Human labels: `label serve` (a local annotation page), `label export`, `label import` (Label Studio).")
+from personalign.cli.label import app as _label_app  # noqa: E402  (light: typer only)
+from personalign.cli.label_serve import register as _register_label_serve  # noqa: E402
+
+_register_label_serve(_label_app)
+app.add_typer(_label_app, name="label", help="Humans in the loop: `label merge` (annotations into labels, agreement), `label next` (the rows to label next), `label serve` (a local annotation page), `label export` / `label import` (canonical JSONL, Label Studio).")
 app.add_typer(_runners_app, name="run", help="Benchmark runners: PrefEval MCQ/generation, the end-to-end pipeline, PersonaMem, CUPID, judge agreement, SFT export.")
 
 

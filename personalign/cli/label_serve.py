@@ -32,7 +32,7 @@ def serve(
     import sys
 
     from personalign.cli import _signals
-    from personalign.labels.serve import serve as run
+    from personalign.labels import serve as run
 
     try:
         run(rows, stage, store_url=store, port=port, annotator=annotator, echo=typer.echo)  # click.echo flushes
@@ -64,13 +64,13 @@ def export(
     if fmt == "canonical":
         if config is not None:
             raise ConfigurationError("--config is for --format label-studio")
-        from personalign.labels.export import export_canonical
+        from personalign.labels import export_canonical
 
         done = export_canonical(rows, out, store_url=store, stage=stage)
     elif fmt == "label-studio":
         if stage is None:
             raise ConfigurationError("--format label-studio needs --stage (its output field names the choices)")
-        from personalign.labels.labelstudio import export_label_studio
+        from personalign.labels import export_label_studio
 
         done = export_label_studio(rows, out, stage, store_url=store, config_path=config)
     else:
@@ -92,7 +92,7 @@ def import_(
     """Read Label Studio tasks and annotations into canonical JSONL (--out) and/or a label store
     (--store). A choice the stage does not allow, a task without an input field or an annotation
     without an annotator is one error line naming file, line and field; nothing is written."""
-    from personalign.labels.labelstudio import import_label_studio
+    from personalign.labels import import_label_studio
 
     facts = import_label_studio(tasks, stage, out_path=out, store_url=store, replace=replace)
     where = " and ".join(str(x) for x in (out, store and _shown(store)) if x)
@@ -104,7 +104,7 @@ def import_(
 
 
 def _shown(url: str) -> str:
-    from personalign.labels.store import shown_url
+    from personalign.labels import shown_url
 
     return shown_url(url)
 

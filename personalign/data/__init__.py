@@ -7,7 +7,10 @@ Importing this package is light (pydantic only; no dspy/torch). Public API:
   :class:`ProfileExample`, :class:`Turn`, :class:`Session`, :class:`UserHistory`,
   :class:`Attribute`; each example has ``to_dspy()`` with its inputs marked.
 * recenter relevance — :func:`load_relevance`, :func:`iter_relevance`,
-  :func:`load_recenter_annotations`, :func:`attach_annotator_labels`.
+  :func:`load_recenter_annotations`, :func:`attach_annotator_labels`, :func:`raw_annotation_rows`,
+  :func:`annotated_relevance`.
+* annotations — per-annotator labels on a row (:mod:`personalign.data.annotations`):
+  :func:`check_annotations`, :func:`majority`, :func:`yes_rate`.
 * PrefEval — :func:`load_prefeval`, :func:`prefeval_mcq`, :func:`prefeval_choice_mcq`;
   derived tasks :func:`relevance_pairs`, :func:`verification_pairs`,
   :func:`extraction_targets`.
@@ -17,6 +20,7 @@ Importing this package is light (pydantic only; no dspy/torch). Public API:
   :func:`assign_split`.
 """
 
+from personalign.data.annotations import check_annotations, majority, yes_rate
 from personalign.data.canonical import example_type, iter_examples, read_examples, write_examples
 from personalign.data.cupid import CupidInstance, cupid_extraction, load_cupid
 from personalign.data.derive import extraction_targets, relevance_pairs, verification_pairs
@@ -25,8 +29,10 @@ from personalign.data.prefeval import PrefEvalRecord, load_prefeval, prefeval_ch
 from personalign.data.recenter import (
     AnnotationRecord,
     AnnotatorJudgment,
+    annotated_relevance,
     annotator_votes,
     attach_annotator_labels,
+    raw_annotation_rows,
     iter_relevance,
     load_recenter_annotations,
     load_relevance,
@@ -50,7 +56,8 @@ from personalign.data.kinds import KINDS
 from personalign.data.kinds import stats as kind_stats
 from personalign.data.kinds import validate as validate_kind
 from personalign._paths import check_out_dir, check_out_file
-from personalign.data.files import check_input, check_output, read_text, write_jsonl, write_text
+from personalign.data.files import check_input, check_output, iter_jsonl, read_text, write_jsonl, write_text
+from personalign.data.inputs import read_inputs
 from personalign.data.splits import assert_no_leakage, assign_split, find_leaks, group_split
 
 __all__ = [
@@ -58,12 +65,13 @@ __all__ = [
     "ProfileExample", "RelevanceExample", "Session", "TaskExample", "Turn", "UserHistory",
     "VerificationExample",
     "AnnotationRecord", "AnnotatorJudgment", "annotator_votes", "attach_annotator_labels",
-    "iter_relevance", "load_recenter_annotations", "load_relevance",
+    "iter_relevance", "load_recenter_annotations", "load_relevance", "raw_annotation_rows", "annotated_relevance",
+    "check_annotations", "majority", "yes_rate",
     "PrefEvalRecord", "load_prefeval", "prefeval_choice_mcq", "prefeval_mcq",
     "extraction_targets", "relevance_pairs", "verification_pairs",
     "load_personamem", "CupidInstance", "cupid_extraction", "load_cupid",
     "example_type", "iter_examples", "read_examples", "write_examples",
     "assert_no_leakage", "assign_split", "find_leaks", "group_split",
-    "check_input", "check_output", "read_text", "write_jsonl", "write_text",
+    "check_input", "check_output", "iter_jsonl", "read_inputs", "read_text", "write_jsonl", "write_text",
     "KINDS", "kind_stats", "validate_kind", "stratified_limit", "check_out_dir", "check_out_file",
 ]

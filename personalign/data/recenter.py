@@ -15,6 +15,11 @@ Formats (see ``../shared/data/README.md``):
 record. Ids are ``recenter:p<prompt_index>:s<sample_index>:<sha1(attribute)[:10]>``;
 ``prompt_id`` is ``recenter:p<prompt_index>`` and ``user_id`` ``recenter:s<sample_index>``
 (``sample_index`` equals ``item_index`` of the raw files: one sampled user history).
+
+:func:`raw_annotation_rows` reads a raw file into rows keyed like ``relevance_labels.jsonl``
+(``prompt_index, sample_index, attribute``) with the per-annotator ``annotations``
+(:mod:`personalign.data.annotations`); :func:`annotated_relevance` joins them to the released rows
+(which carry the prompt texts) and counts what matched.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ __all__ = [
     "load_recenter_annotations",
     "annotator_votes",
     "attach_annotator_labels",
+    "raw_annotation_rows",
+    "annotated_relevance",
 ]
 
 RECENTER_FIELDS = ("prompt_index", "sample_index", "attribute", "prompt_text", "label", "split",
@@ -256,3 +263,56 @@ def attach_annotator_labels(examples: Iterable[RelevanceExample],
             ex = ex.model_copy(update={"annotator_labels": [v[a] for a in sorted(v)]})
         out.append(ex)
     return out
+
+
+def raw_annotation_rows(path: str | os.PathLike, *, keep_admin_tests: bool = False) -> list[dict]:
+    """The votes of a raw recenter file as rows keyed like ``relevance_labels.jsonl``:
+    ``{"prompt_index", "sample_index", "attribute", "annotations": {annotator: relevant}}``, one per
+    (prompt, user sample, attribute) judged, in first-seen order. Tool tests are dropped (unless
+    ``keep_admin_tests``), unanswered judgments skipped, and an annotator's later record of the same
+    item wins (:func:`annotator_votes`).
+
+    Raises:
+        DataError: see :func:`load_recenter_annotations`.
+    """
+    votes = annotator_votes(load_recenter_annotations(path, keep_admin_tests=keep_admin_tests))
+    return [{"prompt_index": int(pid.removeprefix("recenter:p")), "sample_index": int(uid.removeprefix("recenter:s")),
+             "attribute": attr, "annotations": dict(sorted(v.items()))} for (pid, uid, attr), v in votes.items()]
+
+
+def annotated_relevance(labels_path: str | os.PathLike, raw_path: str | os.PathLike) -> tuple[list[RelevanceExample], dict]:
+    """The released relevance rows of ``labels_path`` with the per-annotator votes of the raw file
+    ``raw_path`` attached as ``annotations`` and ``n_annotators`` (joined on prompt, user sample and
+    attribute), and a count of the join.
+
+    The labels (``relevant``, ``human_yes_rate``) stay the released ones: ``personalign label merge``
+    derives them again from the votes.
+
+    Returns:
+        ``(examples, join)``: every released row (``annotations`` None where the raw file has no
+        vote), and ``{"released_rows", "raw_items", "matched", "raw_only", "released_only",
+        "yes_rate_equal", "label_equal"}`` -- the last two count the matched rows whose released
+        ``human_yes_rate`` / ``relevant`` equal the raw votes' yes-rate / majority (ties not relevant).
+
+    Raises:
+        DataError: either file unreadable or malformed.
+    """
+    from personalign.data.annotations import majority, yes_rate
+
+    released = load_relevance(labels_path)
+    rows = {(f"recenter:p{r['prompt_index']}", f"recenter:s{r['sample_index']}", r["attribute"]): r["annotations"]
+            for r in raw_annotation_rows(raw_path)}
+    out, matched, rate_eq, label_eq = [], set(), 0, 0
+    for ex in released:
+        key = (ex.prompt_id, ex.user_id or "", ex.attribute)
+        votes = rows.get(key)
+        if votes is not None:
+            matched.add(key)
+            rate_eq += ex.human_yes_rate is not None and abs(ex.human_yes_rate - yes_rate(votes)) < 1e-9
+            label_eq += ex.relevant == majority(votes, ties="negative")
+            ex = ex.model_copy(update={"annotations": votes, "n_annotators": len(votes)})
+        out.append(ex)
+    join = {"released_rows": len(released), "raw_items": len(rows), "matched": len(matched),
+            "raw_only": len(rows) - len(matched), "released_only": len(released) - len(matched),
+            "yes_rate_equal": int(rate_eq), "label_equal": int(label_eq)}
+    return out, join

@@ -34,6 +34,8 @@ __all__ = [
 Rating = Annotated[int, Field(ge=1, le=5)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 NonEmpty = Annotated[str, Field(min_length=1)]
+Annotations = Annotated[dict[NonEmpty, bool], Field(min_length=1)]
+"""Per-annotator yes/no labels of a row (:mod:`personalign.data.annotations`)."""
 
 
 class _Model(BaseModel):
@@ -102,8 +104,12 @@ class RelevanceExample(TaskExample):
 
     ``relevant`` is the human majority (ties count as not relevant). ``human_yes_rate`` is the
     share of annotators who said relevant and ``annotator_labels`` their individual votes,
-    where known. ``prompt_id`` groups rows sharing a prompt (leakage-free splits);
-    ``user_id`` groups rows of one user sample.
+    where known; ``annotations`` the same votes by annotator (``{"ann01": true, ...}``,
+    :mod:`personalign.data.annotations`) and ``n_annotators`` how many judged the row;
+    ``selection_probability``, ``acquisition`` and ``selection`` record how ``personalign label next``
+    chose the row (:mod:`personalign.labels.next`).
+    ``prompt_id`` groups rows sharing a prompt (leakage-free splits); ``user_id`` groups rows of
+    one user sample.
     """
 
     INPUTS: ClassVar[tuple[str, ...]] = ("attribute", "prompt")
@@ -118,13 +124,20 @@ class RelevanceExample(TaskExample):
     topic: str | None = None
     human_yes_rate: Probability | None = None
     annotator_labels: list[bool] | None = None
+    annotations: Annotations | None = None
+    n_annotators: Annotated[int, Field(ge=1)] | None = None
+    selection_probability: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    acquisition: Annotated[float, Field(ge=0.0)] | None = None
+    selection: dict[str, Any] | None = None
 
 
 class VerificationExample(TaskExample):
     """Is an extracted attribute supported by the evidence (a user's conversation)?
 
     ``reason`` is the extractor's stated reason (an input, possibly empty); ``accepted`` is
-    the gold verdict.
+    the gold verdict. ``annotations`` holds per-annotator verdicts where known (``{"ann01": true,
+    ...}``), ``n_annotators`` their number and ``human_yes_rate`` the share who accepted;
+    ``selection_probability``, ``acquisition`` and ``selection``: how ``personalign label next`` chose it.
     """
 
     INPUTS: ClassVar[tuple[str, ...]] = ("evidence", "attribute", "reason")
@@ -138,6 +151,12 @@ class VerificationExample(TaskExample):
     user_id: str | None = None
     prompt_id: str | None = None
     topic: str | None = None
+    annotations: Annotations | None = None
+    n_annotators: Annotated[int, Field(ge=1)] | None = None
+    selection_probability: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    acquisition: Annotated[float, Field(ge=0.0)] | None = None
+    selection: dict[str, Any] | None = None
+    human_yes_rate: Probability | None = None
 
 
 class ExtractionExample(TaskExample):

@@ -163,6 +163,14 @@ def fbeta_beta(spec: str) -> float:
     return beta
 
 
+def fbeta_of(stage) -> float | None:
+    """β of a binary stage's F-beta objective (``f1``: 1, ``fbeta:2``: 2); None for another objective."""
+    spec = stage.objective.spec
+    if stage.kind != "binary":
+        return None
+    return 1.0 if spec == "f1" else fbeta_beta(spec) if spec.startswith("fbeta:") else None
+
+
 def get_objective(spec: str | None, kind: str, *, metric_name: str | None = None) -> Objective:
     """The :class:`Objective` a stage of ``kind`` declares with ``spec`` (None: the kind's default,
     ``f1`` for binary, ``macro_f1`` for multiclass, ``mean`` for scored). ``metric_name`` names a
@@ -249,5 +257,5 @@ def balanced_metric(stage, metric: Callable, examples: Sequence) -> Callable:
     return wrapped
 
 
-__all__ = ["FAILED", "OBJECTIVES", "Objective", "ObjectiveInfo", "fbeta_beta", "get_objective", "labels", "balanced_metric", "class_weights",
+__all__ = ["FAILED", "OBJECTIVES", "Objective", "ObjectiveInfo", "fbeta_beta", "fbeta_of", "get_objective", "labels", "balanced_metric", "class_weights",
            "is_constant"]
