@@ -32,7 +32,7 @@ def serve(
     import sys
 
     from personalign.cli import _signals
-    from personalign.labels import serve as run
+    from personalign.labels import serve_labels as run
 
     try:
         run(rows, stage, store_url=store, port=port, annotator=annotator, echo=typer.echo)  # click.echo flushes

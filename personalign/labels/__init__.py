@@ -11,7 +11,7 @@ and the local page, store and exports that collect them.
   most at stake (or near a compiled decision rule), each with its selection probability;
   :func:`fbeta_difference` -- the unbiased estimate of the paired difference from such rows.
 
-* :func:`serve` / :func:`export_canonical` / :func:`export_label_studio` /
+* :func:`serve_labels` / :func:`export_canonical` / :func:`export_label_studio` /
   :func:`import_label_studio` -- the annotation page on 127.0.0.1, its SQLAlchemy store (one
   transaction per label) and the files every verb reads (canonical JSONL with ``annotations``) or
   Label Studio reads.
@@ -25,9 +25,10 @@ from personalign.labels.estimate import Draw, fbeta_difference, lure_weights
 from personalign.labels.merge import merge_labels, read_annotated, write_merged
 from personalign.labels.next import cross_fitted, design_from_rows, next_rows
 
-_LAZY = {"serve": "personalign.labels.serve", "export_canonical": "personalign.labels.export",
-         "export_label_studio": "personalign.labels.labelstudio", "import_label_studio": "personalign.labels.labelstudio",
-         "shown_url": "personalign.labels.store"}
+_LAZY = {"serve_labels": ("personalign.labels.serve", "serve"), "export_canonical": ("personalign.labels.export", "export_canonical"),
+         "export_label_studio": ("personalign.labels.labelstudio", "export_label_studio"),
+         "import_label_studio": ("personalign.labels.labelstudio", "import_label_studio"),
+         "shown_url": ("personalign.labels.store", "shown_url")}
 
 
 def __getattr__(name: str):
@@ -35,7 +36,8 @@ def __getattr__(name: str):
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'personalign.labels' has no attribute {name!r}")
 
 

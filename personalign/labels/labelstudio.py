@@ -210,7 +210,7 @@ def export_label_studio(rows_path, out_path, stage, *, store_url: str | None = N
 
     spec = label_spec(resolve_stage(stage))
     target = check_output(out_path)
-    config = None if config_path is None else check_output(config_path, option="--config")
+    config = None if config_path is None else check_output(config_path, argument="config")
     exported = merge_labels(rows_path, store_url=store_url, stage=spec.stage, spec=spec)
     write_json(target, to_tasks(spec, exported.rows, exported.times))
     if config is not None:
