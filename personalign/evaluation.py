@@ -196,7 +196,7 @@ def output_values(stage, outputs: Sequence[Any]) -> list[Any]:
         from personalign.metrics.dspy_metrics import to_bool
 
         return [None if p is None else to_bool(p) for p in outputs]
-    return [_jsonable(p) for p in outputs]
+    return [jsonable(p) for p in outputs]
 
 
 def evaluate_stage(stage, program, examples: Sequence, *, lm=None, n_boot: int = 1000, seed: int = 0,
@@ -272,17 +272,19 @@ def evaluate_repeats(stage, program, examples: Sequence, *, lm=None, repeats: in
             "predictions_by_repeat": [r["predictions"] for r in runs]}
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON values: pydantic models dumped, dicts (keys as text) and lists/tuples
+    converted item by item, anything else not JSON as its text."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if hasattr(value, "model_dump"):
         return value.model_dump()
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return str(value)
 
 
 __all__ = ["EvalOutcome", "run_program", "evaluate_metric", "score_of", "fatal_lm_error", "filled_predictions", "stage_report", "stage_clusters", "across_groups", "paired_comparison",
-           "evaluate_stage", "evaluate_repeats", "output_values", "PersonalignError"]
+           "evaluate_stage", "evaluate_repeats", "output_values", "jsonable", "PersonalignError"]

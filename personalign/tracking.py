@@ -40,19 +40,30 @@ def _env_secrets() -> list[str]:
     return [v for k, v in os.environ.items() if _ENV_SECRET.search(k) and v and len(v) >= 8]
 
 
-def redact(value: Any, key: str = "") -> Any:
-    """Redact secrets in a param value (recursively for dicts/lists)."""
+def redact(value: Any, key: str = "", secrets: list[str] | None = None) -> Any:
+    """Redact secrets in a param value (recursively for dicts/lists): a value under a secret-like
+    ``key`` becomes ``***``, and so does any secret-like environment variable's value inside text
+    (``secrets``: those values, read from the environment when None)."""
     if key and _SECRET_KEY.search(key):
         return "***"
+    if secrets is None:
+        secrets = _env_secrets()
     if isinstance(value, dict):
-        return {k: redact(v, str(k)) for k, v in value.items()}
+        return {k: redact(v, str(k), secrets) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [redact(v) for v in value]
+        return [redact(v, secrets=secrets) for v in value]
     if isinstance(value, str):
-        for secret in _env_secrets():
+        for secret in secrets:
             if secret in value:
                 value = value.replace(secret, "***")
     return value
+
+
+def redactor():
+    """:func:`redact` with the environment read once, for redacting many values (a results page's rows)."""
+    import functools
+
+    return functools.partial(redact, secrets=_env_secrets())
 
 
 def numeric_metrics(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:

@@ -17,7 +17,7 @@ LAYERS = {
     1: {"data", "metrics", "lm", "preprocess", "diversity", "tracking", "processes", "record"},
     2: {"signatures", "programs"},
     3: {"optimizers"},
-    4: {"compile_service", "evaluation", "objectives", "predict", "judge_validation", "tracking_native"},
+    4: {"compile_service", "evaluation", "objectives", "predict", "judge_validation", "tracking_native", "results_page"},
     5: {"compare", "crossval", "sweep", "runners", "workflows"},
     6: {"cli", "testing", "api", "__main__", ""},
 }

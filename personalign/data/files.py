@@ -31,6 +31,7 @@ __all__ = [
     "iter_jsonl",
     "read_json",
     "write_jsonl",
+    "write_text",
     "require",
     "array_element_lines",
     "validation_to_data_error",
@@ -327,28 +328,19 @@ def validation_to_data_error(exc: ValidationError, path, line: int | None) -> Da
     return DataError(path, line, field, msg)
 
 
-def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | Mapping]) -> int:
-    """Write records (pydantic models or mappings) as JSONL, atomically.
-
-    The file is written to a temporary sibling and renamed into place only when every
-    record was serialized, so a failure leaves no partial output. A symlink at ``path`` is
-    followed (the link stays); the file keeps the mode of the one it replaces, else gets
-    0o666 less the umask. Returns the number of records written.
-    """
+@contextlib.contextmanager
+def _atomic_file(path: str | os.PathLike) -> Iterator[Any]:
+    """A text file opened for writing at a temporary sibling of ``path``, renamed onto ``path``
+    when the block ends without error (else removed: nothing half-written). A symlink at ``path``
+    is followed (the link stays); the file keeps the mode of the one it replaces, else gets 0o666
+    less the umask."""
     p = Path(path).resolve()  # a symlink keeps pointing at the written file
     p.parent.mkdir(parents=True, exist_ok=True)
     mode = _new_file_mode(p)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    n = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for rec in records:
-                if isinstance(rec, BaseModel):
-                    line = rec.model_dump_json()
-                else:
-                    line = json.dumps(rec, ensure_ascii=False)
-                out.write(line + "\n")
-                n += 1
+            yield out
         os.chmod(tmp, mode)  # mkstemp creates 0o600
         os.replace(tmp, p)
     except BaseException:
@@ -357,4 +349,31 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | Mapping])
         except OSError:
             pass
         raise
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | Mapping]) -> int:
+    """Write records (pydantic models or mappings) as JSONL, atomically.
+
+    The file is written to a temporary sibling and renamed into place only when every
+    record was serialized, so a failure leaves no partial output. A symlink at ``path`` is
+    followed (the link stays); the file keeps the mode of the one it replaces, else gets
+    0o666 less the umask. Returns the number of records written.
+    """
+    n = 0
+    with _atomic_file(path) as out:
+        for rec in records:
+            if isinstance(rec, BaseModel):
+                line = rec.model_dump_json()
+            else:
+                line = json.dumps(rec, ensure_ascii=False)
+            out.write(line + "\n")
+            n += 1
     return n
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) at ``path`` atomically, as :func:`write_jsonl` does; return the path
+    written (symlinks resolved)."""
+    with _atomic_file(path) as out:
+        out.write(text)
+    return Path(path).resolve()
