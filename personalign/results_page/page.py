@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 from personalign.results_page.chart import chart_png
+from personalign.results_page.rows import number
 from personalign.results_page.tables import group_table, is_cv, summary_table
 
 __all__ = ["page_html", "grid_data", "display"]
@@ -57,8 +58,8 @@ def grid_data(result: dict) -> dict[str, Any]:
         preds = s["predictions"]
         errors = {str(k): str(v) for k, v in (s.get("row_errors") or {}).items()}
         pred.append([None if p is None else redact(display(p)) for p in preds])
-        score.append(s.get("scores"))
-        correct.append(s.get("correct"))
+        score.append(None if s.get("scores") is None else [number(v) for v in s["scores"]])  # NaN: none
+        correct.append(None if s.get("correct") is None else [number(v) for v in s["correct"]])
         failed.append([i for i, p in enumerate(preds) if p is None or str(i) in errors])
         err.append(errors)
         strategies.append({"name": s["name"], "has_scores": any(v is not None for v in s.get("scores") or []),

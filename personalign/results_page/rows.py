@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from personalign.errors import DataError
 
-__all__ = ["page_rows", "row_fields", "strategy_arrays", "with_rows", "rows_from_data", "check_rows"]
+__all__ = ["page_rows", "row_fields", "strategy_arrays", "with_rows", "rows_from_data", "check_rows", "number"]
 
 _ERROR_LINE = re.compile(r"^example (\d+): (.*)$", re.S)
 
@@ -71,12 +71,13 @@ def strategy_arrays(report: dict, error_at: dict[int, str] | None = None) -> dic
             if m:
                 errors[m.group(1)] = m.group(2)
     scores = report.get("scores")
-    return {"scores": None if scores is None else [_number(s) for s in scores],
-            "correct": None if report.get("correct") is None else [_number(c) for c in report["correct"]],
+    return {"scores": None if scores is None else [number(s) for s in scores],
+            "correct": None if report.get("correct") is None else [number(c) for c in report["correct"]],
             "row_errors": errors}
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """``value`` as a finite float, else None (a missing, NaN or infinite score)."""
     try:
         v = float(value)
     except (TypeError, ValueError):

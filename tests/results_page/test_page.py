@@ -120,3 +120,34 @@ def test_view_writes_the_page_beside_the_result(single_split, own_task_copy, tmp
     assert 'id="grid"' in page.read_text(encoding="utf-8")
     missing = _run_view(str(tmp_path / "none.json"), cwd=tmp_path)
     assert missing.returncode == 2 and "result file not found" in missing.stderr
+
+
+def scored_result(contract: dict) -> dict:
+    """``contract`` read as a scored stage (metric ``accuracy``): a partly right row, a failed row."""
+    result = json.loads(json.dumps(contract))
+    result.update(kind="scored", metric="accuracy")
+    s = result["strategies"][1]
+    s["correct"][0] = 0.5
+    s["predictions"][2] = None
+    s["row_errors"] = {"2": "TimeoutError: the model did not answer"}
+    s["scores"][3] = float("nan")  # a NaN score is shown as none, not a broken page
+    return result
+
+
+def test_many_groups_turn_the_group_table_on_its_side(single_split):
+    from personalign.results_page.tables import WIDE_GROUPS, group_table
+
+    result = json.loads(json.dumps(single_split[0]))
+    for s in result["strategies"]:
+        s["f1_by_group"] = {f"g{i}": i / 20 for i in range(WIDE_GROUPS + 1)}
+    table = group_table(result)
+    assert table["tall"] and table["columns"] == ["topic", "majority", "minilm-logreg"]
+    assert [r[0]["text"] for r in table["rows"]][:2] == ["g0", "g1"] and len(table["rows"]) == WIDE_GROUPS + 1
+
+
+def test_out_that_is_a_folder_is_refused_before_anything_is_written(single_split, tmp_path):
+    result = tmp_path / "run.json"
+    result.write_text(json.dumps(single_split[0]))
+    proc = _run_view(str(result), "--out", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: --out") and len(proc.stderr.splitlines()) == 1
+    assert not list(tmp_path.glob("*.html"))

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from personalign.results_page import render_results_page
-from tests.results_page.test_page import EVIL, big_result, evil_result
+from tests.results_page.test_page import EVIL, big_result, evil_result, scored_result
 
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
@@ -150,3 +150,16 @@ def test_five_thousand_rows_page_and_filter_quickly(browser, single_split, tmp_p
         "var t = performance.now(); document.getElementById('f-disagree').click(); return performance.now() - t;")
     disagree = sum(a != b for a, b in zip(*(s["predictions"] for s in result["strategies"])))
     assert _count(browser) == disagree and ms < 1000, ms
+
+
+def test_scored_stage_shows_partly_right_and_failed_rows(browser, single_split, tmp_path):
+    result = scored_result(single_split[0])
+    _open(browser, render_results_page(result, tmp_path / "scored.html"))
+    cells = [r.find_elements("css selector", "td.out")[1] for r in _rows(browser)]
+    assert cells[0].text.startswith("~") and "metric 0.500" in cells[0].text and "part" in cells[0].get_attribute("class")
+    assert cells[2].text.startswith("⚠") and "fail" in cells[2].get_attribute("class")
+    _rows(browser)[2].click()  # opening the row shows the failure's message
+    assert "TimeoutError: the model did not answer" in cells[2].text
+    _select(browser, "sort", "correct:1:asc")
+    assert int(_rows(browser)[0].get_attribute("data-index")) in {
+        i for i, c in enumerate(result["strategies"][1]["correct"]) if c == 0.0}
