@@ -196,7 +196,7 @@ def output_values(stage, outputs: Sequence[Any]) -> list[Any]:
         from personalign.metrics.dspy_metrics import to_bool
 
         return [None if p is None else to_bool(p) for p in outputs]
-    return [_jsonable(p) for p in outputs]
+    return [jsonable(p) for p in outputs]
 
 
 def evaluate_stage(stage, program, examples: Sequence, *, lm=None, n_boot: int = 1000, seed: int = 0,
@@ -205,14 +205,16 @@ def evaluate_stage(stage, program, examples: Sequence, *, lm=None, n_boot: int =
     :func:`stage_report`).
 
     Returns the report plus ``lm_calls, failures, errors (first 20), seconds, predictions``
-    (JSON-friendly: booleans/None for binary stages, the raw outputs otherwise).
+    (JSON-friendly: booleans/None for binary stages, the raw outputs otherwise), ``scores`` and
+    ``error_at`` (every failure's error by row index).
     """
     outcome = run_program(program, examples, inputs=stage.inputs, output=stage.output, lm=lm, retries=retries,
                           description=description, progress=progress)
     report = stage_report(stage, examples, outcome.predictions, n_boot=n_boot, seed=seed, lm=lm)
     preds = output_values(stage, outcome.predictions)
     return {**report, "lm_calls": outcome.lm_calls, "failures": outcome.failures, "errors": outcome.errors[:20],
-            "seconds": round(outcome.seconds, 3), "predictions": preds, "scores": outcome.scores}
+            "seconds": round(outcome.seconds, 3), "predictions": preds, "scores": outcome.scores,
+            "error_at": dict(outcome.error_at)}
 
 
 def evaluate_repeats(stage, program, examples: Sequence, *, lm=None, repeats: int = 1, n_boot: int = 1000,
@@ -272,17 +274,19 @@ def evaluate_repeats(stage, program, examples: Sequence, *, lm=None, repeats: in
             "predictions_by_repeat": [r["predictions"] for r in runs]}
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON values: pydantic models dumped, dicts (keys as text) and lists/tuples
+    converted item by item, anything else not JSON as its text."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     if hasattr(value, "model_dump"):
         return value.model_dump()
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     return str(value)
 
 
 __all__ = ["EvalOutcome", "run_program", "evaluate_metric", "score_of", "fatal_lm_error", "filled_predictions", "stage_report", "stage_clusters", "across_groups", "paired_comparison",
-           "evaluate_stage", "evaluate_repeats", "output_values", "PersonalignError"]
+           "evaluate_stage", "evaluate_repeats", "output_values", "jsonable", "PersonalignError"]

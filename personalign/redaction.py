@@ -113,6 +113,14 @@ def redact(value: Any, key: str = "") -> Any:
     return _redact(value, key, _known_secrets())
 
 
+def redactor():
+    """:func:`redact` with the known secret values read from the environment once: for redacting
+    many values in a row (a results page's every cell), where reading the environment per value
+    would dominate."""
+    known = _known_secrets()
+    return lambda value, key="": _redact(value, key, known)
+
+
 def _redact(value: Any, key: str, known: list[str]) -> Any:
     if key and names_secret(key):
         return value if _empty(value) else MASK
@@ -267,4 +275,4 @@ def _endpoint_secrets(kwargs_json: str, api_base: str) -> frozenset[str]:
     return frozenset(s for s in found if len(s) >= MIN_KNOWN)
 
 
-__all__ = ["MASK", "names_secret", "redact"]
+__all__ = ["MASK", "names_secret", "redact", "redactor"]

@@ -117,11 +117,15 @@ def _head(st, ds, specs, model, *, seed, n_boot, split, train_split, folds, grou
 
     from personalign.lm import adapter_name, default_model
     from personalign.lm.serving import endpoint_info
+    from personalign.results_page import page_rows, row_fields
 
     head: dict[str, Any] = {"stage": st.name, "kind": st.kind, "metric": st.metric_name,
                             "objective": st.objective.name, "positive_name": st.positive_name, "data": ds.label,
                             "data_sha256": ds.sha256, "lm": model.name, "seed": seed, "n_boot": n_boot,
-                            "strategy_names": names_of(specs), "reference": st.reference,
+                            "strategy_names": names_of(specs), "reference": st.reference, "stage_ref": st.ref,
+                            "row_fields": row_fields(st),
+                            "rows": page_rows(st, [ex for f in folds for ex in f.test],
+                                              [f.name for f in folds for _ in f.test] if groups is not None else None),
                             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "strategies": []}
     if groups is not None:
         return {**head, "split": "all (leave-one-group-out)", "cv": "groups", "group_key": st.group_key,

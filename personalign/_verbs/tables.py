@@ -10,7 +10,24 @@ from typing import Iterator
 
 from personalign._verbs.folds import FoldResult, compile_calls
 
-HIDDEN = frozenset({"correct", "gold_positive", "predicted_positive", "scores", "cluster_levels"})
+HIDDEN = frozenset({"correct", "gold_positive", "predicted_positive", "scores", "cluster_levels", "error_at"})
+
+
+def row_arrays(done: list[FoldResult]) -> dict:
+    """The per-row arrays of one strategy (:func:`personalign.results_page.strategy_arrays`), the
+    folds' joined in the order of the result's ``rows`` (a fold's error indices offset by the rows
+    before it): ``scores``, ``correct``, ``row_errors``."""
+    from personalign.results_page import strategy_arrays
+
+    out: dict = {"scores": [], "correct": [], "row_errors": {}}
+    offset = 0
+    for f in done:
+        part = strategy_arrays(f.report, f.report.get("error_at"))
+        out["scores"] += part["scores"] or [None] * len(f.report["predictions"])
+        out["correct"] += part["correct"] or [None] * len(f.report["predictions"])
+        out["row_errors"].update({str(int(i) + offset): msg for i, msg in part["row_errors"].items()})
+        offset += len(f.report["predictions"])
+    return out
 
 
 class _Table:
@@ -64,7 +81,8 @@ class SplitTable(_Table):
         row = {"name": name, **{k: v for k, v in report.items() if k not in hidden}, "objective": objective,
                "uses_lm": info.uses_lm,
                "compile_lm_calls": compile_calls(fold.compile_info), "seconds": fold.seconds,
-               "compile": fold.compile_info, "compile_summary": fold.compile_summary, "warnings": fold.warnings}
+               "compile": fold.compile_info, "compile_summary": fold.compile_summary, "warnings": fold.warnings,
+               **row_arrays(done)}
         if reference:
             row["reference"] = True
         first = next(iter(self.reports.values()), None)
@@ -106,6 +124,7 @@ class GroupTable(_Table):
                    failures=sum(f.report["failures"] for f in done),
                    seconds=round(sum(f.seconds for f in done), 3), repeats=done[0].report["repeats"],
                    repeat_note=done[0].report["repeat_note"], warnings=sorted({w for f in done for w in f.warnings}))
+        row.update(row_arrays(done))
         if reference:
             row["reference"] = True
         if self.rows:

@@ -55,6 +55,7 @@ app.add_typer(_data_app, name="data", help="Validate and describe data files.")
 app.add_typer(_predict_app, name="predict", help="Predict on new inputs: `predict relevance` (a user's attributes against a prompt), `predict batch` (a saved program of any stage on an unlabelled JSONL).")
 from personalign.cli.sweep import sweep as _sweep_cmd  # noqa: E402  (light: typer only)
 app.command("sweep")(_sweep_cmd)
+from personalign.cli.view import view as _view_cmd; app.command("view")(_view_cmd)  # noqa: E402,E702  (light: typer only)
 from personalign.cli.run import app as _runners_app  # noqa: E402  (light: typer only)
 from personalign.cli.stage import app as _stage_app  # noqa: E402  (light: typer only)
 

@@ -64,8 +64,9 @@ def run_compare(*, stage, data, split, train_split, strategies, model, seed, n_b
                                  progress=not json_out)
     result = report.to_dict()
     if json_out:
-        summary = {**result, "strategies": [{k: v for k, v in row.items() if k != "predictions"}
-                                            for row in result["strategies"]]}
+        per_row = ("predictions", "scores", "correct", "row_errors")  # every row's: in the result file
+        summary = {**{k: v for k, v in result.items() if k != "rows"},
+                   "strategies": [{k: v for k, v in row.items() if k not in per_row} for row in result["strategies"]]}
         sys.stdout.write(json.dumps(summary, default=str) + "\n")
         return
     _say(report.renderables())

@@ -1,0 +1,201 @@
+"""The results page's tables, as cells: the summary table (what ``personalign compare`` prints) and
+the per-group table, for single-split and ``--cv groups`` results.
+
+A table is ``{"title", "columns": [str], "rows": [[cell, ...]], "notes": [str]}``; a cell is
+``{"text", "sub" (a second, smaller line or None), "cls" (CSS classes) }`` -- plain text, escaped
+when the page is written. The figures are formatted by
+:func:`personalign.metrics.cluster.format_figure` (the CLI's format).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from personalign.metrics.cluster import format_figure, resampling_note
+from personalign.record import group_noun
+
+__all__ = ["WIDE_GROUPS", "summary_table", "group_table", "cell", "figure_cell", "p_cell", "is_cv"]
+
+
+def cell(text: Any, sub: str | None = None, cls: str = "") -> dict[str, Any]:
+    """One table cell: ``text`` (None and NaN print ``-``), an optional second line ``sub``, CSS ``cls``."""
+    if text is None or (isinstance(text, float) and text != text):
+        text = "-"
+    return {"text": str(text), "sub": sub, "cls": cls}
+
+
+def figure_cell(value, ci=None, rng=None, sign: str = "") -> dict[str, Any]:
+    """A figure as the CLI prints it (:func:`personalign.metrics.cluster.format_figure`), the value
+    on the first line and its interval or range on the second."""
+    text, _, rest = format_figure(value, ci, rng, sign).partition(" ")
+    return cell(text, rest or None, "fig")
+
+
+def is_cv(result: dict) -> bool:
+    return result.get("cv") == "groups"
+
+
+def _num(value, fmt: str = ".3f") -> str:
+    return "-" if value is None or value != value else f"{value:{fmt}}"
+
+
+def p_cell(diff: dict, mcnemar: dict | None = None, unit: str = "clusters") -> dict[str, Any]:
+    """The p of a comparison with the first strategy, naming its test on the second line: the
+    sign-flip permutation over ``unit`` (Holm-adjusted when present; with the smallest reachable p
+    and, when not significant, why: too few clusters, or the minimum detectable effect), else the
+    item-level McNemar test (a test of accuracy), else ``-``."""
+    perm = diff.get("permutation")
+    if perm is None:
+        if mcnemar is None:
+            return cell("-")
+        return cell(f"{mcnemar['p_value']:.3g}", "McNemar, item-level (a test of accuracy)", "p")
+    p = diff.get("p_holm", perm["p_value"])
+    sub = f"{perm.get('test', 'sign-flip')} over {unit}{', Holm' if 'p_holm' in diff else ''}; min {perm['p_min']:.3g}"
+    if p >= 0.05 and perm["p_min"] >= 0.05:
+        sub += "; too few clusters to show a difference"
+    elif p >= 0.05 and diff.get("mde") is not None and diff.get("ci") is not None:
+        sub += f"; no difference shown, MDE ±{diff['mde']:.2f}"
+    return cell(f"{p:.3g}", sub, "p sig" if p < 0.05 else "p")
+
+
+def _binary_cells(row: dict) -> list[dict]:
+    return [cell(_num(row.get("precision"))), cell(_num(row.get("recall"))),
+            cell("-" if row.get("yes_rate") is None else f"{row['yes_rate']:.1%}")]
+
+
+def _cost_cells(row: dict) -> list[dict]:
+    return [cell(f"{row.get('lm_calls', 0)}+{row.get('compile_lm_calls', 0)}"),
+            cell(_num(row.get("seconds"), ".1f")), cell(row.get("failures", 0), cls="bad" if row.get("failures") else "")]
+
+
+def _single_summary(result: dict) -> dict[str, Any]:
+    key, binary = result.get("metric", "f1"), result.get("kind", "binary") == "binary"
+    objective = result.get("objective")
+    extra = objective not in (None, key)
+    pos = result.get("positive_name", "yes")
+    cols = ["strategy", f"{key} [95% CI]"] + ([f"{objective} (objective)"] if extra else [])
+    cols += ["precision", "recall", f"{pos}-rate"] if binary else []
+    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", "p"]
+    unit = (next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None) or {}).get("unit")
+    rows = []
+    for r in result["strategies"]:
+        cells = [cell(r["name"], cls="name"), figure_cell(r.get(key), r.get(f"{key}_ci"), r.get(f"{key}_range"))]
+        if extra:
+            cells.append(cell(_num(r.get("objective"))))
+        cells += _binary_cells(r) if binary else []
+        cells += _cost_cells(r)
+        vs = r.get("vs_first")
+        if not vs:
+            cells += [cell("(reference)", cls="muted"), cell("-")]
+        else:
+            d = vs["diff"]
+            cells += [figure_cell(d["diff"], d.get("ci"), d.get("range"), "+"),
+                      p_cell(d, vs.get("mcnemar"), f"{unit}s" if unit and unit != "item" else "clusters")]
+        rows.append(cells)
+    head = f"{result.get('stage')} on {result.get('split')} (n={result.get('n')}"
+    if binary and result.get("gold_yes_rate") is not None:
+        head += f", human {pos}-rate {result['gold_yes_rate']:.1%}"
+    if result.get("adapter"):
+        head += f", lm {result.get('lm')}, adapter {result['adapter']}"
+    notes = [resampling_note(next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None))]
+    for r in result["strategies"]:
+        vs = r.get("vs_uncompiled")
+        if vs:
+            d = vs["diff"]
+            notes.append(f"{r['name']} vs {vs['against']} (compiled vs uncompiled, same rows): Δ{key} "
+                         f"{format_figure(d['diff'], d.get('ci'), d.get('range'), '+')}, "
+                         f"p {p_cell(d, vs.get('mcnemar'))['text']}")
+    return {"title": head + ")", "columns": cols, "rows": rows, "notes": [n for n in notes if n] + _row_notes(result)}
+
+
+def _cv_summary(result: dict) -> dict[str, Any]:
+    key, binary, ng = result.get("metric", "f1"), result.get("kind", "binary") == "binary", result.get("n_groups")
+    gk = group_noun(result["group_key"])
+    pos = result.get("positive_name", "yes")
+    cols = ["strategy", f"mean per-{gk} {key} (headline)", f"pooled {key}"]
+    cols += ["precision", "recall", f"{pos}-rate"] if binary else []
+    cols += [f"worst {gk}", "LM calls eval+compile", "seconds", "failures", f"Δ mean {key} vs first", "p"]
+    rows = []
+    for r in result["strategies"]:
+        h, pooled, vs = r["headline"], r["pooled"], r.get("vs_first")
+        cells = [cell(r["name"], cls="name"), figure_cell(h["value"], h.get("ci"), h.get("range")),
+                 figure_cell(pooled["value"], pooled.get("ci"), pooled.get("range"))]
+        cells += _binary_cells(pooled) if binary else []
+        cells += [cell(_num(r["worst"]["value"]), str(r["worst"]["group"]), "fig"), *_cost_cells(r)]
+        cells += ([cell("(reference)", cls="muted"), cell("-")] if not vs else
+                  [figure_cell(vs["diff"], vs.get("ci"), vs.get("range"), "+"), p_cell(vs, unit=f"{gk}s")])
+        rows.append(cells)
+    title = f"{result.get('stage')}: leave-one-{gk}-out over {ng} {gk}s (n={result.get('n')}" + \
+        (f", lm {result['lm']})" if result.get("lm") else ")")
+    notes = [f"headline: the mean of the {ng} per-{gk} {key}s, each on a {gk} the strategy was not fitted on; "
+             + (f"interval: percentile bootstrap over {gk}s ({result.get('n_boot')} resamples)" if (ng or 0) >= 5 else
+                f"fewer than 5 {gk}s: the range of the per-{gk} figures, no percentile interval"),
+             f"pooled: {key} of all out-of-{gk} predictions together"
+             + ("; precision, recall and rate are of the pooled predictions" if binary else "")]
+    if len(result["strategies"]) > 1:
+        notes.append(f"p: sign-flip permutation of the per-{gk} differences"
+                     + ("; Holm-adjusted over the comparisons" if len(result["strategies"]) > 2 else ""))
+    if result.get("complete") is False:
+        notes.append("partial result: not every strategy has run yet")
+    return {"title": title, "columns": cols, "rows": rows, "notes": notes + _row_notes(result)}
+
+
+def _row_notes(result: dict) -> list[str]:
+    """Per strategy: the compile summary, the repeat note, its warnings and first errors."""
+    from personalign.compile_service import summary_line
+
+    out = []
+    for r in result["strategies"]:
+        line = summary_line(r["name"], r.get("compile")) if isinstance(r.get("compile"), dict) else None
+        out += [line] if line else []
+        out += [f"{r['name']}: {r['repeat_note']}"] if r.get("repeat_note") else []
+        out += [f"{r['name']}: {w}" for w in (r.get("errors") or [])[:3] + (r.get("warnings") or [])]
+    return out
+
+
+def summary_table(result: dict) -> dict[str, Any]:
+    """The summary table of a compare result (single split or ``--cv groups``), columns as the CLI
+    prints them, with the notes printed under it."""
+    return _cv_summary(result) if is_cv(result) else _single_summary(result)
+
+
+WIDE_GROUPS = 12
+"""Up to this many groups the per-group table has a column per group; more, a row per group."""
+
+
+def group_table(result: dict) -> dict[str, Any] | None:
+    """The per-group figures: ``--cv groups``, each held-out group's figure with its interval (the
+    group's size in its label); single split, the per-group figures when the result has them
+    (``<metric>_by_group``). None when there are none. Strategies are rows and groups columns up to
+    :data:`WIDE_GROUPS` groups, the other way round beyond (``"tall": True``). Cells carry ``value``
+    (for shading)."""
+    key = result.get("metric", "f1")
+    names = [r["name"] for r in result["strategies"]]
+    figures: dict[str, dict[str, dict]] = {}  # group -> strategy -> cell
+    if is_cv(result):
+        gk = group_noun(result["group_key"])
+        sizes = {str(g["group"]): g.get("n") for r in result["strategies"] for g in r["by_group"]}
+        labels = {str(g): f"{g} (n={sizes.get(str(g))})" for g in result["groups"]}
+        for r in result["strategies"]:
+            for g in r["by_group"]:
+                ci = g.get(f"{key}_ci")
+                c = cell(_num(g.get(key)), None if not ci else f"[{_num(ci[0], '.2f')}, {_num(ci[1], '.2f')}]", "fig")
+                figures.setdefault(str(g["group"]), {})[r["name"]] = {**c, "value": g.get(key)}
+        title = f"{key} on each held-out {gk} (fitted on the other {len(labels) - 1}) [95% CI]"
+    else:
+        for r in result["strategies"]:
+            for g, v in (r.get(f"{key}_by_group") or {}).items():
+                figures.setdefault(str(g), {})[r["name"]] = {**cell(_num(v)), "value": v}
+        if not figures:
+            return None
+        labels = {g: g for g in figures}
+        gk = (next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None) or {}).get("unit")
+        title = (f"{key} per {gk or 'group'} on {result.get('split')} (single split: each group is scored by strategies "
+                 "fitted on the train split)")
+    empty = cell("-")
+    if len(labels) <= WIDE_GROUPS:
+        rows = [[cell(n, cls="name")] + [figures.get(g, {}).get(n, empty) for g in labels] for n in names]
+        return {"title": title, "columns": ["strategy", *labels.values()], "rows": rows, "notes": [], "tall": False}
+    rows = [[cell(label, cls="name")] + [figures.get(g, {}).get(n, empty) for n in names] for g, label in labels.items()]
+    return {"title": title + f"; {len(labels)} groups", "columns": [gk or "group", *names], "rows": rows, "notes": [],
+            "tall": True}
