@@ -365,4 +365,14 @@ def summary(compile_info: dict | None) -> dict[str, Any] | None:
             "warnings": sel.get("warnings") or []}
 
 
-__all__ = ["check_fit", "compile_program", "dev_split", "score_on", "choose", "summary"]
+def summary_line(name: str, compile_info: dict | None) -> str | None:
+    """One line for humans: ``NAME: dev f1 0.412 -> 0.455, chose bootstrap (why); LM calls 42 actual / 120
+    projected``; None when :func:`summary` is None."""
+    s = summary(compile_info)
+    if s is None:
+        return None
+    return (f"{name}: dev {s['objective']} {s['dev_before']:.3f} -> {s['dev_after']:.3f}, chose {s['chosen']} "
+            f"({s['reason']}); LM calls {s['actual_lm_calls']} actual / {s['projected_lm_calls']} projected")
+
+
+__all__ = ["check_fit", "compile_program", "dev_split", "score_on", "choose", "summary", "summary_line"]

@@ -180,15 +180,10 @@ def comparison_renderables(result: dict) -> list:
 
 
 def compile_summary_line(name: str, compile_info: dict | None) -> str | None:
-    """``NAME: dev f1 0.412 -> 0.455, chose bootstrap (why); LM calls 42 actual / 120 projected``;
-    None when nothing was chosen on dev (:func:`personalign.compile_service.summary`)."""
-    from personalign.compile_service import summary
+    """:func:`personalign.compile_service.summary_line` (one line on what compile chose)."""
+    from personalign.compile_service import summary_line
 
-    s = summary(compile_info)
-    if s is None:
-        return None
-    return (f"{name}: dev {s['objective']} {s['dev_before']:.3f} -> {s['dev_after']:.3f}, chose {s['chosen']} "
-            f"({s['reason']}); LM calls {s['actual_lm_calls']} actual / {s['projected_lm_calls']} projected")
+    return summary_line(name, compile_info)
 
 
 def eval_line(out: dict, *, metric: str, kind: str, positive_name: str) -> str:

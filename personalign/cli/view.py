@@ -22,7 +22,7 @@ def view(
     """Write the results page of a compare run: summary and per-group tables, the chart, and a grid of
     every evaluated row (inputs, gold, each strategy's output, score, right or wrong) with filters.
     Offline: one HTML file, no request; opens from disk."""
-    from personalign.data.files import check_input
+    from personalign.data import check_input
     from personalign.results_page import render_results_page
 
     check_input(result, what="result file")

@@ -356,10 +356,11 @@ def atomic_text(path: str | os.PathLike, *, exclusive: bool = False) -> Iterator
         raise
 
 
-def write_text(path: str | os.PathLike, text: str, *, exclusive: bool = False) -> None:
-    """Write ``text`` at ``path`` atomically (:func:`atomic_text`)."""
+def write_text(path: str | os.PathLike, text: str, *, exclusive: bool = False) -> Path:
+    """Write ``text`` at ``path`` atomically (:func:`atomic_text`); returns the path written."""
     with atomic_text(path, exclusive=exclusive) as out:
         out.write(text)
+    return Path(path)
 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | Mapping]) -> int:

@@ -162,8 +162,7 @@ def test_every_stage_declares_a_valid_objective():
 
 
 def test_the_compile_summary_reports_the_choice():
-    from personalign._verbs.render import compile_summary_line as summary_line
-    from personalign.compile_service import summary
+    from personalign.compile_service import summary, summary_line
 
     _, info = compile_program(RELEVANCE, "zero-shot", "labeled", examples(), lm=CollapsingLM(), seed=0,
                               optimizer_settings={"k": 2})

@@ -38,6 +38,20 @@ def compare_with_rows(folder: Path, stage: str, data: str, strategies: str, cv: 
     return result, path
 
 
+def old_result(path: Path) -> dict:
+    """The result file at ``path`` as ``compare`` wrote it before it carried the rows contract:
+    no ``rows``, ``row_fields``, ``stage_ref``; no per-row ``scores``, ``correct``, ``row_errors``."""
+    from personalign.results_page import load_result
+
+    result = load_result(path)
+    for key in ("rows", "row_fields", "stage_ref"):
+        result.pop(key, None)
+    for row in result["strategies"]:
+        for key in ("scores", "correct", "row_errors"):
+            row.pop(key, None)
+    return result
+
+
 @pytest.fixture(scope="session")
 def own_task_copy(tmp_path_factory) -> Path:
     """The own-task example (stage file + data) copied to a folder of its own."""

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.results_page.conftest import old_result
+
 from personalign.errors import ConfigurationError, DataError
 from personalign.results_page import check_rows, load_result, with_rows
 
@@ -19,8 +21,8 @@ def test_rows_rebuilt_from_the_data_file_are_the_rows_compare_evaluated(which, r
     """From another folder: the relative stage and data paths the result records are found from
     the result file's place (``runs/compare/`` under the folder the run started in)."""
     contract, path = request.getfixturevalue(which)
-    old = load_result(path)
-    assert "rows" not in old  # written by today's compare
+    old = old_result(path)
+    assert "rows" not in old  # as compare wrote it before the rows contract
     assert not Path(old["data"]).is_absolute() and not Path(old["data"]).exists()
     rebuilt = with_rows(old, result_path=path)
     assert [r["id"] for r in rebuilt["rows"]] == [r["id"] for r in contract["rows"]]
@@ -50,7 +52,7 @@ def test_the_contract_result_carries_scores_for_a_scoring_strategy(single_split)
 
 def test_a_changed_data_file_is_refused_in_one_line(single_split, tmp_path):
     _, path = single_split
-    result = load_result(path)
+    result = old_result(path)
     data = tmp_path / "data.jsonl"
     shutil.copy(path.parents[2] / result["data"], data)
     result["data"] = str(data)
@@ -64,7 +66,7 @@ def test_a_changed_data_file_is_refused_in_one_line(single_split, tmp_path):
 
 def test_a_missing_data_file_is_refused_and_names_it(single_split, tmp_path):
     _, path = single_split
-    result = load_result(path)
+    result = old_result(path)
     result["data"] = str(tmp_path / "gone.jsonl")
     with pytest.raises(DataError, match="gone.jsonl.*not found"):
         with_rows(result, result_path=path)
@@ -73,7 +75,7 @@ def test_a_missing_data_file_is_refused_and_names_it(single_split, tmp_path):
 def test_a_stage_named_by_code_in_a_result_is_not_imported(single_split, tmp_path):
     """A result someone sent names ``evil.py:STAGE``: viewing it imports nothing (``--stage`` must say so)."""
     _, path = single_split
-    result = load_result(path)
+    result = old_result(path)
     result["stage"] = "not-built-in"
     result["run_record"] = {"command": f"personalign compare {tmp_path / 'evil.py'}:STAGE --data x"}
     (tmp_path / "evil.py").write_text("raise SystemExit('imported')\n")
@@ -92,7 +94,7 @@ def test_misaligned_rows_name_the_field(single_split):
 def test_rows_that_do_not_reproduce_the_result_are_refused(single_split, own_task_copy):
     """A result whose predictions were edited no longer matches its data's gold: refused, not shown."""
     _, path = single_split
-    result = load_result(path)
-    result["strategies"][0]["predictions"][0] = not result["strategies"][0]["predictions"][0]
+    result = old_result(path)
+    result["strategies"][1]["predictions"][0] = not result["strategies"][1]["predictions"][0]
     with pytest.raises(DataError, match="do not reproduce majority's accuracy"):
         with_rows(result, result_path=path, stage=str(own_task_copy / "stage.toml"))
