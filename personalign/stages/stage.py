@@ -45,9 +45,13 @@ class Stage:
 
     Attributes:
         spec: the :class:`~personalign.stages.spec.StageSpec` it was built from.
-        name, summary, kind (``binary``, ``multiclass`` or ``scored``), label (the gold field),
-        positive (binary: the label value counted as the positive class; verification: False,
-        i.e. its scores are of *rejected* attributes), positive_name ("relevant", "rejected").
+        name: the stage's name (``relevance``, ``option-follows``).
+        summary: one line shown by ``personalign stages``.
+        kind: ``binary``, ``multiclass`` or ``scored``.
+        label: the gold field of a row.
+        positive: binary: the label value counted as the positive class (verification: False, i.e.
+            its scores are of *rejected* attributes).
+        positive_name: the positive class's name in reports ("relevant", "rejected").
         signature: the ``dspy.Signature`` class or its ``"module:Class"`` (imported on first use):
             its input fields are :attr:`inputs`, its first output field :attr:`output`.
         strategies: the strategy :class:`~personalign.registry.Registry` (generic + own).

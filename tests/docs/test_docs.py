@@ -53,7 +53,7 @@ def test_mkdocs_build_strict(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert (site / "index.html").exists() and (site / "api.html").exists()
     api = (site / "api.html").read_text(encoding="utf-8")
-    assert "compare_stage" in api and "Raises" in api, "the API reference rendered no docstring"
+    assert "personalign.compare" in api and "ComparisonReport" in api and "Raises" in api, "the API reference rendered no docstring"
     # offline: the built site loads no web font or script from another host
     index = (site / "index.html").read_text(encoding="utf-8")
     assert "fonts.googleapis.com" not in index and "fonts.gstatic.com" not in index
@@ -67,8 +67,11 @@ def test_nav_lists_every_page():
 
 
 @pytest.mark.parametrize("stage", sorted(GUIDES))
-def test_stage_guide_lists_exactly_the_registered_strategies(stage):
-    from personalign.stages import resolve_stage as get_stage
+def test_stage_guide_lists_exactly_the_stages_own_strategies(stage):
+    """A stage's guide lists the strategies its stage.toml declares; the generic ones its kind gets
+    are one table in own-task.md, which the guide links."""
+    from personalign.stages import resolve_stage
+    from personalign.stages.strategies import GENERIC
 
     text = (DOCS / GUIDES[stage]).read_text(encoding="utf-8")
     if stage in ("respond", "violation"):  # one page, a section each
@@ -77,8 +80,21 @@ def test_stage_guide_lists_exactly_the_registered_strategies(stage):
     table = re.search(r"\| strategy \| uses an LM \|.*?\n\n", text, flags=re.S)
     assert table, f"docs/{GUIDES[stage]} has no strategy table for {stage}"
     listed = re.findall(r"^\| `([^`]+)` \|", table.group(0), flags=re.M)
-    registered = list(get_stage(stage).registry)
-    assert sorted(listed) == sorted(registered), f"docs/{GUIDES[stage]}: lists {listed}, registry has {registered}"
+    spec = resolve_stage(stage)
+    own = list(spec.spec.strategies)
+    assert sorted(listed) == sorted(own), f"docs/{GUIDES[stage]}: lists {listed}, stage.toml declares {own}"
+    if set(GENERIC[spec.kind]) - set(own):
+        assert "own-task.md#generic-strategies" in text, f"docs/{GUIDES[stage]} does not link the generic strategies"
+
+
+def test_generic_strategy_table_is_the_registry():
+    from personalign.stages.strategies import GENERIC
+
+    text = (DOCS / "own-task.md").read_text(encoding="utf-8").split("## Generic strategies", 1)[1]
+    rows = dict(re.findall(r"^\| `([^`]+)` \| ([^|]+) \|", text, flags=re.M))
+    kinds = {name: {k for k, names in GENERIC.items() if name in names} for name in rows}
+    assert set(rows) == {n for names in GENERIC.values() for n in names}
+    assert all({k.strip() for k in rows[n].split(",")} >= kinds[n] for n in rows), rows  # majority: scored too
 
 
 def test_readme_links_resolve():
