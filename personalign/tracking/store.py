@@ -63,13 +63,11 @@ class Tracker:
     Args:
         tracking_uri: MLflow tracking URI (default ``sqlite:///<runs>/mlflow.db``).
         experiment: experiment name (default ``personalign``).
-        enabled: False makes every method a no-op (``--no-track``).
     """
 
-    def __init__(self, tracking_uri: str | None = None, experiment: str = "personalign", enabled: bool = True):
+    def __init__(self, tracking_uri: str | None = None, experiment: str = "personalign"):
         from personalign.settings import default_tracking_uri, runs_dir
 
-        self.enabled = enabled
         self.tracking_uri = tracking_uri or default_tracking_uri()
         self.experiment = experiment
         self._artifact_root = runs_dir() / "mlartifacts"
@@ -83,8 +81,6 @@ class Tracker:
         Raises:
             ConfigurationError: the URI is unsupported or its store cannot be created (one line).
         """
-        if not self.enabled:
-            return
         from personalign.errors import ConfigurationError
 
         try:
@@ -178,9 +174,6 @@ class Tracker:
         """Open a run (a child of the active run when ``nested``). It is closed FINISHED, FAILED
         on an exception, KILLED on an interrupt (``KeyboardInterrupt``: Ctrl-C, or SIGTERM through
         :class:`personalign.errors.Interrupted`) -- MLflow's ``mlflow.end_run(status=...)``."""
-        if not self.enabled:
-            yield self
-            return
         mlflow = self._setup()
         previous = getattr(self, "run_id", None)
         tags = {WORKER_TAG: _worker(), **{k: redact(v, k) for k, v in (tags or {}).items()}}
@@ -216,51 +209,40 @@ class Tracker:
             logging.getLogger(__name__).warning("could not close MLflow run %s: %s", run_id, redact(str(exc)))
 
     def log_params(self, params: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
         flat: dict[str, Any] = {}
         _flatten("", redact(params), flat)
         self._setup().log_params({k: str(v)[:6000] for k, v in flat.items()})
 
     def log_metrics(self, metrics: dict[str, Any], prefix: str = "") -> None:
         """Log numeric metrics; a ``[low, high]`` CI becomes ``name_ci_low`` / ``name_ci_high``."""
-        if not self.enabled:
-            return
         self._setup().log_metrics(numeric_metrics(metrics, prefix))
 
     def log_dict(self, obj: Any, artifact_file: str) -> None:
-        if self.enabled:
-            self._setup().log_text(json.dumps(redact(obj), indent=2, default=str), artifact_file)
+        self._setup().log_text(json.dumps(redact(obj), indent=2, default=str), artifact_file)
 
     def log_text(self, text: str, artifact_file: str) -> None:
-        if self.enabled:
-            self._setup().log_text(redact(text), artifact_file)
+        self._setup().log_text(redact(text), artifact_file)
 
     def log_artifact(self, path: str | os.PathLike) -> None:
-        if self.enabled:
-            self._setup().log_artifact(str(path))
+        self._setup().log_artifact(str(path))
 
     # --- Runs addressed by id (thread-safe: no fluent "active run"); used by sweeps, whose trials
     # --- run in worker threads and whose runs must be closed from another process after a crash.
 
     def client(self):
-        """The ``mlflow.MlflowClient`` of this store (None when disabled)."""
-        if not self.enabled:
-            return None
+        """The ``mlflow.MlflowClient`` of this store."""
         import mlflow
 
         self._setup()
         return mlflow.MlflowClient(tracking_uri=self.tracking_uri)
 
     def start_run_by_id(self, name: str, *, parent_run_id: str | None = None, params: dict[str, Any] | None = None,
-                        tags: dict[str, str] | None = None) -> str | None:
+                        tags: dict[str, str] | None = None) -> str:
         """Create a run (a child of ``parent_run_id`` when given) without making it the active run.
 
-        Returns its run id (None when disabled). Close it with :meth:`end_run_by_id`.
+        Returns its run id. Close it with :meth:`end_run_by_id`.
         """
         client = self.client()
-        if client is None:
-            return None
         import mlflow
 
         exp = client.get_experiment_by_name(self.experiment)
@@ -278,7 +260,7 @@ class Tracker:
     def log_metrics_to(self, run_id: str | None, metrics: dict[str, Any], prefix: str = "") -> None:
         """:meth:`log_metrics` into the run ``run_id``."""
         client = self.client()
-        if client is None or not run_id:
+        if not run_id:
             return
         import time
 
@@ -290,17 +272,17 @@ class Tracker:
 
     def log_dict_to(self, run_id: str | None, obj: Any, artifact_file: str) -> None:
         client = self.client()
-        if client is not None and run_id:
+        if run_id:
             client.log_text(run_id, json.dumps(redact(obj), indent=2, default=str), artifact_file)
 
     def log_artifact_to(self, run_id: str | None, path: str | os.PathLike) -> None:
         client = self.client()
-        if client is not None and run_id:
+        if run_id:
             client.log_artifact(run_id, str(path))
 
     def set_tags_to(self, run_id: str | None, tags: dict[str, Any]) -> None:
         client = self.client()
-        if client is not None and run_id:
+        if run_id:
             import mlflow
 
             client.log_batch(run_id, tags=[mlflow.entities.RunTag(k, str(redact(v, k))) for k, v in tags.items()])
@@ -310,7 +292,7 @@ class Tracker:
         """Log ``metrics`` and ``tags`` (one batch) and close ``run_id`` with ``status`` (FINISHED,
         FAILED or KILLED); a run closed already is left as is."""
         client = self.client()
-        if client is None or not run_id:
+        if not run_id:
             return
         import time
 
@@ -325,9 +307,8 @@ class Tracker:
             client.log_batch(run_id, metrics=batch_metrics, tags=batch_tags)
         client.set_terminated(run_id, status)
 
-    def run_status(self, run_id: str) -> str | None:
-        client = self.client()
-        return None if client is None else client.get_run(run_id).info.status
+    def run_status(self, run_id: str) -> str:
+        return self.client().get_run(run_id).info.status
 
     def close_stale_runs(self, tags: dict[str, str], is_dead, status: str = "KILLED",
                          require_tag: str | None = None) -> list[str]:
@@ -335,8 +316,6 @@ class Tracker:
         value) for which ``is_dead(run_tags)`` is true (e.g. the process that opened them was
         killed); returns their run ids."""
         client = self.client()
-        if client is None:
-            return []
         exp = client.get_experiment_by_name(self.experiment)
         if exp is None:
             return []
