@@ -17,7 +17,6 @@ gone (a predecessor killed with -9).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 from pathlib import Path
@@ -85,6 +84,11 @@ class Tracker:
         tracking_uri: MLflow tracking URI (default ``sqlite:///<runs>/mlflow.db``).
         experiment: experiment name (default ``personalign``).
         enabled: False makes every method a no-op (``--no-track``).
+
+    Raises:
+        ConfigurationError: (when enabled) an ``http(s)`` server that does not answer within
+            :data:`personalign.stores.REACH_TIMEOUT_S`, or an ``sqlite`` store that is not a
+            database file (:func:`personalign.stores.check_tracking_uri`); one line, nothing written.
     """
 
     def __init__(self, tracking_uri: str | None = None, experiment: str = "personalign", enabled: bool = True):
@@ -96,6 +100,10 @@ class Tracker:
         self._artifact_root = runs_dir() / "mlartifacts"
         self._ready = False
         self.closed_orphans: list[str] = []  # runs of killed predecessors closed when the store was opened
+        if enabled:  # before any work, with no side effect: a dead server or a bad store file is refused
+            from personalign.stores import check_tracking_uri  # here, when nothing is written yet
+
+            check_tracking_uri(self.tracking_uri)
 
     def check(self) -> None:
         """Open the tracking store now (creating it whole if missing) and close, as KILLED, the runs
@@ -106,10 +114,12 @@ class Tracker:
         """
         if not self.enabled:
             return
-        from personalign.errors import ConfigurationError
+        from personalign.errors import ConfigurationError, PersonalignError
 
         try:
             self._setup()
+        except PersonalignError:
+            raise  # already one line (personalign.stores: an unreachable server, a bad SQLite file, a held lock)
         except Exception as exc:  # noqa: BLE001 -- MLflow raises many types for bad URIs
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise ConfigurationError(f"cannot use MLflow tracking URI '{self.tracking_uri}': {type(exc).__name__}: "
@@ -119,6 +129,9 @@ class Tracker:
         import mlflow
 
         if not self._ready:
+            from personalign.stores import check_tracking_uri
+
+            check_tracking_uri(self.tracking_uri)  # bounded: a dead server or a bad file fails in seconds
             with self._store_lock():
                 mlflow.set_tracking_uri(self.tracking_uri)
                 client = mlflow.MlflowClient()
@@ -155,10 +168,10 @@ class Tracker:
         if db is None:
             yield
             return
-        from filelock import FileLock
+        from personalign.stores import bounded_lock
 
         db.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(db) + ".lock", timeout=600):
+        with bounded_lock(str(db) + ".lock", what="MLflow tracking store"):
             if not db.exists() or db.stat().st_size == 0:
                 import mlflow
 
@@ -237,7 +250,9 @@ class Tracker:
 
     def log_dict(self, obj: Any, artifact_file: str) -> None:
         if self.enabled:
-            self._setup().log_text(json.dumps(redact(obj), indent=2, default=str), artifact_file)
+            from personalign.data.strict_json import dumps
+
+            self._setup().log_text(dumps(redact(obj), indent=2, default=str), artifact_file)
 
     def log_text(self, text: str, artifact_file: str) -> None:
         if self.enabled:
@@ -297,7 +312,9 @@ class Tracker:
     def log_dict_to(self, run_id: str | None, obj: Any, artifact_file: str) -> None:
         client = self.client()
         if client is not None and run_id:
-            client.log_text(run_id, json.dumps(redact(obj), indent=2, default=str), artifact_file)
+            from personalign.data.strict_json import dumps
+
+            client.log_text(run_id, dumps(redact(obj), indent=2, default=str), artifact_file)
 
     def log_artifact_to(self, run_id: str | None, path: str | os.PathLike) -> None:
         client = self.client()

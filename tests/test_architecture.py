@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1] / "personalign"
 
 # data -> signatures/programs -> optimizers -> compile/evaluate -> compare/sweep -> cli
 LAYERS = {
-    0: {"errors", "registry", "_env", "_paths", "_versions", "settings", "resources"},
+    0: {"errors", "registry", "_env", "_paths", "_versions", "settings", "resources", "stores"},
     1: {"data", "metrics", "lm", "preprocess", "diversity", "tracking", "processes", "record"},
     2: {"signatures", "programs"},
     3: {"optimizers"},
