@@ -27,7 +27,9 @@ from personalign.sweep.callbacks import RetryStaleTrial, TrialRuns
 from personalign.sweep.objective import Objective, TrialFailed, load_splits
 from personalign.sweep.sampler import default_sampler
 from personalign.sweep.space import SearchSpace
-from personalign.sweep.storage import GRACE_PERIOD, HEARTBEAT_INTERVAL, fail_stale_trials, open_storage, redact_url
+from personalign.sweep.storage import (GRACE_PERIOD, HEARTBEAT_INTERVAL, check_study_name, fail_stale_trials,
+                                       open_storage, redact_url)
+from personalign.sweep.trust import check_study_compatible, trusted_trials
 from personalign.sweep.workers import Budget, Surplus, counts, worker_alive, worker_id
 
 
@@ -182,15 +184,16 @@ class Sweep:
             from personalign.lm import default_model
 
             self.lm_name = self.lm_name or default_model()
-        if self.on_ready is not None:
-            self.on_ready()  # inputs valid: the caller may now create caches (before the study is opened)
-        study = self._open_study()
-        self.tracker.check()  # a bad tracking URI fails here, before any LM is loaded
         lm = None
         if self.splits.uses_lm:  # built (embedded models: loaded and verified) once, in the main thread
             from personalign.lm import make_lm
 
-            lm = make_lm(self.lm_name)
+            lm = make_lm(self.lm_name)  # a bad model fails here, before the study or any store is written
+        study = self._open_study()
+        check_study_compatible(study.get_trials(deepcopy=False), self.space, self.study_name)  # a storage is input
+        self.tracker.check()  # the URI was checked when the Tracker was made; this opens the store
+        if self.on_ready is not None:
+            self.on_ready()  # every input valid: the caller may now create caches
         self.budget = Budget(self.n_trials, self.storage.is_stale)
         self.objective = Objective(stage=self.stage, space=self.space, data=self.splits, storage=self.storage,
                                    study_name=self.study_name, budget=self.budget, runs=self.runs, lm=lm,
@@ -246,7 +249,11 @@ class Sweep:
                          f"optuna-dashboard {self.storage_url[len('journal:'):]}",
             "best": None,
         }
-        complete = [t for t in trials if t.state == TrialState.COMPLETE]
+        complete, refused = trusted_trials(trials, self.space)  # a storage is input: check before trusting
+        if refused:
+            out["untrusted_trials"] = refused
+            print(f"warning: {len(refused)} complete trial(s) of study {self.study_name} ignored as untrusted: "
+                  + "; ".join(f"trial {n}: {w}" for n, w in list(refused.items())[:3]), file=sys.stderr)
         if complete:
             best = max(complete, key=lambda t: (t.value, -t.number))
             out["best"] = {"number": best.number, "value": best.value, "params": best.params,
@@ -313,7 +320,8 @@ def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, 
         heartbeat_interval / grace_period: seconds; see :func:`~personalign.sweep.storage.open_storage`.
         export: save the best trial's program under ``runs/programs/`` at the end.
         max_failures: stop this invocation after this many failed trials (default max(3, n_trials // 2)).
-        on_ready: called once the inputs are validated, before the study or any cache is written.
+        on_ready: called once the inputs (model, storage, study, tracking store) are validated, before
+            any cache is written.
         sampler: an ``optuna.samplers.BaseSampler`` (default: multivariate TPE seeded per trial).
         pruner: an ``optuna.pruners.BasePruner`` (default: the space's ``[pruner]``, MedianPruner).
 
@@ -341,7 +349,7 @@ def run_sweep(stage: str, *, data: str | Path, space: str | Path | None = None, 
     data = check_input(data, allow_dir=True)
     sp = SearchSpace.load(st, space)
     url = storage or f"sqlite:///{runs_dir() / 'optuna.db'}"
-    name = study_name or default_study_name(st.name, data, split, sp)
+    name = check_study_name(study_name) if study_name is not None else default_study_name(st.name, data, split, sp)
     sweep = Sweep(stage=st, space=sp, data=data, split=split, train_split=train_split, n_trials=n_trials, storage=url,
                   study_name=name, n_jobs=n_jobs, seed=seed, lm=lm, tracker=tracker, limit=limit, n_boot=n_boot,
                   progress=progress, heartbeat_interval=heartbeat_interval, grace_period=grace_period, export=export,
