@@ -9,7 +9,6 @@ calls and seconds -- logging an MLflow run with one child run per strategy.
 
 from __future__ import annotations
 
-import json
 import warnings
 import time
 import uuid
@@ -345,7 +344,9 @@ def write_result(result: dict[str, Any], out_dir: Path, stem: str | None = None)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{stem or result['stage'] + '-' + result['split'] + '-' + _stamp()}.json"
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(result, indent=2))
+    from personalign.data.strict_json import dumps  # no NaN/Infinity literal: null, listed
+
+    tmp.write_text(dumps(result, indent=2))
     tmp.replace(path)
     return path
 

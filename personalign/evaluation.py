@@ -11,9 +11,10 @@ recorded as ``None`` and scored as the wrong label, never stopping the run; conf
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any, Sequence
 
-from personalign.errors import ContextWindowError, PersonalignError, find_personalign_error
+from personalign.errors import ConfigurationError, ContextWindowError, PersonalignError, find_personalign_error
 from personalign.lm.retry import fatal_lm_error
 from personalign.programs.run import EvalOutcome, evaluate_metric, filled_predictions, run_program, score_of
 
@@ -60,6 +61,7 @@ def stage_report(stage, examples: Sequence, predictions: Sequence[Any], *, n_boo
     from personalign.lm import CallCounter, use
 
     metric = stage.metric_fn()
+    name = stage.metric_name
     scores = []
     counter = CallCounter()
     with counter, (use(lm) if lm is not None else contextlib.nullcontext()):
@@ -69,7 +71,7 @@ def stage_report(stage, examples: Sequence, predictions: Sequence[Any], *, n_boo
                 continue
             try:
                 value = metric(ex, dspy.Prediction(**{stage.output: p}))
-                scores.append(float(getattr(value, "score", value)))
+                value = float(getattr(value, "score", value))
             except Exception as exc:  # noqa: BLE001 -- an unscorable prediction is a failure
                 ours = find_personalign_error(exc)
                 if ours is not None and not isinstance(ours, ContextWindowError):
@@ -78,6 +80,11 @@ def stage_report(stage, examples: Sequence, predictions: Sequence[Any], *, n_boo
                 if fatal is not None:
                     raise fatal from None
                 scores.append(0.0)
+                continue
+            if not math.isfinite(value):  # NaN would silently become the mean and be written as a figure
+                raise ConfigurationError(f"the stage's metric {name!r} returned {value} for example "
+                                         f"{getattr(ex, 'id', '?')!r}; a metric returns a finite number")
+            scores.append(value)
     arr = np.asarray(scores, dtype=float)
     name = stage.metric_name
     out = {"n": int(arr.size), name: float(arr.mean()) if arr.size else float("nan"), f"{name}_ci": None}

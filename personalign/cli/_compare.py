@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -123,7 +122,9 @@ def run_stages(*, json_out: bool) -> None:
         rows.append({"stage": name, "source": f"entry point {ENTRY_POINT_GROUP}: {target}", "summary": None,
                      "kind": None, "metric": None, "default_strategies": None, "strategies": None})
     if json_out:
-        sys.stdout.write(json.dumps(rows) + "\n")
+        from personalign.data.strict_json import dumps
+
+        sys.stdout.write(dumps(rows) + "\n")
         return
     from rich.console import Console
     from rich.table import Table
@@ -167,7 +168,9 @@ def run_compare(*, stage: str, data: Path, split, train_split, strategies, lm, s
     if json_out:
         summary = dict(result)
         summary["strategies"] = [{k: v for k, v in row.items() if k != "predictions"} for row in result["strategies"]]
-        sys.stdout.write(json.dumps(summary, default=str) + "\n")
+        from personalign.data.strict_json import dumps
+
+        sys.stdout.write(dumps(summary, default=str) + "\n")
         return
     console = Console() if sys.stdout.isatty() else Console(width=180)
     if result.get("cv") == "groups":

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,7 +35,9 @@ def run_compile(*, stage: str, strategy: str | None, optimizer: str | None, data
                               out=target, tracker=tracker, make=CompiledProgram, stage_ref=stage_ref_of(st),
                               on_ready=lambda: configure_cache(cache_dir, enabled=not no_cache))
     if json_out:
-        sys.stdout.write(json.dumps(result.to_dict(), default=str) + "\n")
+        from personalign.data.strict_json import dumps
+
+        sys.stdout.write(dumps(result.to_dict(), default=str) + "\n")
         return
     from rich.console import Console
 
@@ -65,7 +66,9 @@ def run_eval(*, stage: str, program: Path, data: Path, split: str, lm: str | Non
     for warning in out.get("warnings", []):
         sys.stderr.write(warning + "\n")
     if json_out:
-        sys.stdout.write(json.dumps(out, default=str) + "\n")
+        from personalign.data.strict_json import dumps
+
+        sys.stdout.write(dumps(out, default=str) + "\n")
         return
     from rich.console import Console
 

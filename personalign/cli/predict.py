@@ -4,7 +4,6 @@ typer only at module level."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -93,7 +92,9 @@ def relevance(
     if json_out:
         out = {"prompt": prompt, "strategy": strategy, "program": str(program) if program else None,
                "predictions": rows, "warnings": warnings}
-        sys.stdout.write(json.dumps(out) + "\n")
+        from personalign.data.strict_json import dumps
+
+        sys.stdout.write(dumps(out) + "\n")
         return
     for row in rows:
         mark = "?" if row["relevant"] is None else ("YES" if row["relevant"] else "no ")
@@ -134,17 +135,18 @@ def batch(
         out = None
     result = predict_file(st, program, data, out=out, lm=lm, progress=out is not None and not json_out,
                           on_ready=lambda: configure_cache(cache_dir, enabled=not no_cache))
+    from personalign.data.strict_json import dumps
+
     rows = result["predictions"]
     failed = bool(result["n"]) and result["failures"] == result["n"]  # a script can tell: exit 1
     if json_out:
         summary = result if out is None else {k: v for k, v in result.items() if k != "predictions"}
-        sys.stdout.write(json.dumps(summary) + "\n")
+        sys.stdout.write(dumps(summary) + "\n")
         if failed:
             raise typer.Exit(1)
         return
-    if out is None:
-        for row in rows:
-            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    if out is None:  # rendered whole, then written once: a row that cannot be written leaves no partial output
+        sys.stdout.write("".join(dumps(row, ensure_ascii=False) + "\n" for row in rows))
     line = (f"{result['strategy']} on {result['n']} rows of {data}: failures {result['failures']}, "
             f"LM calls {result['lm_calls']}")
     if "positives" in result:

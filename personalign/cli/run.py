@@ -10,7 +10,6 @@ and exits with code 2.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -51,8 +50,8 @@ def _emit(command: str, fn, *, params: dict, data=None, lm=None, uses_lm=True, c
         if validate is not None:
             validate()
         uses_lm = uses_lm() if callable(uses_lm) else uses_lm
+        tracker = None if no_track else Tracker(tracking_uri)  # checked before the cache is written
         configure_cache(cache_dir, enabled=not no_cache)
-        tracker = None if no_track else Tracker(tracking_uri)
         out = run_tracked(command, fn, params=params, tracker=tracker, data=data, lm=lm, uses_lm=uses_lm,
                           inputs=(data, *inputs))
     except Exception as exc:  # noqa: BLE001 -- user errors: one line, exit 2
@@ -61,7 +60,9 @@ def _emit(command: str, fn, *, params: dict, data=None, lm=None, uses_lm=True, c
             raise
         sys.stderr.write(f"error: {ours}\n")
         raise typer.Exit(2) from None
-    sys.stdout.write(json.dumps(out) + "\n")
+    from personalign.data.strict_json import dumps
+
+    sys.stdout.write(dumps(out) + "\n")
 
 
 def _split(strategies: str) -> list[str]:

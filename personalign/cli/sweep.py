@@ -5,7 +5,6 @@ Light at import (typer only); the sweep machinery (optuna, dspy, mlflow) loads w
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -72,7 +71,9 @@ def sweep(
                        limit=limit, n_boot=n_boot, progress=True, heartbeat_interval=heartbeat, grace_period=grace,
                        export=export, on_ready=lambda: configure_cache(cache_dir, enabled=not no_cache))
     if json_out:
-        sys.stdout.write(json.dumps(result, default=str) + "\n")
+        from personalign.data.strict_json import dumps
+
+        sys.stdout.write(dumps(result, default=str) + "\n")
     else:
         _print(result, tracker)
     if not result["n_complete"] and not result["n_pruned"]:

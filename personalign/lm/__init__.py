@@ -221,6 +221,7 @@ def make_lm(model: str | None = None, *, temperature: float | None = None, max_t
         extra["temperature"] = temperature
     if max_tokens is not None:
         extra["max_tokens"] = max_tokens
+    num_retries = extra.pop("num_retries", num_retries)  # --lm-kwargs may set it (checked: settings.check_lm_kwargs)
     lm = dspy.LM(model, cache=cache, num_retries=num_retries, **extra)
     if load and not is_local(model) and api_base:
         from personalign.lm.serving import probe
