@@ -17,12 +17,12 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, cli_env
 from tests.reliability.hostile import DATA, STAGE
+from tests.reliability.test_interrupts import _statuses
 
 HARNESS = '''
 import gc, sys, time, weakref
@@ -110,18 +110,6 @@ def slow_collection(phase, info):  # most of the command's time is spent inside 
 gc.callbacks.append(slow_collection)
 main()
 '''
-
-
-def _statuses(db: Path) -> list[str]:
-    import sqlite3
-
-    if not db.exists():
-        return []
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as con:
-            return [r[0] for r in con.execute("select status from runs")]
-    except sqlite3.Error:
-        return []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
