@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -124,13 +122,11 @@ def plot_result(result: dict[str, Any], path: Path) -> Path:
 
 
 def write_result(result: dict[str, Any], out_dir: Path, stem: str | None = None) -> Path:
-    """Write the result JSON atomically (tmp + rename) under ``out_dir``; return its path."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{stem or result['stage'] + '-' + result['split'] + '-' + stamp()}.json"
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(path)
-    return path
+    """Write the result JSON atomically (tmp + rename) under ``out_dir``, as strict JSON (a NaN is
+    null, listed under ``non_finite_as_null``: :func:`personalign.record.write_json`); return its path."""
+    from personalign.record import write_json
+
+    return write_json(out_dir / f"{stem or result['stage'] + '-' + result['split'] + '-' + stamp()}.json", result)
 
 
 def progress_display(enabled: bool):

@@ -51,6 +51,7 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
     from personalign.settings import runs_dir
     from personalign.stages import resolve_stage
     from personalign.sweeps.runner import Sweep, default_study_name
+    from personalign.sweeps.storage import check_study_name
     from personalign.sweeps.space import SearchSpace
     from personalign.tracking.callbacks import Callbacks
 
@@ -65,7 +66,8 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
     ds = load_data(st, data)
     sp = SearchSpace.load(st, space)
     url = storage or f"sqlite:///{runs_dir() / 'optuna.db'}"
-    name = study_name or default_study_name(st.name, ds.path or Path("examples"), split, sp)
+    name = check_study_name(study_name) if study_name is not None else default_study_name(
+        st.name, ds.path or Path("examples"), split, sp)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     run = Sweep(stage=st, space=sp, data=ds, split=split, train_split=train_split, n_trials=n_trials, storage=url,
                 study_name=name, n_jobs=n_jobs, seed=seed,

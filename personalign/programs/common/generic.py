@@ -53,6 +53,7 @@ class Majority(dspy.Module):
 
     output_field = "label"
     label = "label"
+    signature: Any = None  # the stage's signature (bound by signature_strategies): the type of ``value``
     uses_lm = False
 
     def __init__(self, value: Any = None) -> None:
@@ -70,12 +71,27 @@ class Majority(dspy.Module):
         return self
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
-        if self.value is None:
-            raise RuntimeError("Majority is not fitted: compile it first")
+        self.require_compiled()
         return dspy.Prediction(**{self.output_field: self.value})
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {"value": self.value}
+
+    def require_compiled(self) -> None:
+        """Raise ``RuntimeError`` until ``value`` is set (by :meth:`fit` or a saved state)."""
+        if self.value is None:
+            raise RuntimeError("Majority is not fitted: compile it first")
+
+    @classmethod
+    def state_schema(cls):
+        """A saved state's schema: ``{"value": <a value of the stage's output type>}`` (strict: the
+        string ``"no"`` is not a bool, ``true`` is not an int; a label list admits only its labels)."""
+        from pydantic import ConfigDict, create_model
+
+        fields = getattr(cls.signature, "output_fields", None) or {}
+        annotation = fields[cls.output_field].annotation if cls.output_field in fields else Any
+        return create_model(f"{cls.__name__}State", __config__=ConfigDict(extra="forbid", strict=True),
+                            value=(annotation, ...))
 
     def load_state(self, state: dict) -> "Majority":
         self.value = state.get("value")
