@@ -48,7 +48,7 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
         ConfigurationError: a bad argument, space, storage or model; a study created with other data.
         DataError: unreadable data, an empty split, a strategy the training rows cannot fit.
     """
-    from personalign.settings import runs_dir
+    from personalign.settings import default_sweep_storage
     from personalign.stages import resolve_stage
     from personalign.sweeps.runner import Sweep, default_study_name
     from personalign.sweeps.space import SearchSpace
@@ -64,7 +64,7 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
     st = resolve_stage(stage)
     ds = load_data(st, data)
     sp = SearchSpace.load(st, space)
-    url = storage or f"sqlite:///{runs_dir() / 'optuna.db'}"
+    url = storage or default_sweep_storage()
     name = study_name or default_study_name(st.name, ds.path or Path("examples"), split, sp)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     run = Sweep(stage=st, space=sp, data=ds, split=split, train_split=train_split, n_trials=n_trials, storage=url,
