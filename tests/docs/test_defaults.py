@@ -8,7 +8,7 @@ of a default, found by their phrasing, not from a hand list:
   10), ``--ties negative`` (default), "``--a``, ``--b`` ... by default: ``x``, ``y``" -- checked
   against the typer command's own default (``typer.main.get_command``), or, for an option whose
   default is computed (``None`` in the signature), against the function that computes it
-  (:func:`_computed`); a paragraph that names commands (``personalign sweep``, ```eval```) is held
+  (:func:`~tests.docs.conftest.computed`); a paragraph that names commands (``personalign sweep``, ```eval```) is held
   to every one of them that has the option, any other paragraph to every command that has it;
 * a path under the runs folder stated as a default (``sqlite:///runs/optuna.db``) -- one of the
   defaults :func:`personalign.settings` and the label store compute;
@@ -17,8 +17,7 @@ of a default, found by their phrasing, not from a hand list:
 * the settings tables (a ``PERSONALIGN_*`` variable and a ``default`` column) -- against what the
   code does with the variable unset (:func:`_setting_defaults`);
 * tables of a pydantic model's keys with a ``default`` column (the search-space schema);
-* every "``type = ... # bool | int | ...``" comment of a stage file (docs, README, examples, the
-  ``stage init`` template) -- the output types :data:`personalign.stages.spec.TYPES` accepts.
+* (``test_output_types.py``) every "``type = ... # bool | int | ...``" comment of a stage file.
 
 A statement this file cannot check fails with what to add, so a new kind of default is checked
 from the day it is documented.
@@ -30,142 +29,12 @@ import importlib
 import inspect
 import os
 import re
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
-import typer
 
-from personalign.cli import app
-
-ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", ROOT / "runs" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-
-
-# -- reading the pages ------------------------------------------------------------------------------
-
-def _blocks(path: Path) -> list[tuple[int, str]]:
-    """``(first line, text)`` of each prose paragraph (its lines joined) and each table row, outside
-    fenced code blocks."""
-    out: list[tuple[int, str]] = []
-    para: list[str] = []
-    start = 0
-    fenced = False
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.lstrip().startswith(("```", "~~~")):
-            fenced = not fenced
-            line = ""
-        if fenced or not line.strip() or line.lstrip().startswith("|"):
-            if para:
-                out.append((start, " ".join(para)))
-                para = []
-            if not fenced and line.lstrip().startswith("|"):
-                out.append((i, line.strip()))
-            continue
-        if not para:
-            start = i
-        para.append(line.strip())
-    if para:
-        out.append((start, " ".join(para)))
-    return out
-
-
-def _tables(path: Path) -> list[tuple[int, list[str], list[tuple[int, list[str]]]]]:
-    """``(header line, header cells, [(line, cells), ...])`` of each Markdown table."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    tables, i = [], 0
-    while i < len(lines) - 1:
-        if lines[i].lstrip().startswith("|") and re.fullmatch(r"\s*\|[\s:|-]+\|\s*", lines[i + 1]):
-            head = _cells(lines[i])
-            rows, j = [], i + 2
-            while j < len(lines) and lines[j].lstrip().startswith("|"):
-                rows.append((j + 1, _cells(lines[j])))
-                j += 1
-            tables.append((i + 1, head, rows))
-            i = j
-        else:
-            i += 1
-    return tables
-
-
-def _cells(row: str) -> list[str]:
-    return [c.strip() for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
-
-
-def _literals(text: str) -> list[str]:
-    return re.findall(r"`([^`]+)`", text)
-
-
-# -- the code's side ----------------------------------------------------------------------------------
-
-@lru_cache(maxsize=1)
-def _commands() -> dict[str, object]:
-    """``"compare"``, ``"predict batch"``, ... -> the click command typer builds."""
-    out: dict[str, object] = {}
-
-    def walk(cmd, path: list[str]) -> None:
-        if hasattr(cmd, "commands"):
-            for name, sub in cmd.commands.items():
-                walk(sub, [*path, name])
-        else:
-            out[" ".join(path)] = cmd
-
-    walk(typer.main.get_command(app), [])
-    return out
-
-
-def _options(flag: str) -> dict[str, object]:
-    """Command path -> the option ``flag`` of every command that has it."""
-    return {path: p for path, cmd in _commands().items() for p in cmd.params
-            if p.param_type_name == "option" and flag in [*p.opts, *getattr(p, "secondary_opts", [])]}
-
-
-@pytest.fixture
-def unset(tmp_path, monkeypatch) -> Path:
-    """No ``PERSONALIGN_*`` variable, no ``XDG_CACHE_HOME``, the current folder a fresh one: the
-    code's defaults as a new user meets them. Returns the runs folder they imply."""
-    for key in [k for k in os.environ if k.startswith("PERSONALIGN_")] + ["XDG_CACHE_HOME"]:
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.chdir(tmp_path)
-    from personalign.settings import runs_dir
-
-    return runs_dir()
-
-
-def _shown(value, runs: Path | None = None) -> str:
-    """A computed default as the docs write it: the runs folder as ``runs``, the home folder as ``~``."""
-    text = str(value)
-    if runs is not None:
-        text = text.replace(str(runs), "runs")
-    home = str(Path.home())
-    return "~" + text[len(home):] if text.startswith(home + os.sep) else text
-
-
-def _as_written(text: str) -> str:
-    text = text.strip().strip('"')
-    text = text.replace("<runs>", "runs")
-    return text[2:] if text.startswith("./") else text
-
-
-def _computed() -> dict[str, object]:
-    """Options whose signature default is None and whose default the code computes."""
-    from personalign.lm import default_model
-    from personalign.settings import cache_dir, default_sweep_storage, default_tracking_uri
-
-    return {"--tracking-uri": default_tracking_uri, "--storage": default_sweep_storage, "--cache-dir": cache_dir,
-            "--lm": default_model}
-
-
-def _same(written: str, actual, runs: Path) -> bool:
-    written = _as_written(written)
-    if isinstance(actual, bool):
-        return written.lower() in (("1", "on", "true", "yes") if actual else ("0", "off", "false", "no"))
-    if isinstance(actual, (int, float)):
-        try:
-            return float(written.replace(",", "")) == float(actual)
-        except ValueError:
-            return False
-    return actual is not None and written.rstrip("/") == _shown(actual, runs).rstrip("/")
+from tests.docs.conftest import (PAGES, ROOT, as_written, blocks, commands, commands_with, computed, literals, same,
+                                 shown, tables)
 
 
 # -- 1. option defaults in prose ------------------------------------------------------------------------
@@ -183,7 +52,7 @@ OPTION_VALUE_DEFAULT = re.compile(r"`(?P<flag>--[a-z][a-z0-9-]*) (?P<val>[^`]+)`
 def _named_commands(text: str) -> set[str]:
     """Commands a paragraph names: ``personalign label next``, ``` `sweep` ```."""
     named = set()
-    for path in _commands():
+    for path in commands():
         first = path.split()[0]
         if re.search(rf"personalign {re.escape(path)}\b", text) or re.search(rf"`{re.escape(path)}`", text) \
                 or (path == first and re.search(rf"personalign {re.escape(first)}\b", text)):
@@ -195,7 +64,7 @@ def _option_statements() -> list[tuple[str, str, str, str]]:
     """``(where, flag, stated value, paragraph)`` of every option default stated on the pages."""
     found = []
     for page in PAGES:
-        for line, text in _blocks(page):
+        for line, text in blocks(page):
             where = f"{page.relative_to(ROOT)}:{line}"
             for m in OPTION_DEFAULT.finditer(text):
                 flags = re.findall(r"`(--[a-z][a-z0-9-]*)", m.group("opts"))
@@ -221,7 +90,7 @@ def test_the_option_statements_are_found():
 @pytest.mark.parametrize("where,flag,value,text", OPTION_STATEMENTS,
                          ids=[f"{w} {f} {v}" for w, f, v, _ in OPTION_STATEMENTS])
 def test_a_stated_option_default_is_the_commands_default(where, flag, value, text, unset):
-    options = _options(flag)
+    options = commands_with(flag)
     assert options, f"{where}: {flag} is no option of any command"
     named = _named_commands(text) & set(options)  # a paragraph naming commands speaks of them, else of all
     held_to = {path: options[path] for path in (named or options)}
@@ -229,13 +98,13 @@ def test_a_stated_option_default_is_the_commands_default(where, flag, value, tex
     for path, param in held_to.items():
         default = param.default
         if default is None:
-            assert flag in _computed(), (f"{where}: {flag}'s default is computed by the command; add the function "
-                                         f"that computes it to _computed() in {Path(__file__).name}")
-            default = _computed()[flag]()
+            assert flag in computed(), (f"{where}: {flag}'s default is computed by the command; add the function "
+                                         f"that computes it to computed() in {Path(__file__).name}")
+            default = computed()[flag]()
         actual[path] = default
-    wrong = {path: d for path, d in actual.items() if not _same(value, d, unset)}
+    wrong = {path: d for path, d in actual.items() if not same(value, d, unset)}
     assert not wrong, (f"{where}: the docs say {flag} defaults to {value!r}; the code: "
-                       + ", ".join(f"{path} {_shown(d, unset)!r}" for path, d in wrong.items())
+                       + ", ".join(f"{path} {shown(d, unset)!r}" for path, d in wrong.items())
                        + ("" if named else " (the paragraph names no command, so it speaks of every command with "
                           f"{flag}: name the commands it means)"))
 
@@ -247,14 +116,14 @@ RUNS_DEFAULT = re.compile(rf"\bdefault\b{_TEXT.replace('[^`;.]', '[^`;.]')}{{0,8
 
 def _runs_statements() -> list[tuple[str, str]]:
     return [(f"{page.relative_to(ROOT)}:{line}", m.group("path"))
-            for page in PAGES for line, text in _blocks(page) for m in RUNS_DEFAULT.finditer(text)]
+            for page in PAGES for line, text in blocks(page) for m in RUNS_DEFAULT.finditer(text)]
 
 
 RUNS_STATEMENTS = _runs_statements()
 
 
 def test_the_runs_statements_are_found():
-    assert {_as_written(p) for _, p in RUNS_STATEMENTS} >= {"sqlite:///runs/mlflow.db", "sqlite:///runs/optuna.db"}
+    assert {as_written(p) for _, p in RUNS_STATEMENTS} >= {"sqlite:///runs/mlflow.db", "sqlite:///runs/optuna.db"}
 
 
 @pytest.mark.parametrize("where,path", RUNS_STATEMENTS, ids=[f"{w} {p}" for w, p in RUNS_STATEMENTS])
@@ -262,9 +131,9 @@ def test_a_stated_runs_default_is_one_the_code_computes(where, path, unset):
     from personalign.labels.store import default_store_url
     from personalign.settings import cache_dir, default_sweep_storage, default_tracking_uri, runs_dir
 
-    computed = {_shown(f(), unset) for f in (default_tracking_uri, default_sweep_storage, default_store_url,
+    computed = {shown(f(), unset) for f in (default_tracking_uri, default_sweep_storage, default_store_url,
                                              cache_dir, runs_dir)}
-    assert _as_written(path).rstrip("/") in computed, f"{where}: {path} is no default the code computes: {sorted(computed)}"
+    assert as_written(path).rstrip("/") in computed, f"{where}: {path} is no default the code computes: {sorted(computed)}"
 
 
 # -- 3. the default model -------------------------------------------------------------------------------
@@ -309,14 +178,14 @@ def _rendered_docstrings() -> list[tuple[str, str]]:
 
 def _help_texts() -> list[tuple[str, str]]:
     out = []
-    for path, cmd in _commands().items():
+    for path, cmd in commands().items():
         out.append((f"personalign {path} --help", cmd.help or ""))
         out += [(f"personalign {path} {'/'.join(p.opts)}", getattr(p, "help", None) or "") for p in cmd.params]
     return out
 
 
 def _model_sources() -> list[tuple[str, str]]:
-    pages = [(f"{page.relative_to(ROOT)}:{line}", text) for page in PAGES for line, text in _blocks(page)]
+    pages = [(f"{page.relative_to(ROOT)}:{line}", text) for page in PAGES for line, text in blocks(page)]
     return pages + _rendered_docstrings() + _help_texts()
 
 
@@ -359,7 +228,7 @@ def _setting_defaults(runs: Path) -> dict[str, object]:
 def _setting_rows() -> list[tuple[str, str, str]]:
     rows = []
     for page in PAGES:
-        for _, head, body in _tables(page):
+        for _, head, body in tables(page):
             if "default" not in head:
                 continue
             col = head.index("default")
@@ -384,11 +253,11 @@ def test_a_settings_table_states_the_codes_default(where, name, cell, unset):
     assert name in defaults, (f"{where}: PERSONALIGN_{name} has no rule here; add what the code does with it unset "
                               f"to _setting_defaults() in {Path(__file__).name}")
     actual = defaults[name]
-    values = _literals(cell) or ([cell] if re.fullmatch(r"-?\d[\d,]*(\.\d+)?", cell) else [])
+    values = literals(cell) or ([cell] if re.fullmatch(r"-?\d[\d,]*(\.\d+)?", cell) else [])
     if values:
         for value in values:
-            assert _same(value, actual, unset), (f"{where}: PERSONALIGN_{name} defaults to {value!r} in the docs, "
-                                                 f"{_shown(actual, unset)!r} in the code")
+            assert same(value, actual, unset), (f"{where}: PERSONALIGN_{name} defaults to {value!r} in the docs, "
+                                                 f"{shown(actual, unset)!r} in the code")
         return
     words = cell.strip().lower()
     assert words in SETTING_WORDS, (f"{where}: cannot check the default {cell!r} of PERSONALIGN_{name}: state it as a "
@@ -405,7 +274,7 @@ def _model_key_rows() -> list[tuple[str, str, str, str]]:
     rows = []
     for page in PAGES:
         text = page.read_text(encoding="utf-8").splitlines()
-        for line, head, body in _tables(page):
+        for line, head, body in tables(page):
             if not {"key", "default"} <= set(head):
                 continue
             before = "\n".join(text[:line])
@@ -442,7 +311,7 @@ def _written_value(text: str):
 def test_a_key_tables_default_is_the_models_default(where, model, keys, default):
     module, _, attr = model.rpartition(".")
     cls = getattr(importlib.import_module(module), attr)
-    names = _literals(keys)
+    names = literals(keys)
     section = None
     written = [v.strip() for v in default.split(",")] if len(names) > 1 else [default]
     assert len(written) == len(names), f"{where}: {len(names)} keys, {len(written)} defaults"
@@ -465,71 +334,3 @@ def test_a_key_tables_default_is_the_models_default(where, model, keys, default)
             assert actual in (None, {}, []), f"{where}: {name}: the docs say none, the model's default is {actual!r}"
         else:
             assert actual == expected, f"{where}: {name} defaults to {value} in the docs, {actual!r} in {model}"
-
-
-# -- 6. the output types of a stage file --------------------------------------------------------------
-
-def _type_comments() -> list[tuple[str, str]]:
-    from personalign.stages import spec
-
-    sources = [*((p, p.read_text(encoding="utf-8")) for p in PAGES),
-               *((p, p.read_text(encoding="utf-8")) for p in sorted((ROOT / "examples").rglob("*.toml"))),
-               ("personalign stage init (spec.TEMPLATE)", spec.TEMPLATE), ("personalign/stages/spec.py docstring", spec.__doc__)]
-    return [(str(Path(str(w)).relative_to(ROOT)) if isinstance(w, Path) else w, m.group(1))
-            for w, text in sources for m in re.finditer(r'(?m)^\s*type\s*=\s*\S[^#\n]*#\s*(.+)$', text)]
-
-
-TYPE_COMMENTS = _type_comments()
-
-
-def _type_names(alternatives: str) -> set[str]:
-    names = set()
-    for alt in alternatives.split("|"):
-        alt = alt.strip()
-        names.add("list" if alt.startswith("[") or "list" in alt else alt.split()[0])
-    return names
-
-
-def test_the_type_comments_are_found():
-    wheres = {w for w, _ in TYPE_COMMENTS}
-    assert {"README.md", "docs/own-task.md", "personalign stage init (spec.TEMPLATE)"} <= wheres, wheres
-
-
-@pytest.mark.parametrize("where,alternatives", TYPE_COMMENTS, ids=[w for w, _ in TYPE_COMMENTS])
-def test_a_stated_list_of_output_types_is_what_a_stage_file_accepts(where, alternatives):
-    from personalign.stages.spec import TYPES
-
-    assert _type_names(alternatives) == {*TYPES, "list"}, f"{where}: {alternatives!r}; a stage file accepts {TYPES} and a list"
-
-
-def test_the_unknown_type_error_offers_every_accepted_type():
-    from pydantic import ValidationError
-
-    from personalign.stages.spec import TYPES, OutputSpec
-
-    with pytest.raises(ValidationError) as caught:
-        OutputSpec(name="x", type="complex")
-    message = str(caught.value)
-    assert all(re.search(rf"\b{t}\b", message) for t in TYPES) and "list" in message, message
-
-
-@pytest.mark.parametrize("typ,value", [("bool", True), ("int", 3), ("float", 0.25), ("str", "high")])
-def test_every_output_type_the_docs_offer_validates_with_its_data(typ, value, tmp_path):
-    """``stage validate``'s checks (a stage file and rows of that type) accept every type listed."""
-    import json
-
-    from personalign.stages import check_data, resolve_stage
-    from personalign.stages.spec import TYPES
-
-    assert typ in TYPES
-    kind = "binary" if typ == "bool" else "scored"
-    (tmp_path / "m.py").write_text("def score(example, pred, trace=None):\n    return 1.0\n")
-    (tmp_path / "s.toml").write_text(
-        f'name = "t"\ninstructions = "Decide."\nkind = "{kind}"\nlabel = "y"\n'
-        + ('metric = "m.py:score"\n' if kind == "scored" else "")
-        + f'[inputs]\ntext = "a text"\n[output]\nname = "y"\ntype = "{typ}"\n')
-    rows = [{"id": f"r{i}", "split": s, "text": f"t{i}", "y": value if typ != "bool" else i % 2 == 0}
-            for i, s in enumerate(["train"] * 4 + ["val"] * 2)]
-    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    facts = check_data(resolve_stage(str(tmp_path / "s.toml")), tmp_path / "d.jsonl", train_split="train")
-    assert facts["n"] == 6
