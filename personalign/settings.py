@@ -194,6 +194,11 @@ def default_tracking_uri() -> str:
     return f"sqlite:///{runs_dir() / 'mlflow.db'}"
 
 
+def default_sweep_storage() -> str:
+    """The Optuna storage of a sweep given no ``--storage``: ``sqlite:///RUNS/optuna.db``."""
+    return f"sqlite:///{runs_dir() / 'optuna.db'}"
+
+
 def endpoint_env() -> tuple[str | None, dict]:
     """Where non-embedded models run: ``(PERSONALIGN_API_BASE or None, PERSONALIGN_LM_KWARGS as a
     dict)``. The kwargs (a JSON object, e.g. ``{"api_key": "none", "extra_body": {"repeat_penalty":
@@ -258,4 +263,5 @@ def check_lm_kwargs(kwargs: dict) -> None:
 
 
 __all__ = ["OFFLINE_DEFAULTS", "EXPECTED", "N_CTX_MAX", "N_CTX_MIN", "PATH_SETTINGS", "cache_dir", "check_environment",
-           "check_lm_kwargs", "check_regular_file", "default_tracking_uri", "endpoint_env", "env_settings", "models_dir", "runs_dir"]
+           "check_lm_kwargs", "check_regular_file", "default_sweep_storage", "default_tracking_uri", "endpoint_env",
+           "env_settings", "models_dir", "runs_dir"]

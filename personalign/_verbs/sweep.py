@@ -48,7 +48,7 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
         ConfigurationError: a bad argument, space, storage or model; a study created with other data.
         DataError: unreadable data, an empty split, a strategy the training rows cannot fit.
     """
-    from personalign.settings import runs_dir
+    from personalign.settings import default_sweep_storage
     from personalign.stages import resolve_stage
     from personalign.sweeps.runner import Sweep, default_study_name
     from personalign.sweeps.storage import check_study_name
@@ -65,7 +65,7 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
     st = resolve_stage(stage)
     ds = load_data(st, data)
     sp = SearchSpace.load(st, space)
-    url = storage or f"sqlite:///{runs_dir() / 'optuna.db'}"
+    url = storage or default_sweep_storage()
     name = check_study_name(study_name) if study_name is not None else default_study_name(
         st.name, ds.path or Path("examples"), split, sp)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -150,9 +150,15 @@ def exit_code(exc: KeyboardInterrupt) -> int:
 
 
 def message(exc: KeyboardInterrupt) -> str:
-    """The one stderr line of an interrupted command."""
+    """The one stderr line of an interrupted command; it names the files that keep a partial
+    result (``"complete": false``) only when the command wrote one
+    (:func:`personalign.errors.note_partial`)."""
     name = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
-    return f"interrupted ({name}): open MLflow runs closed as KILLED, no complete result written (a partial one says \"complete\": false)"
+    line = f"interrupted ({name}): open MLflow runs closed as KILLED, no complete result written"
+    partial = list(dict.fromkeys(getattr(exc, "partial_files", None) or ()))
+    if partial:
+        line += f"; the partial result (\"complete\": false) is in {', '.join(partial)}"
+    return line
 
 
 __all__ = ["exit_code", "handle_signals", "interrupt_of", "message"]
