@@ -42,7 +42,7 @@ def result_figures(result: dict) -> list[dict]:
 
 def result_record(result: dict, command: str | None = None) -> dict:
     """The :mod:`personalign.record` run record of a compare result (figures included)."""
-    from personalign.lm import adapter_for
+    from personalign.lm import adapter_name
     from personalign.record import run_record, slug
 
     model = result.get("lm")
@@ -55,7 +55,7 @@ def result_record(result: dict, command: str | None = None) -> dict:
     return run_record(slug(f"compare-{result['stage']}"), result_figures(result), command=command,
                       title=f"compare {result['stage']} ({'leave-one-group-out' if result.get('cv') else 'single split'})",
                       model=model if uses_lm else None,
-                      adapter=type(adapter_for(model)).__name__ if uses_lm else None, data=result.get("data"),
+                      adapter=adapter_name(model) if uses_lm else None, data=result.get("data"),
                       data_sha256=result.get("data_sha256"), resampling=resampling, stage=result["stage"],
                       extra={"seed": result.get("seed"), "n_boot": result.get("n_boot"),
                              "strategies": [r["name"] for r in rows], "complete": result.get("complete", True)})
