@@ -16,19 +16,24 @@ def fmt_ci(value, ci, rng=None, sign: str = "") -> str:
     return format_figure(value, ci, rng, sign)
 
 
-def p_cell(d: dict, mcnemar: dict | None = None) -> str:
-    """Sign-flip p over clusters (Holm-adjusted when present, with the smallest reachable p and, when
-    not significant, the minimum detectable effect); else the item-level McNemar p, labelled."""
-    perm = d.get("permutation")
-    if perm is None:
-        return "-" if mcnemar is None else f"{mcnemar['p_value']:.3g} (McNemar, item-level)"
-    p = d.get("p_holm", perm["p_value"])
-    cell = f"{p:.3g}{' Holm' if 'p_holm' in d else ''} (min {perm['p_min']:.3g})"
-    if p >= 0.05 and perm["p_min"] >= 0.05:  # too few clusters: no test here could reach 0.05
-        cell += "; too few clusters to show a difference"
-    elif p >= 0.05 and d.get("mde") is not None and d.get("ci") is not None:  # an MDE needs >= 5 clusters' SE
-        cell += f"; no difference shown, MDE ±{d['mde']:.2f}"
-    return cell
+def p_cell(vs: dict, mcnemar: dict | None = None) -> str:
+    """The p of a comparison (a row's ``vs_first`` / ``vs_uncompiled``, or its difference dict) as
+    the command line prints it: ``0.031 (Holm; min 0.0156)``
+    (:func:`personalign.metrics.paired.p_parts`, the results page's too)."""
+    from personalign.metrics.paired import p_parts
+
+    text, notes = p_parts(vs, mcnemar)
+    return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def vs_line_p(vs: dict) -> str:
+    """``p 0.031 (min 0.0156; paired permutation of f1, prompts swapped)``: a comparison's p with its test named."""
+    from personalign.metrics.paired import comparison_test, p_parts, describe_test
+
+    text, notes = p_parts(vs)
+    label = describe_test(comparison_test(vs)[0], vs.get("mcnemar"))
+    notes = notes + ([label] if label and label not in notes else [])
+    return f"p {text}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _vs_first(row: dict) -> tuple[str, str]:
@@ -36,11 +41,13 @@ def _vs_first(row: dict) -> tuple[str, str]:
     if not vs:
         return "(reference)", "-"
     d = vs["diff"]
-    return fmt_ci(d["diff"], d.get("ci"), d.get("range"), "+"), p_cell(d, vs.get("mcnemar"))
+    return fmt_ci(d["diff"], d.get("ci"), d.get("range"), "+"), p_cell(vs)
 
 
 def render_table(result: dict):
     from rich.table import Table
+
+    from personalign.metrics.paired import p_header
 
     binary = result.get("kind", "binary") == "binary"
     key = result.get("metric", "f1")
@@ -55,7 +62,7 @@ def render_table(result: dict):
     cols = ["strategy", f"{key} [95% CI]"] + ([f"{objective} (objective)"] if extra else [])
     if binary:
         cols += ["precision", "recall", f"{result.get('positive_name', 'yes')}-rate"]
-    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", "p (sign-flip over clusters)"]
+    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", p_header(result)]
     for col in cols:
         table.add_column(col, justify="left" if col == "strategy" else "right",
                          no_wrap=not col.startswith(("p (", f"Δ{key}")), min_width=len(col) if col == "strategy" else None)
@@ -89,6 +96,8 @@ def groups_renderables(result: dict) -> list:
     per-group table (each group's figure with its interval) and what the intervals resample."""
     from rich.table import Table
 
+    from personalign.metrics.paired import p_header
+
     out: list = []
 
     key, ng = result.get("metric", "f1"), result["n_groups"]
@@ -97,7 +106,7 @@ def groups_renderables(result: dict) -> list:
              + (f", lm {result['lm']})" if result.get("lm") else ")"))
     head = Table(title=title)
     cols = ["strategy", f"mean per-{gk} {key} (headline)", f"pooled {key}", f"worst {gk}",
-            f"Δ mean {key} vs first", "p (sign-flip over groups)", "LM calls eval+compile", "seconds"]
+            f"Δ mean {key} vs first", p_header(result), "LM calls eval+compile", "seconds"]
     for c in cols:
         head.add_column(c, justify="left" if c == "strategy" else "right", no_wrap=c != cols[5])
     for row in result["strategies"]:
@@ -140,11 +149,9 @@ def notes(result: dict) -> list[str]:
               f"fewer than 5 {gk}s: the range of the per-{gk} figures, no percentile interval"),
            f"pooled: {key} of all out-of-{gk} predictions together; per-{gk} intervals resample {', '.join(units)}"]
     if first and len(result["strategies"]) > 1:
-        p_min = 2.0 / 2 ** ng if ng <= 16 else None
-        out.append(f"p: sign-flip permutation of the per-{gk} differences, exact over 2^{ng} sign vectors"
-                   + (f" (smallest reachable p = {p_min:.3g})" if p_min else "")
-                   + ("; Holm-adjusted over the comparisons" if len(result["strategies"]) > 2 else "")
-                   + "; MDE = (1.96 + 0.84) × SE of the difference over resampled groups")
+        from personalign.metrics.paired import p_note
+
+        out.append(p_note(result) + "; MDE = (1.96 + 0.84) × SE of the difference over resampled groups")
     out.append(f"reproducible: the same data, seed ({result.get('seed')}) and model give the same figures (LM calls "
                "at temperature 0, in a fixed order; bootstrap seeded); what varies run to run is the seconds and the LM "
                "call counts (0 when the DSPy cache already holds a call)")
@@ -157,10 +164,10 @@ def single_renderables(result: dict) -> list:
     """A single-split comparison: the table, what its intervals resample, each compile's summary
     line, compiled-vs-uncompiled pairs and repeat notes."""
     key = result.get("metric", "f1")
+    from personalign.metrics.paired import p_note
+
     out: list = [render_table(result)]
-    line = resampling_line(result)
-    if line:
-        out.append(line)
+    out += [line for line in (resampling_line(result), p_note(result)) if line]
     for row in result["strategies"]:
         summary = compile_summary_line(row["name"], row.get("compile"))
         if summary:
@@ -169,7 +176,7 @@ def single_renderables(result: dict) -> list:
         if vs:
             d = vs["diff"]
             out.append(f"{row['name']} vs {vs['against']} (compiled vs uncompiled, paired on the same examples): "
-                       f"Δ{key} {fmt_ci(d['diff'], d.get('ci'), d.get('range'), '+')}, p {p_cell(d, vs.get('mcnemar'))}")
+                       f"Δ{key} {fmt_ci(d['diff'], d.get('ci'), d.get('range'), '+')}, {vs_line_p(vs)}")
     out += [f"{row['name']}: {row['repeat_note']}" for row in result["strategies"] if row.get("repeat_note")]
     return out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from personalign.metrics.cluster import format_figure, resampling_note
+from personalign.metrics.paired import comparison_test, p_header, p_note, p_parts, describe_test
 from personalign.record import group_noun
 
 __all__ = ["WIDE_GROUPS", "summary_table", "group_table", "cell", "figure_cell", "p_cell", "is_cv"]
@@ -39,23 +40,14 @@ def _num(value, fmt: str = ".3f") -> str:
     return "-" if value is None or value != value else f"{value:{fmt}}"
 
 
-def p_cell(diff: dict, mcnemar: dict | None = None, unit: str = "clusters") -> dict[str, Any]:
-    """The p of a comparison with the first strategy, naming its test on the second line: the
-    sign-flip permutation over ``unit`` (Holm-adjusted when present; with the smallest reachable p
-    and, when not significant, why: too few clusters, or the minimum detectable effect), else the
-    item-level McNemar test (a test of accuracy), else ``-``."""
-    perm = diff.get("permutation")
-    if perm is None:
-        if mcnemar is None:
-            return cell("-")
-        return cell(f"{mcnemar['p_value']:.3g}", "McNemar, item-level (a test of accuracy)", "p")
-    p = diff.get("p_holm", perm["p_value"])
-    sub = f"{perm.get('test', 'sign-flip')} over {unit}{', Holm' if 'p_holm' in diff else ''}; min {perm['p_min']:.3g}"
-    if p >= 0.05 and perm["p_min"] >= 0.05:
-        sub += "; too few clusters to show a difference"
-    elif p >= 0.05 and diff.get("mde") is not None and diff.get("ci") is not None:
-        sub += f"; no difference shown, MDE ±{diff['mde']:.2f}"
-    return cell(f"{p:.3g}", sub, "p sig" if p < 0.05 else "p")
+def p_cell(vs: dict, mcnemar: dict | None = None) -> dict[str, Any]:
+    """The p of a comparison with the first strategy (a row's ``vs_first`` / ``vs_uncompiled``, or
+    its difference dict), its notes on the second line: the command line's cell
+    (:func:`personalign.metrics.paired.p_parts`; the column header names the test)."""
+    text, notes = p_parts(vs, mcnemar)
+    if text == "-":
+        return cell("-", "; ".join(notes) or None)
+    return cell(text, "; ".join(notes) or None, "p sig" if float(text) < 0.05 else "p")
 
 
 def _binary_cells(row: dict) -> list[dict]:
@@ -75,8 +67,7 @@ def _single_summary(result: dict) -> dict[str, Any]:
     pos = result.get("positive_name", "yes")
     cols = ["strategy", f"{key} [95% CI]"] + ([f"{objective} (objective)"] if extra else [])
     cols += ["precision", "recall", f"{pos}-rate"] if binary else []
-    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", "p"]
-    unit = (next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None) or {}).get("unit")
+    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", p_header(result)]
     rows = []
     for r in result["strategies"]:
         cells = [cell(r["name"], cls="name"), figure_cell(r.get(key), r.get(f"{key}_ci"), r.get(f"{key}_range"))]
@@ -89,22 +80,22 @@ def _single_summary(result: dict) -> dict[str, Any]:
             cells += [cell("(reference)", cls="muted"), cell("-")]
         else:
             d = vs["diff"]
-            cells += [figure_cell(d["diff"], d.get("ci"), d.get("range"), "+"),
-                      p_cell(d, vs.get("mcnemar"), f"{unit}s" if unit and unit != "item" else "clusters")]
+            cells += [figure_cell(d["diff"], d.get("ci"), d.get("range"), "+"), p_cell(vs)]
         rows.append(cells)
     head = f"{result.get('stage')} on {result.get('split')} (n={result.get('n')}"
     if binary and result.get("gold_yes_rate") is not None:
         head += f", human {pos}-rate {result['gold_yes_rate']:.1%}"
     if result.get("adapter"):
         head += f", lm {result.get('lm')}, adapter {result['adapter']}"
-    notes = [resampling_note(next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None))]
+    notes = [resampling_note(next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None)),
+             p_note(result)]
     for r in result["strategies"]:
         vs = r.get("vs_uncompiled")
         if vs:
             d = vs["diff"]
             notes.append(f"{r['name']} vs {vs['against']} (compiled vs uncompiled, same rows): Δ{key} "
                          f"{format_figure(d['diff'], d.get('ci'), d.get('range'), '+')}, "
-                         f"p {p_cell(d, vs.get('mcnemar'))['text']}")
+                         f"p {p_cell(vs)['text']} ({describe_test(comparison_test(vs)[0], vs.get('mcnemar'))})")
     return {"title": head + ")", "columns": cols, "rows": rows, "notes": [n for n in notes if n] + _row_notes(result)}
 
 
@@ -114,7 +105,7 @@ def _cv_summary(result: dict) -> dict[str, Any]:
     pos = result.get("positive_name", "yes")
     cols = ["strategy", f"mean per-{gk} {key} (headline)", f"pooled {key}"]
     cols += ["precision", "recall", f"{pos}-rate"] if binary else []
-    cols += [f"worst {gk}", "LM calls eval+compile", "seconds", "failures", f"Δ mean {key} vs first", "p"]
+    cols += [f"worst {gk}", "LM calls eval+compile", "seconds", "failures", f"Δ mean {key} vs first", p_header(result)]
     rows = []
     for r in result["strategies"]:
         h, pooled, vs = r["headline"], r["pooled"], r.get("vs_first")
@@ -123,7 +114,7 @@ def _cv_summary(result: dict) -> dict[str, Any]:
         cells += _binary_cells(pooled) if binary else []
         cells += [cell(_num(r["worst"]["value"]), str(r["worst"]["group"]), "fig"), *_cost_cells(r)]
         cells += ([cell("(reference)", cls="muted"), cell("-")] if not vs else
-                  [figure_cell(vs["diff"], vs.get("ci"), vs.get("range"), "+"), p_cell(vs, unit=f"{gk}s")])
+                  [figure_cell(vs["diff"], vs.get("ci"), vs.get("range"), "+"), p_cell(vs)])
         rows.append(cells)
     title = f"{result.get('stage')}: leave-one-{gk}-out over {ng} {gk}s (n={result.get('n')}" + \
         (f", lm {result['lm']})" if result.get("lm") else ")")
@@ -132,12 +123,10 @@ def _cv_summary(result: dict) -> dict[str, Any]:
                 f"fewer than 5 {gk}s: the range of the per-{gk} figures, no percentile interval"),
              f"pooled: {key} of all out-of-{gk} predictions together"
              + ("; precision, recall and rate are of the pooled predictions" if binary else "")]
-    if len(result["strategies"]) > 1:
-        notes.append(f"p: sign-flip permutation of the per-{gk} differences"
-                     + ("; Holm-adjusted over the comparisons" if len(result["strategies"]) > 2 else ""))
+    notes.append(p_note(result))
     if result.get("complete") is False:
         notes.append("partial result: not every strategy has run yet")
-    return {"title": title, "columns": cols, "rows": rows, "notes": notes + _row_notes(result)}
+    return {"title": title, "columns": cols, "rows": rows, "notes": [n for n in notes if n] + _row_notes(result)}
 
 
 def _row_notes(result: dict) -> list[str]:
