@@ -33,8 +33,16 @@ def row_arrays(done: list[FoldResult]) -> dict:
 
 class _Table:
     def __init__(self, stage, result: dict, folds: list, *, n_boot: int, seed: int) -> None:
-        self.stage, self.result, self.n_boot, self.seed = stage, result, n_boot, seed
+        self.stage, self.result, self.n_boot, self.seed, self.folds = stage, result, n_boot, seed, folds
         self.examples = [ex for f in folds for ex in f.test]  # the scored rows, in fold order
+        self.human = self.human_row()  # the human ceiling where the rows carry annotations of >= 3 people
+        if self.human is not None:
+            result["human"] = self.human
+
+    def human_row(self) -> dict | None:
+        from personalign._verbs.human import human_on_rows
+
+        return human_on_rows(self.stage, self.examples, n_boot=self.n_boot, seed=self.seed)
 
     def candidate(self, name: str, info, done: list[FoldResult], model: str | None):
         """The :class:`~personalign.tracking.callbacks.Candidate` of the strategy just added."""
@@ -87,6 +95,10 @@ class SplitTable(_Table):
                **row_arrays(done)}
         if reference:
             row["reference"] = True
+        if self.human is not None:
+            from personalign._verbs.human import share_on_rows
+
+            row["share_of_human"] = share_on_rows(st, self.human, self.examples, report)
         first = next(iter(self.reports.values()), None)
         if first is not None:
             row["vs_first"] = {"against": self.result["strategies"][0]["name"],
@@ -120,6 +132,11 @@ class GroupTable(_Table):
         super().__init__(stage, result, folds, n_boot=n_boot, seed=seed)
         self.rows: list[dict] = []
 
+    def human_row(self) -> dict | None:
+        from personalign._verbs.human import human_over_groups
+
+        return human_over_groups(self.stage, self.folds, n_boot=self.n_boot, seed=self.seed)
+
     def add(self, name: str, info, done: list[FoldResult], *, reference: bool) -> dict:
         from personalign._verbs.groups import add_holm, paired_groups, public_row, summarize_strategy
 
@@ -133,6 +150,10 @@ class GroupTable(_Table):
         row.update(row_arrays(done))
         if reference:
             row["reference"] = True
+        if self.human is not None:
+            from personalign._verbs.human import share_over_groups
+
+            row["share_of_human"] = share_over_groups(self.stage, self.human, self.folds, [f.report for f in done])
         if self.rows:
             row["vs_first"] = paired_groups(row, self.rows[0], seed=self.seed, group_key=self.stage.group_key)
         self.rows.append(row)

@@ -8,7 +8,9 @@ What each verb's run holds:
 * ``compare``: params (stage, data and its sha256, splits, model, seed), the evaluation (and
   training) rows as datasets, one child run per strategy (its figures, predictions, traces, a
   registered prompt when compiled), ``<metric>/<strategy>`` and ``best_<metric>`` summary metrics,
-  the result JSON and chart; leave-one-group-out adds ``<strategy>.mean_group_<metric>``.
+  the result JSON and chart; leave-one-group-out adds ``<strategy>.mean_group_<metric>``; rows
+  annotated by >= 3 people add the human ceiling and each strategy's share of it
+  (:mod:`personalign.tracking.human`).
 * ``compile``: the compile record's numbers, ``program.json`` and ``prompt.md``, the prompt.
 * ``eval``: the figures, predictions and traces. ``sweep``: a child run per trial (opened when the
   trial starts: a killed worker's run is closed by the next one), the study's counts and best figures.
@@ -143,9 +145,10 @@ class MLflowCallback(RunCallback):
             info["prompt"] = prompt
 
     def _end_eval(self, run: RunInfo, c: Candidate) -> None:
+        from personalign.tracking.human import human_metrics
         from personalign.tracking.native import log_predictions
 
-        self.tracker.log_metrics({k: v for k, v in c.row.items() if k not in ("seed",)})
+        self.tracker.log_metrics({k: v for k, v in c.row.items() if k not in ("seed",)} | human_metrics(c.row))
         log_predictions(self.tracker, run.stage, c.examples, c.report)
 
     def _end_sweep(self, run: RunInfo, c: Candidate) -> None:
@@ -179,9 +182,11 @@ class MLflowCallback(RunCallback):
             self.tracker.client().delete_run(run_id)
 
     def _summary_compare(self, run: RunInfo, result: dict) -> None:
+        from personalign.tracking.human import human_metrics
         from personalign.tracking.native import log_summary
 
         result["mlflow_run_id"] = run.state["mlflow"]
+        self.tracker.log_metrics(human_metrics(result))  # the human ceiling and the shares of it ({} without)
         if result.get("cv") != "groups":
             log_summary(self.tracker, result)
             return

@@ -74,9 +74,9 @@ def test_summary_table_has_the_cli_columns_and_figures(single_split, cv_groups):
     reference, first, second = single["rows"]  # compare puts the stage's reference strategy first
     assert reference[0]["text"] in ("all-yes", "all-no") and first[0]["text"] == "majority"
     assert second[-2]["text"].startswith(("+", "-"))
-    test = second_test = single_split[0]["strategies"][2]["vs_first"]["paired_test"]
+    test = single_split[0]["strategies"][2]["vs_first"]["paired_test"]
     assert second[-1]["text"] == f"{test.get('p_holm', test['p_value']):.3g}" and "min" in second[-1]["sub"]
-    assert second_test["unit"] == "topic" and second_test["statistic"] == "f1"
+    assert test["unit"] == "topic" and test["statistic"] == "f1"
     assert any(n.startswith("p: paired permutation test of the f1 difference") for n in single["notes"])
     cv = summary_table(cv_groups[0])
     assert cv["columns"][1] == "mean per-prompt f1 (headline)" and "worst prompt" in cv["columns"]
