@@ -37,6 +37,33 @@ def result_figures(result: dict) -> list[dict]:
             out.append(figure(f"{stage}.{result['split']}.{name}.{key}", f"{name}: {key} on split {result['split']} "
                               "(single split)", row[key], metric=key, strategy=name, ci=row.get(f"{key}_ci"), n=row["n"],
                               note=(row.get("resampling") or {}).get("unit")))
+    return out + _human_figures(result)
+
+
+def _human_figures(result: dict) -> list[dict]:
+    """The run-record figures of a result's human row (none without one): the ceiling
+    (leave-one-group-out: its mean per group, pooled) and each strategy's share of it."""
+    from personalign.record import cv_tag, figure
+
+    h = result.get("human")
+    if not h:
+        return []
+    m, stage = h["metric"], result["stage"]
+    note = f"each annotator against the majority of the others; {h['n']} judgments, {h['n_annotators']} annotators"
+    if result.get("cv") == "groups":
+        base, hd = f"{stage}.{cv_tag(result['group_key'])}.human.{m}", h["headline"]
+        out = [figure(f"{base}_mean", f"human ceiling: mean per-group {m}, held-out rows of each group", hd["value"],
+                      metric=f"{m}_mean", strategy="human", ci=hd["ci"], n=hd["n_groups"], note=note),
+               figure(f"{base}_pooled", f"human ceiling: {m} of all judgments", h["pooled"]["value"], metric=m,
+                      strategy="human", ci=h["pooled"]["ci"], n=h["n"], note=note)]
+        tag = cv_tag(result["group_key"])
+    else:
+        tag = result["split"]
+        out = [figure(f"{stage}.{tag}.human.{m}", f"human ceiling: {m} on split {tag}", h[m], metric=m,
+                      strategy="human", ci=h.get(f"{m}_ci"), n=h["n"], note=note)]
+    out += [figure(f"{stage}.{tag}.{r['name']}.share_of_human", f"{r['name']}: {m} as a share of the human ceiling",
+                   r["share_of_human"], metric="share", strategy=r["name"], n=None, note="same rows as the ceiling")
+            for r in result.get("strategies", []) if r.get("share_of_human") is not None]
     return out
 
 
@@ -77,6 +104,7 @@ def plot_groups(result: dict, path) -> Any:
         ax.bar(i, h["value"], yerr=[[h["value"] - lo], [hi - h["value"]]], capsize=4, color="#4c72b0")
         ax.plot([i] * len(r["by_group"]), [g[key] for g in r["by_group"]], "o", color="black", ms=3)
     ax.set_xticks(range(len(rows)), [r["name"] for r in rows], rotation=20, ha="right")
+    _ceiling_line(ax, result, (result.get("human") or {}).get("headline", {}).get("value"))
     ax.set_ylim(0, 1)
     ax.set_ylabel(f"mean per-{result['group_key']} {key}")
     ax.set_title(f"{result['stage']}, leave-one-{result['group_key']}-out ({result['n_groups']} groups, n={result['n']})")
@@ -88,6 +116,14 @@ def plot_groups(result: dict, path) -> Any:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _ceiling_line(ax, result: dict, value: float | None) -> None:
+    """A dotted line at the human ceiling, when the result has one in the plotted metric."""
+    human = result.get("human")
+    if human and human["metric"] == result.get("metric", "f1") and value is not None:
+        ax.axhline(value, color="#b5651d", ls=":", lw=1.5, label=f"human ceiling ({value:.2f})")
+        ax.legend(loc="upper right", fontsize=8)
 
 
 def plot_result(result: dict[str, Any], path: Path) -> Path:
@@ -109,6 +145,8 @@ def plot_result(result: dict[str, Any], path: Path) -> Path:
     if key == "f1" and "gold_yes_rate" in result:
         ax.axhline(2 * result["gold_yes_rate"] / (1 + result["gold_yes_rate"]), color="grey", ls="--", lw=1,
                    label=f"all-{result.get('positive_name', 'yes')} F1")
+    _ceiling_line(ax, result, (result.get("human") or {}).get(key))
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper right", fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_ylabel(f"{key} vs human labels (95% CI)")

@@ -13,7 +13,9 @@ What each verb's run holds:
   training) rows as datasets, one child run per strategy (:func:`~personalign.tracking.summary.child_tags`,
   its figures under stable names, predictions, traces with assessments, a registered prompt when
   compiled), ``<metric>/<strategy>`` (leave-one-group-out: ``<strategy>.mean_group_<metric>``) and
-  ``best_<metric>`` summary metrics, the summary table, the result JSON and chart.
+  ``best_<metric>`` summary metrics, the summary table, the result JSON and chart; rows
+  annotated by >= 3 people add the human ceiling and each strategy's share of it
+  (:mod:`personalign.tracking.human`).
 * ``compile``: the compile record's numbers, ``program.json`` and ``prompt.md``, the prompt.
 * ``eval``: the figures, predictions and traces with assessments. ``sweep``: a child run per trial
   (opened when the trial starts: a killed worker's run is closed by the next one), the study's
@@ -177,9 +179,10 @@ class MLflowCallback(RunCallback):
             info["prompt"] = prompt
 
     def _end_eval(self, run: RunInfo, c: Candidate) -> None:
+        from personalign.tracking.human import human_metrics
         from personalign.tracking.native import log_predictions
 
-        self.tracker.log_metrics({k: v for k, v in c.row.items() if k not in ("seed",)})
+        self.tracker.log_metrics({k: v for k, v in c.row.items() if k not in ("seed",)} | human_metrics(c.row))
         log_predictions(self.tracker, run.stage, c.examples, c.report)
         calls = [call for stats in run.state.get("mlflow_traces", {}).pop(c.name, []) for call in stats["calls"]]
         self._assess(run, c, c.examples, calls, c.report.get("correct"), c.report.get("predictions"))
@@ -215,9 +218,11 @@ class MLflowCallback(RunCallback):
             self.tracker.client().delete_run(run_id)
 
     def _summary_compare(self, run: RunInfo, result: dict) -> None:
+        from personalign.tracking.human import human_metrics
         from personalign.tracking.summary import log_summary
 
         result["mlflow_run_id"] = run.state["mlflow"]
+        self.tracker.log_metrics(human_metrics(result))  # the human ceiling and the shares of it ({} without)
         log_summary(self.tracker, result)
 
     def _summary_sweep(self, run: RunInfo, result: dict) -> None:
