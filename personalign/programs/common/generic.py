@@ -30,7 +30,6 @@ from personalign.programs.common.logistic import LogisticSelector
 from personalign.programs.common.scorer import ThresholdedScorer
 
 _OPT = "personalign.optimizers"
-_margins: dict[tuple, float] = {}
 
 
 class SignatureModule(dspy.Module):
@@ -125,7 +124,9 @@ class YesProb(_Positive, ThresholdedScorer):
     """Positive when the yes/no margin (nats, oriented so that higher = positive class) reaches
     ``threshold``. One prompt evaluation per example, no generation: an embedded model's exact
     next-token distribution, or an endpoint's ``top_logprobs`` (as relevance's ``yes-prob``).
-    Margins are kept in DSPy's cache (:func:`personalign.lm.scoring.cached_yes_no_margin`).
+    Margins are cached (:func:`personalign.lm.scoring.cached_yes_no_margin`); an embedded model's
+    is one forward pass shared with every strategy whose prompt has the same tokens
+    (:func:`personalign.lm.forward.yes_no_pass`).
 
     Raises:
         ConfigurationError: an endpoint that returns no ``top_logprobs``. RuntimeError: predicting
@@ -167,14 +168,7 @@ class YesProb(_Positive, ThresholdedScorer):
         model = _lm_model(self.fitted_model)
         self.fitted_model = model
         sign = 1.0 if self.positive else -1.0
-        out = []
-        for ex in examples:
-            msgs = self.messages(ex)
-            key = (model, repr(msgs))
-            if key not in _margins:
-                _margins[key] = cached_yes_no_margin(model, msgs)
-            out.append(sign * _margins[key])
-        return out
+        return [sign * cached_yes_no_margin(model, self.messages(ex)) for ex in examples]
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {"threshold": self.threshold, "model": self.fitted_model}
