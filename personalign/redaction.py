@@ -57,6 +57,8 @@ _KWARGS_FLAGS = frozenset({"--lm-kwargs"})
 _NO_VALUE = frozenset({MASK, "", "null", "None", "true", "false", "True", "False"})
 
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^\s/?#'\"<>]+)@")
+# user:password@host without a well-formed scheme ("http//u:pw@h", "u:pw@h"): the password masked
+_BARE_USERINFO = re.compile(r"(?P<user>[^\s/:@'\"<>]+):(?P<pw>[^\s/@'\"<>]+)@(?=[\w\[])")
 _CREDENTIAL = re.compile(r"\b(?P<scheme>Bearer)(?P<sp>\s+)(?P<cred>[A-Za-z0-9._~+/=:-]{4,})")
 _FLAG = re.compile(r"(?<!\S)(?P<flag>--?[A-Za-z][\w-]*)(?:=|\s+)")
 _FLAG_VALUE = re.compile(r"'[^']*'|\"(?:\\.|[^\"\\])*\"|\S+")
@@ -169,6 +171,7 @@ def _text(text: str, known: list[str]) -> str:
     text = _pairs(text)
     text = _CREDENTIAL.sub(lambda m: m["scheme"] + m["sp"] + MASK, text)
     text = _URL_USERINFO.sub(_userinfo, text)
+    text = _BARE_USERINFO.sub(lambda m: m[0] if m["pw"] == MASK else f"{m['user']}:{MASK}@", text)
     for secret in known:
         if secret in text:
             text = text.replace(secret, MASK)

@@ -23,7 +23,7 @@ import os
 import stat
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from personalign.errors import ConfigurationError
 
@@ -37,16 +37,11 @@ HINT = "pass another --tracking-uri, or --no-track"
 
 
 def shown(uri: str) -> str:
-    """``uri`` without a password (``http://user:***@host/``), safe to print."""
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return uri
-    if parts.password is None:
-        return uri
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """``uri`` safe to print: a password, a token user-info and secret query parameters as ``***``
+    (:func:`personalign.redaction.redact`)."""
+    from personalign.redaction import redact
+
+    return redact(uri)
 
 
 def bound_mlflow_http() -> None:
@@ -84,6 +79,36 @@ def check_reachable(url: str, timeout: float = REACH_TIMEOUT_S) -> None:
         else:
             why = (getattr(reason, "strerror", None) or str(reason) or type(reason).__name__).splitlines()[0][:120]
         raise ConfigurationError(f"MLflow tracking server {shown(url)} cannot be reached ({why}); "
+                                 f"start it, or {HINT}") from None
+
+
+DB_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}  # SQLAlchemy dialects MLflow takes
+
+
+def check_db_reachable(url: str, timeout: float = REACH_TIMEOUT_S) -> None:
+    """A database server (``postgresql://``, ``mysql+pymysql://``, ...) accepts a TCP connection on
+    its host and port within ``timeout`` seconds; MLflow's own store retries a refused connection
+    with backoff for about two minutes. A Unix-socket URL (no host) is left to the driver.
+
+    Raises:
+        ConfigurationError: one line naming the URL (password hidden), what happened and the bound.
+    """
+    import socket
+
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or DB_PORTS[parts.scheme.split("+", 1)[0].lower()]
+    except ValueError as exc:
+        raise ConfigurationError(f"MLflow tracking URI {shown(url)} is not a valid URL ({exc})") from None
+    if not host:
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        why = (f"no answer within {timeout:g} s" if isinstance(exc, (socket.timeout, TimeoutError))
+               else "connection refused" if isinstance(exc, ConnectionRefusedError)
+               else (exc.strerror or type(exc).__name__))
+        raise ConfigurationError(f"MLflow tracking database {shown(url)} cannot be reached ({why}); "
                                  f"start it, or {HINT}") from None
 
 
@@ -156,6 +181,8 @@ def check_tracking_uri(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
     scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
     if scheme in ("http", "https"):
         check_reachable(uri, timeout)
+    elif scheme.split("+", 1)[0] in DB_PORTS:
+        check_db_reachable(uri, timeout)
     elif uri.startswith("sqlite:///"):
         db = uri[len("sqlite:///"):].split("?", 1)[0]
         if db and db != ":memory:":
@@ -216,5 +243,5 @@ def bounded_lock(path: str | os.PathLike, *, what: str, timeout: float | None = 
 
 
 __all__ = ["LOCK_TIMEOUT_S", "MLFLOW_HTTP_MAX_RETRIES", "MLFLOW_HTTP_TIMEOUT_S", "REACH_TIMEOUT_S",
-           "SQLITE_BUSY_TIMEOUT_S", "bound_mlflow_http", "bounded_lock", "check_reachable", "check_regular",
+           "SQLITE_BUSY_TIMEOUT_S", "bound_mlflow_http", "bounded_lock", "check_db_reachable", "check_reachable", "check_regular",
            "check_sqlite_file", "check_tracking_uri", "lock_holder", "shown"]

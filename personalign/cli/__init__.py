@@ -239,7 +239,9 @@ def main(argv: list[str] | None = None) -> None:
         ours = find_personalign_error(exc)
         if ours is None:
             raise
-        sys.stderr.write(f"error: {ours.as_flag() if isinstance(ours, ArgumentError) else ours}\n")
+        from personalign.redaction import redact  # the last guard: no error line prints a secret
+
+        sys.stderr.write(redact(f"error: {ours.as_flag() if isinstance(ours, ArgumentError) else ours}") + "\n")
         raise SystemExit(ours.exit_code) from None
 
 

@@ -53,11 +53,11 @@ def parse_lm_kwargs(value: str | None) -> dict | None:
     try:
         kwargs = json.loads(value)
     except ValueError as exc:
-        raise ConfigurationError(f"--lm-kwargs is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno} "
+        raise ConfigurationError(f"--lm-kwargs: the value is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno} "
                                  f"(char {exc.pos}); the value is not shown)") from None
     if not isinstance(kwargs, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
-        raise ConfigurationError(f"--lm-kwargs must be a JSON object, not {kind.get(type(kwargs), 'null')}")
+        raise ConfigurationError(f"--lm-kwargs: must be a JSON object, not {kind.get(type(kwargs), 'null')}")
     from personalign.settings import check_lm_kwargs
 
     check_lm_kwargs(kwargs)

@@ -36,7 +36,8 @@ LmKwargsOpt = Annotated[Optional[str], typer.Option(
     "--lm-kwargs", callback=lm_kwargs_option, envvar="PERSONALIGN_LM_KWARGS",
     help='JSON object of model kwargs passed to litellm with every call, e.g. \'{"api_key": "none", '
          '"extra_body": {"repeat_penalty": 1.0}}\' (env PERSONALIGN_LM_KWARGS).')]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of every stochastic step.")]
+SEED_MAX = 2**32 - 1  # personalign.settings.SEED_MAX (llama.cpp seeds are uint32); kept light here, tested equal
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=SEED_MAX, help="Seed of every stochastic step.")]
 NBootOpt = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples for the 95% CIs.")]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help=LIMIT_HELP)]
 CacheDirOpt = Annotated[Optional[Path], typer.Option("--cache-dir", help="DSPy cache directory (default runs/cache).")]

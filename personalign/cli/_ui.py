@@ -87,6 +87,9 @@ def check_store(uri: str) -> None:
             raise ConfigurationError(f"{flag}: {db} is not an SQLite database")
         return
     if scheme in SERVER_SCHEMES or scheme.split("+")[0] in SERVER_SCHEMES:
+        from personalign.tracking import check_tracking_uri
+
+        check_tracking_uri(uri)  # bounded: MLflow retries a refused database for minutes
         return
     if scheme not in ("", "file"):
         raise ConfigurationError(f"{flag}: unsupported scheme '{scheme}'; use sqlite:///PATH, a store directory, "

@@ -18,6 +18,7 @@ import typer
 
 from personalign.cli._checks import lm_option
 from personalign.cli._output import print_json
+from personalign.redaction import redact
 from personalign.runners import PIPELINE_STEPS
 
 app = typer.Typer(name="personalign-runners", no_args_is_help=True, add_completion=False,
@@ -56,7 +57,7 @@ def _emit(command: str, fn, *, params: dict, data=None, lm=None, uses_lm=True, c
         ours = exc if isinstance(exc, PersonalignError) else find_personalign_error(exc)
         if ours is None:
             raise
-        sys.stderr.write(f"error: {ours}\n")
+        sys.stderr.write(redact(f"error: {ours}") + "\n")
         raise typer.Exit(2) from None
     print_json(out)
 
@@ -254,5 +255,5 @@ if __name__ == "__main__":
         ours = find_personalign_error(exc)
         if ours is None:
             raise
-        sys.stderr.write(f"error: {ours}\n")
+        sys.stderr.write(redact(f"error: {ours}") + "\n")
         raise SystemExit(ours.exit_code) from None

@@ -213,7 +213,7 @@ def make_lm(model: str | None = None, *, temperature: float | None = None, max_t
         extra.update(env_kwargs)
         api_base = api_base or extra.pop("api_base", None) or env_base
         if api_base:  # a self-hosted server: deterministic by default, like the embedded engine
-            extra["api_base"] = api_base
+            extra["api_base"] = _userinfo_to_header(api_base, extra)
             if model.startswith("openai/") and "api_key" not in extra and "api_key" not in kwargs \
                     and not os.environ.get("OPENAI_API_KEY"):
                 extra["api_key"] = "none"  # a local server wants none; the OpenAI client insists on one
@@ -236,6 +236,27 @@ def make_lm(model: str | None = None, *, temperature: float | None = None, max_t
 
         probe(lm)
     return lm
+
+
+def _userinfo_to_header(api_base: str, extra: dict) -> str:
+    """``api_base`` without its user-info (``http://user:PW@host/v1`` -> ``http://host/v1``), sent
+    instead as the HTTP Basic ``Authorization`` header it stands for (RFC 7617), so that the
+    password is never part of what litellm returns and DSPy's cache stores (``api_base`` in a
+    response's hidden parameters). A header the caller set is kept."""
+    import base64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(api_base)
+    if "@" not in parts.netloc:
+        return api_base
+    info, host = parts.netloc.rsplit("@", 1)
+    user, _, password = info.partition(":")
+    headers = dict(extra.get("extra_headers") or {})
+    if not any(k.lower() == "authorization" for k in headers):
+        token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    extra["extra_headers"] = headers
+    return urlunsplit(parts._replace(netloc=host))
 
 
 def adapter_for(model: str):

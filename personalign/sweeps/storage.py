@@ -229,8 +229,11 @@ def open_storage(url: str, *, heartbeat_interval: int = HEARTBEAT_INTERVAL, grac
                                  "postgresql://USER@HOST/DB")
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:"):
-        db = url.split("sqlite:///", 1)[-1] if url.startswith("sqlite:///") else ""
-        if db and db != ":memory:":
+        db = url.split("sqlite:///", 1)[-1].split("?", 1)[0] if url.startswith("sqlite:///") else ""
+        if not db or db == ":memory:":  # a study in memory dies with the process: nothing to resume or share
+            raise ConfigurationError(f"--storage '{redact(url)}' is an in-memory database: a sweep's study must "
+                                     "outlive the process; use sqlite:///PATH (a file) or journal:PATH")
+        if db:
             from personalign.stores import check_sqlite_file
 
             check_sqlite_file(Path(db), what="--storage")  # a FIFO, a directory or a non-database: one line

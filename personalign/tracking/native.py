@@ -176,9 +176,23 @@ def _redact_span(span) -> None:
     if span.outputs is not None:
         span.set_outputs(redact(span.outputs))
     for key, value in list((span.attributes or {}).items()):
-        clean = "***" if _KEY_SECRET.search(key) else redact(value)
+        clean = "***" if _KEY_SECRET.search(key) else _attribute(key, value)
         if clean != value:
             span.set_attribute(key, clean)
+
+
+def _attribute(key: str, value):
+    """A span attribute redacted under its own name (``extra_headers``: every header value); an
+    attribute holding a JSON object or list as text is redacted as that object."""
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, (dict, list)):
+            clean = redact(parsed, key)
+            return value if clean == parsed else json.dumps(clean, ensure_ascii=False)
+    return redact(value, key)
 
 
 def _trace_cap_callback(cap: int, tags: dict[str, str]):

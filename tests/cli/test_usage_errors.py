@@ -77,3 +77,12 @@ def test_ctrl_c_still_prints_its_line_and_exits_130(tmp_path):
     lines = usage.stderr.strip().splitlines()
     assert usage.returncode == 2 and len(lines) == 1, usage.stderr
     assert lines[0].startswith("error: Invalid value for '--n'") and "self-interrupt --help" in lines[0]
+
+
+def test_seed_flag_takes_what_the_environment_takes():
+    """--seed and PERSONALIGN_SEED accept the same range (llama.cpp seeds are uint32): -1 and
+    2**32 are usage errors, not a numpy traceback after the cache was written."""
+    from personalign.cli._options import SEED_MAX
+    from personalign.settings import SEED_MAX as SETTINGS_SEED_MAX
+
+    assert SEED_MAX == SETTINGS_SEED_MAX
