@@ -65,7 +65,8 @@ def cached_yes_no_margin(model: str, messages: Sequence[dict]) -> float:
     """:func:`yes_no_margin`, kept in DSPy's cache (disk + memory,
     wherever :func:`personalign.lm.configure_cache` points it; nothing when the cache is off),
     keyed by the messages and the model file's pinned sha256 (embedded) or the endpoint's
-    ``api_base`` (served), so a rerun computes no margin twice. Units: nats.
+    ``api_base`` (served), so a rerun computes no margin twice (a pass the cache answers counts as
+    cached: :func:`personalign.lm.calls.count_cached`). Units: nats.
 
     Raises: as :func:`yes_no_margin`.
     """
@@ -87,6 +88,10 @@ def cached_yes_no_margin(model: str, messages: Sequence[dict]) -> float:
         value = float(yes_no_margin(model, messages))
         if cache is not None:
             cache.put(request, value)
+    else:
+        from personalign.lm.calls import count_cached
+
+        count_cached(model, (model, repr(list(messages))))  # the pass the cache answered: counted apart
     return value
 
 

@@ -146,6 +146,7 @@ class YesProb(_Positive, ThresholdedScorer):
         return self
 
     def score_batch(self, examples: Sequence) -> list[float]:
+        from personalign.lm.calls import count_cached, count_computed
         from personalign.lm.scoring import cached_yes_no_margin
 
         model = _lm_model(self.fitted_model)
@@ -157,6 +158,9 @@ class YesProb(_Positive, ThresholdedScorer):
             key = (model, repr(msgs))
             if key not in _margins:
                 _margins[key] = cached_yes_no_margin(model, msgs)
+                count_computed(key)
+            else:
+                count_cached(model, key)  # a pass kept in memory: a cached call, once per run step
             out.append(sign * _margins[key])
         return out
 

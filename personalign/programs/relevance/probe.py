@@ -43,11 +43,15 @@ def cached_hidden(model: str, attribute: str, prompt: str):
     from personalign.lm.scoring import relevance_messages
     from personalign.programs.relevance import yes_prob
 
+    from personalign.lm.calls import count_cached, count_computed
+
     key = (model, attribute, prompt)
     with _hidden_lock:
         if key in _hidden:
+            count_cached(model, ("hidden", key))  # a pass kept in memory: a cached call, once per run step
             return _hidden[key]
     margin, hidden = margin_and_hidden(model, relevance_messages(attribute, prompt))
+    count_computed(("hidden", key))
     with _hidden_lock:
         _hidden[key] = hidden
     with yes_prob._margins_lock:

@@ -37,15 +37,18 @@ _margins_lock = threading.Lock()
 def cached_margin(model: str, attribute: str, prompt: str) -> float:
     """:func:`personalign.lm.scoring.cached_yes_no_margin` of the relevance question (same disk
     cache entries), memoized per process by ``(model, attribute, prompt)``."""
+    from personalign.lm.calls import count_cached, count_computed
     from personalign.lm.scoring import cached_yes_no_margin, relevance_messages
 
     key = (model, attribute, prompt)
     with _margins_lock:
         if key in _margins:
+            count_cached(model, key)  # a pass kept in memory: a cached call, once per run step
             return _margins[key]
     value = cached_yes_no_margin(model, relevance_messages(attribute, prompt))
     with _margins_lock:
         _margins[key] = value
+    count_computed(key)
     return value
 
 
@@ -74,7 +77,8 @@ class YesProbability(RelevanceScorer):
             once set, it is used for predicting too (margins of different models are not on one
             scale), unless ``model`` is given explicitly.
 
-    Cost: one prompt evaluation (no generation) per pair; not counted as a DSPy LM call.
+    Cost: one prompt evaluation (no generation) per pair: a model call (a forward pass,
+    :mod:`personalign.lm.calls`), shown as cached when a cache answers it.
 
     Raises:
         ConfigurationError: an endpoint that returns no ``top_logprobs``, unknown model.
