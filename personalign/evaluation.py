@@ -10,10 +10,9 @@ recorded as ``None`` and scored as the wrong label, never stopping the run; conf
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Sequence
 
-from personalign.errors import ContextWindowError, PersonalignError, find_personalign_error
+from personalign.errors import PersonalignError
 from personalign.lm.retry import fatal_lm_error
 from personalign.programs.run import EvalOutcome, evaluate_metric, filled_predictions, run_program, score_of
 
@@ -36,7 +35,6 @@ def stage_report(stage, examples: Sequence, predictions: Sequence[Any], *, n_boo
     """
     import warnings
 
-    import dspy
     import numpy as np
 
     from personalign.metrics import binary_report, bootstrap_ci
@@ -57,27 +55,9 @@ def stage_report(stage, examples: Sequence, predictions: Sequence[Any], *, n_boo
         report["predicted_positive"] = filled
         report["cluster_levels"] = levels
         return report
-    from personalign.lm import CallCounter, use
+    from personalign.stages.scoring import per_example_scores
 
-    metric = stage.metric_fn()
-    scores = []
-    counter = CallCounter()
-    with counter, (use(lm) if lm is not None else contextlib.nullcontext()):
-        for ex, p in zip(examples, predictions):
-            if p is None:
-                scores.append(0.0)
-                continue
-            try:
-                value = metric(ex, dspy.Prediction(**{stage.output: p}))
-                scores.append(float(getattr(value, "score", value)))
-            except Exception as exc:  # noqa: BLE001 -- an unscorable prediction is a failure
-                ours = find_personalign_error(exc)
-                if ours is not None and not isinstance(ours, ContextWindowError):
-                    raise ours from None
-                fatal = fatal_lm_error(exc)
-                if fatal is not None:
-                    raise fatal from None
-                scores.append(0.0)
+    scores, metric_calls = per_example_scores(stage, examples, predictions, lm=lm)
     arr = np.asarray(scores, dtype=float)
     name = stage.metric_name
     out = {"n": int(arr.size), name: float(arr.mean()) if arr.size else float("nan"), f"{name}_ci": None}
@@ -92,7 +72,7 @@ def stage_report(stage, examples: Sequence, predictions: Sequence[Any], *, n_boo
             out[f"{name}_by_group"], out[f"{name}_range"] = by_group, fig["range"]
             if fig["ci"] is None and clusters.n_clusters < 5:
                 out[f"{name}_ci"] = None
-    return {**out, "resampling": clusters.describe(n_boot), "correct": scores, "metric_lm_calls": counter.calls,
+    return {**out, "resampling": clusters.describe(n_boot), "correct": scores, "metric_lm_calls": metric_calls,
             "cluster_levels": levels}
 
 

@@ -140,6 +140,7 @@ def compare(
     temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Sampling temperature of the LM (default: the model's; 0 for embedded models)."),
     cv: Optional[str] = typer.Option(None, "--cv", help="'groups': leave-one-group-out over every labelled row (all splits pooled): each strategy is fitted on all groups but one and scored on it; headline: the mean per-group figure, with the pooled figure and the worst group."),
     results: Optional[Path] = typer.Option(None, "--results", help="Also write the run record (command, git commit, versions, model and data sha256, figures with intervals) to FILE, e.g. benchmarks/results/demo.json; the file's stem is the record's name (lower-case letters, digits, hyphens)."),
+    html: bool = typer.Option(False, "--html", help="Also write the run's results page (`personalign view`): one offline HTML file beside the result JSON."),
     train_limit: TrainLimitOpt = None,
     confirm_over: ConfirmOverOpt = CONFIRM_OVER_DEFAULT,
     yes: YesOpt = False,
@@ -149,7 +150,7 @@ def compare(
 
     run_compare(stage=stage, data=data, split=split, train_split=train_split, strategies=strategies,
                 model=(lm, api_base, lm_kwargs), seed=seed, n_boot=n_boot, limit=limit, cv=cv, repeats=repeats,
-                temperature=temperature, json_out=json_out, train_limit=train_limit, cost=(confirm_over, yes),
+                temperature=temperature, json_out=json_out, html=html, train_limit=train_limit, cost=(confirm_over, yes),
                 tracking=dict(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track,
                               results=results))
 

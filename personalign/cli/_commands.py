@@ -54,7 +54,7 @@ def run_stages(*, json_out: bool) -> None:
 
 
 def run_compare(*, stage, data, split, train_split, strategies, model, seed, n_boot, limit, cv, repeats, temperature,
-                json_out, tracking, train_limit=None, cost=()) -> None:
+                json_out, tracking, html: bool = False, train_limit=None, cost=()) -> None:
     import personalign
     from personalign.settings import runs_dir
 
@@ -63,9 +63,14 @@ def run_compare(*, stage, data, split, train_split, strategies, model, seed, n_b
                                  temperature=temperature, out_dir=runs_dir() / "compare", callbacks=callbacks(**tracking),
                                  progress=not json_out, train_limit=train_limit, on_cost=cost_hook(*cost))
     result = report.to_dict()
+    page = None
+    if html and result.get("result_file"):
+        from personalign.results_page import render_results_page
+
+        page = render_results_page(result["result_file"])
     if json_out:
         per_row = ("predictions", "scores", "correct", "row_errors")  # every row's: in the result file
-        summary = {**{k: v for k, v in result.items() if k != "rows"},
+        summary = {**{k: v for k, v in result.items() if k != "rows"}, **({"results_page": str(page)} if page else {}),
                    "strategies": [{k: v for k, v in row.items() if k not in per_row} for row in result["strategies"]]}
         sys.stdout.write(json.dumps(summary, default=str) + "\n")
         return
@@ -76,6 +81,7 @@ def run_compare(*, stage, data, split, train_split, strategies, model, seed, n_b
                 sys.stderr.write(f"{row['name']}: {line}\n")
     results = tracking.get("results")
     lines = [f"results: {result.get('result_file')}", f"chart: {result.get('chart_file')}"]
+    lines += [f"results page: {page}"] if page is not None else []
     lines += [f"run record: {results}"] if results is not None else []
     if result.get("mlflow_run_id"):
         from personalign.redaction import redact

@@ -13,7 +13,6 @@ before they run and report the actual count after.
 from __future__ import annotations
 
 import abc
-import inspect
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -104,17 +103,11 @@ class Optimizer(abc.ABC):
 
     @classmethod
     def _param_names(cls) -> list[str]:
-        """Keyword arguments of ``__init__`` along the class hierarchy (``**common`` forwarded to a
-        base class is resolved there), in declaration order."""
-        names: list[str] = []
-        for klass in cls.__mro__:
-            init = klass.__dict__.get("__init__")
-            if init is None or klass is object:
-                continue
-            for p in inspect.signature(init).parameters.values():
-                if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in names:
-                    names.append(p.name)
-        return names
+        """Keyword arguments of ``__init__`` along the class hierarchy, in declaration order
+        (:func:`personalign.registry.param_names`)."""
+        from personalign.registry import param_names
+
+        return param_names(cls)
 
     def get_params(self) -> dict[str, Any]:
         """Every ``__init__`` setting as the optimizer holds it (``{name: value}``, objects as they are)."""

@@ -153,3 +153,16 @@ def test_out_that_is_a_folder_is_refused_before_anything_is_written(single_split
     proc = _run_view(str(result), "--out", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.startswith("error: --out") and len(proc.stderr.splitlines()) == 1
     assert not list(tmp_path.glob("*.html"))
+
+
+def test_compare_html_writes_the_page_beside_the_result(tmp_path):
+    example = ROOT / "examples" / "own_task"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PERSONALIGN_RUNS_DIR": str(tmp_path / "runs")}
+    proc = subprocess.run([sys.executable, "-m", "personalign", "compare", str(example / "stage.toml"), "--data",
+                           str(example / "data.jsonl"), "--strategies", "majority", "--no-track", "--html", "--json"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    page = Path(out["results_page"])
+    assert page == Path(out["result_file"]).with_suffix(".html") and page.exists()
+    assert "majority" in page.read_text(encoding="utf-8")
