@@ -2,7 +2,7 @@
 (attribute, prompt) pair of the default embedded model, cached on disk per pair so an interrupted
 run resumes (margins appended to a JSONL file line by line, hidden states as ``<key>.npy`` float32
 (n_embd,) beside it, written atomically), the paired cost of ``lm-probe`` against ``yes-prob``, and
-the hand-over of the cached values to the strategies' in-process memo (no LM call for them)."""
+the hand-over of the cached values to the strategies' shared forward passes (no LM call for them)."""
 
 from __future__ import annotations
 
@@ -178,19 +178,20 @@ def import_dspy_cache(model: str, rows, cache_path: Path, directory: Path) -> in
 
 
 def seed_margins(model: str, rows, cache: dict[str, dict], hdir: Path) -> None:
-    """Put the cached margins and hidden states where ``yes-prob`` and ``lm-probe`` look first
-    (no LM call for them)."""
+    """Put the cached passes (margin and hidden state) where ``yes-prob`` and ``lm-probe`` look
+    first (:func:`personalign.lm.forward.remember`: no LM call for them); a pair with a margin but
+    no hidden state is left to the strategies (one pass gives both)."""
     import numpy as np
 
-    from personalign.programs.relevance import probe, yes_prob
+    from personalign.lm.forward import remember
+    from personalign.lm.scoring import relevance_messages
 
     for r in rows:
         key = pair_key(model, r.attribute, r.prompt)
         hit = cache.get(key)
-        if hit is not None:
-            yes_prob._margins[(model, r.attribute, r.prompt)] = float(hit["margin"])
-        if (hdir / f"{key}.npy").is_file():
-            probe._hidden[(model, r.attribute, r.prompt)] = np.load(hdir / f"{key}.npy", allow_pickle=False).astype(np.float64)
+        if hit is not None and (hdir / f"{key}.npy").is_file():
+            remember(model, relevance_messages(r.attribute, r.prompt), float(hit["margin"]),
+                     np.load(hdir / f"{key}.npy", allow_pickle=False))
 
 
 class RowStore:

@@ -99,6 +99,15 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(signal.Signals(signum).name)
 
 
+def note_partial(exc: BaseException, *paths) -> None:
+    """Record on an interrupt (any ``KeyboardInterrupt``) the files a long run left holding its
+    partial result (``"complete": false``), so the CLI's one line names them; None paths are
+    skipped. They accumulate in ``exc.partial_files`` (a list of str)."""
+    kept = [str(p) for p in paths if p]
+    if kept:
+        exc.partial_files = [*getattr(exc, "partial_files", []), *kept]
+
+
 def find_in_chain(exc: BaseException | None, kind: type[E]) -> E | None:
     """The first exception of type ``kind`` in ``exc``'s cause/context chain (``exc`` included), or None."""
     seen: set[int] = set()
@@ -120,4 +129,4 @@ def find_personalign_error(exc: BaseException | None) -> PersonalignError | None
 
 __all__ = ["ArgumentError", "CacheDirError", "ConfigurationError", "ContextWindowError", "DataError", "Declined",
            "Interrupted", "ModelFileError", "PersonalignError", "UnknownModelError", "UsageProblem", "find_in_chain",
-           "find_personalign_error", "located"]
+           "find_personalign_error", "located", "note_partial"]

@@ -121,16 +121,20 @@ def across_groups(report: dict, metric: str) -> dict:
     return out
 
 
-def paired_comparison(stage, report_a: dict, report_b: dict, *, n_boot: int = 1000, seed: int = 0) -> dict:
+def paired_comparison(stage, report_a: dict, report_b: dict, *, n_boot: int = 1000, seed: int = 0,
+                      examples: Sequence | None = None) -> dict:
     """System a minus system b on the same examples: the paired cluster-bootstrap difference of the
-    main metric with its 95% CI (None below 5 top-level clusters), the sign-flip permutation test
-    of the per-cluster differences, the minimum detectable effect, and McNemar's exact test on
-    per-example correctness (when 0/1; item-level, kept for reference).
+    main metric with its 95% CI (None below 5 top-level clusters), the minimum detectable effect,
+    and, given ``examples``, **the paired permutation test of the stage objective's difference**
+    (:func:`objective_test`: the p a table shows). Kept for reference: the sign-flip test of the
+    per-cluster metric differences (``diff.permutation``) and McNemar's exact test on per-example
+    correctness (when 0/1; item-level, a test of accuracy).
 
     The clusters are those of ``report_a`` (:func:`stage_report`'s ``cluster_levels``; items when absent).
 
-    Returns ``{"metric", "diff": {"diff", "ci", "se", "mde", "permutation", ...}, "mcnemar":
-    {"b", "c", "p_value", "level": "item"} | None}``.
+    Returns ``{"metric", "diff": {"diff", "ci", "se", "mde", "permutation", ...}, "paired_test":
+    :func:`objective_test` (with ``examples``), "mcnemar": {"b", "c", "p_value", "level": "item",
+    "of": "accuracy"} | None}``.
     """
     import warnings
 
@@ -145,7 +149,8 @@ def paired_comparison(stage, report_a: dict, report_b: dict, *, n_boot: int = 10
     binary01 = bool(np.isin(ca, (0.0, 1.0)).all() and np.isin(cb, (0.0, 1.0)).all())
     mcnemar = mcnemar_exact([True] * len(ca), ca.astype(bool), cb.astype(bool)) if binary01 else None
     if mcnemar is not None:
-        mcnemar["level"] = "item"
+        mcnemar.update(level="item", of="accuracy")
+    test = {} if examples is None else {"paired_test": objective_test(stage, examples, report_a, report_b, seed=seed)}
     levels = report_a.get("cluster_levels") or {"names": [], "levels": []}
     cl = make_clusters(levels["levels"], int(ca.size), levels["names"])
     if stage.kind == "binary":
@@ -154,7 +159,7 @@ def paired_comparison(stage, report_a: dict, report_b: dict, *, n_boot: int = 10
             diff = paired_bootstrap_diff(report_a["gold_positive"], report_a["predicted_positive"],
                                          report_b["predicted_positive"], metric="f1", n_boot=n_boot, seed=seed,
                                          clusters=cl)
-        return {"metric": "f1", "diff": diff, "mcnemar": mcnemar}
+        return {"metric": "f1", "diff": diff, **test, "mcnemar": mcnemar}
     w = resample_weights(cl, n_boot, seed)
     d = (w @ ca - w @ cb) / np.maximum(w.sum(axis=1), 1)
     too_few = not cl.singletons and cl.n_clusters < MIN_CLUSTERS
@@ -166,7 +171,83 @@ def paired_comparison(stage, report_a: dict, report_b: dict, *, n_boot: int = 10
         by = {str(lab): float(ca[cl.top == c].mean() - cb[cl.top == c].mean()) for c, lab in enumerate(cl.labels)}
         diff.update(diff_by_group=by, range=[min(by.values()), max(by.values())],
                     permutation=sign_flip_test(list(by.values()), seed=seed))
-    return {"metric": stage.metric_name, "diff": diff, "mcnemar": mcnemar}
+    return {"metric": stage.metric_name, "diff": diff, **test, "mcnemar": mcnemar}
+
+
+def objective_test(stage, examples: Sequence, report_a: dict, report_b: dict, *, seed: int = 0,
+                   n_resamples: int | None = None) -> dict:
+    """The paired permutation test of ``stage.objective(a) - stage.objective(b)`` on the same
+    ``examples`` (:mod:`personalign.metrics.paired`): the two reports' predictions are swapped whole
+    per top-level cluster of ``report_a``'s ``cluster_levels`` (the stage's groups; one group: its
+    inner units; none: rows). F1, F-beta, kappa, accuracy and macro F1 are computed from swapped
+    confusion counts and a scored stage's ``mean`` from swapped per-row scores (exact below 2^13
+    swaps, else 9999 seeded ones); any other objective is recomputed on 999 seeded swaps (exact
+    below 2^10).
+
+    Returns:
+        ``{"test": "paired permutation", "statistic": objective name, "objective": its spec,
+        "unit": the swapped unit (``prompt_id``, ``user_id``, ``item``), "within": the one group
+        when there is one (else None), "p_value", "p_min", "exact", "n_resamples", "n_clusters",
+        "a", "b", "diff"}`` (p None when the objective is undefined).
+    """
+    import numpy as np
+
+    from personalign.metrics.cluster import make_clusters
+    from personalign.metrics.paired import N_RESAMPLES, permutation_test_of_swaps, permutation_test_of_totals
+
+    obj, n = stage.objective, len(examples)
+    levels = report_a.get("cluster_levels") or stage_clusters(stage, examples)
+    cl = make_clusters(levels["levels"], n, levels["names"])
+    unit, _, within = cl.unit.split(" > ")[0].partition(" within one ")
+    head = {"test": "paired permutation", "statistic": obj.name, "objective": obj.spec, "unit": unit,
+            "within": within or None}
+    totals = _objective_totals(stage, examples, report_a, report_b)
+    if totals is not None:
+        return {**head, **permutation_test_of_totals(*totals, cl.top, n_resamples=n_resamples or N_RESAMPLES,
+                                                     seed=seed)}
+    (pa, sa), (pb, sb) = ((r["predictions"], r.get("scores")) for r in (report_a, report_b))
+
+    def score(take_a) -> float:  # the objective of a's rows where take_a, b's elsewhere
+        mix = [x if t else y for x, y, t in zip(pa, pb, take_a)]
+        return stage.score(examples, mix, scores=None if sa is None or sb is None else
+                           [x if t else y for x, y, t in zip(sa, sb, take_a)])
+
+    def diffs(swapped):  # (..., G) -> (...): recomputed swap by swap
+        s = np.asarray(swapped)
+        flat = [score(~r[cl.top]) - score(r[cl.top]) for r in s.reshape(-1, s.shape[-1])]
+        return np.array(flat).reshape(s.shape[:-1])
+
+    va, vb = score(np.ones(n, dtype=bool)), score(np.zeros(n, dtype=bool))
+    return {**head, **permutation_test_of_swaps(diffs, cl.n_clusters, n_resamples=n_resamples or 999, seed=seed),
+            "a": obj.value_or_none(va), "b": obj.value_or_none(vb), "diff": obj.value_or_none(va - vb)}
+
+
+def _objective_totals(stage, examples: Sequence, report_a: dict, report_b: dict):
+    """``(contrib_a, contrib_b, statistic)`` of :func:`~personalign.metrics.paired.permutation_test_of_totals`
+    for an objective that is a function of additive totals (one-hot confusion cells for F1, F-beta,
+    kappa, accuracy and macro F1; per-row scores for a scored stage's mean); None for any other."""
+    import numpy as np
+
+    from personalign.metrics.paired import confusion_cells, objective_of_counts
+    from personalign.stages.objective import labels
+
+    obj, n = stage.objective, len(examples)
+    name = "fbeta" if obj.spec.startswith("fbeta:") else obj.spec
+    if obj.on == "metric" and stage.kind != "binary":
+        ca, cb = (np.asarray(r["correct"], dtype=float)[:, None] for r in (report_a, report_b))
+        return ca, cb, lambda t: t[..., 0] / max(1, n)
+    if obj.on != "labels" or name not in ("f1", "fbeta", "kappa", "accuracy", "macro_f1"):
+        return None
+    gold, la = labels(stage, examples, report_a["predictions"])
+    lb = labels(stage, examples, report_b["predictions"])[1]
+    labs = list(dict.fromkeys([*([True, False] if stage.kind == "binary" else []), *gold, *la, *lb]))
+    k = len(labs)
+    eye = np.eye(k * k)
+    kwargs = {"positive": labs.index(True) if stage.kind == "binary" else None,
+              "beta": float(obj.spec.split(":", 1)[1]) if name == "fbeta" else 1.0,
+              "gold_present": [labs.index(g) for g in dict.fromkeys(gold)]}
+    return (eye[confusion_cells(gold, la, labs)], eye[confusion_cells(gold, lb, labs)],
+            lambda t: objective_of_counts(name, t.reshape(*t.shape[:-1], k, k), **kwargs))
 
 
 def output_values(stage, outputs: Sequence[Any]) -> list[Any]:
@@ -269,5 +350,5 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["EvalOutcome", "run_program", "evaluate_metric", "score_of", "fatal_lm_error", "filled_predictions", "stage_report", "stage_clusters", "across_groups", "paired_comparison",
+__all__ = ["EvalOutcome", "run_program", "evaluate_metric", "score_of", "fatal_lm_error", "filled_predictions", "stage_report", "stage_clusters", "across_groups", "paired_comparison", "objective_test",
            "evaluate_stage", "evaluate_repeats", "output_values", "jsonable", "PersonalignError"]

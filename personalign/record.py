@@ -221,7 +221,9 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n", encoding="utf-8")
+    from personalign.data.strict_json import dumps  # no NaN/Infinity literal: null, listed
+
+    tmp.write_text(dumps(obj, indent=2, default=str) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path
 

@@ -60,6 +60,16 @@ def _model_class():
                 return None if info.field_name != "RUNS_DIR" else "runs"
             return value.strip() if isinstance(value, str) else value
 
+        @field_validator("N_CTX", "THREADS", "SEED", "MAX_TRACES", mode="before")
+        @classmethod
+        def _plain_digits(cls, value):
+            # an integer is written in plain digits: pydantic's lax mode would take '4096.0', '4_096'
+            if not isinstance(value, str) or not value.strip():
+                return value
+            if not (value.strip().isascii() and value.strip().isdigit()):
+                raise ValueError("not an integer in plain digits")
+            return int(value.strip())
+
     return EnvSettings
 
 
@@ -184,6 +194,11 @@ def default_tracking_uri() -> str:
     return f"sqlite:///{runs_dir() / 'mlflow.db'}"
 
 
+def default_sweep_storage() -> str:
+    """The Optuna storage of a sweep given no ``--storage``: ``sqlite:///RUNS/optuna.db``."""
+    return f"sqlite:///{runs_dir() / 'optuna.db'}"
+
+
 def endpoint_env() -> tuple[str | None, dict]:
     """Where non-embedded models run: ``(PERSONALIGN_API_BASE or None, PERSONALIGN_LM_KWARGS as a
     dict)``. The kwargs (a JSON object, e.g. ``{"api_key": "none", "extra_body": {"repeat_penalty":
@@ -210,8 +225,43 @@ def endpoint_env() -> tuple[str | None, dict]:
     if not isinstance(kwargs, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(kwargs), "a number")
         raise ConfigurationError(f"PERSONALIGN_LM_KWARGS (--lm-kwargs) must be a JSON object {{...}}, not {kind}")
+    check_lm_kwargs(kwargs)
     return base, kwargs
 
 
+def _is_number(value) -> bool:
+    import math
+
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# the litellm / dspy.LM kwargs personalign knows, with what each must be (JSON types: no bool for a number)
+LM_KWARG_CHECKS = {
+    "num_retries": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100,
+                    "an integer from 0 to 100"),
+    "timeout": (lambda v: _is_number(v) and v > 0, "a number of seconds > 0"),
+    "temperature": (lambda v: _is_number(v) and v >= 0, "a number >= 0"),
+    "top_p": (lambda v: _is_number(v) and 0 <= v <= 1, "a number from 0 to 1"),
+    "max_tokens": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
+}
+
+
+def check_lm_kwargs(kwargs: dict) -> None:
+    """Check the known model kwargs (:data:`LM_KWARG_CHECKS`: ``num_retries`` an integer 0-100,
+    ``timeout`` seconds > 0, ``temperature`` >= 0, ``top_p`` in [0, 1], ``max_tokens`` >= 1; finite
+    JSON numbers, never booleans); other keys go to litellm unchecked.
+
+    Raises:
+        ConfigurationError: one line naming the key, its value and what it must be.
+    """
+    for key, (ok, expected) in LM_KWARG_CHECKS.items():
+        if key in kwargs and not ok(kwargs[key]):
+            import json
+
+            shown = json.dumps(kwargs[key])[:40]
+            raise ConfigurationError(f"PERSONALIGN_LM_KWARGS (--lm-kwargs): {key!r} must be {expected}, not {shown}")
+
+
 __all__ = ["OFFLINE_DEFAULTS", "EXPECTED", "N_CTX_MAX", "N_CTX_MIN", "PATH_SETTINGS", "cache_dir", "check_environment",
-           "check_regular_file", "default_tracking_uri", "endpoint_env", "env_settings", "models_dir", "runs_dir"]
+           "check_lm_kwargs", "check_regular_file", "default_sweep_storage", "default_tracking_uri", "endpoint_env",
+           "env_settings", "models_dir", "runs_dir"]

@@ -1,6 +1,7 @@
 """An embedded engine with no model behind it, for control flow: :class:`FakeEngine` is a real
-:class:`personalign.lm._engine.LocalEngine` (its ``next_token_logprobs``, ``next_token_logprobs_hidden``
-and KV-prefix bookkeeping run as written) over a stand-in for llama.cpp whose logits are a
+:class:`personalign.lm._engine.LocalEngine` (its ``next_token_logprobs`` and KV-prefix bookkeeping
+run as written; ``next_token_logprobs_hidden`` is that pass plus a stand-in hidden state) over a
+stand-in for llama.cpp whose logits are a
 deterministic function of the evaluated tokens, and whose ``complete`` answers a JSON schema with
 values hashed from the prompt. Installed with :func:`install` in place of ``get_engine``, so
 ``local/...`` model strings run through the real provider, adapter and counting code in milliseconds.
@@ -37,6 +38,9 @@ class FakeLlm:
     def n_vocab(self) -> int:
         return self._vocab
 
+    def n_embd(self) -> int:
+        return 16
+
     def reset(self) -> None:
         self.n_tokens = 0
 
@@ -56,11 +60,21 @@ class FakeEngine(LocalEngine):
 
     def __init__(self, model: str) -> None:  # noqa: D107 -- no llama.cpp load
         self.spec = get_spec(model)
+        self.sha256 = hashlib.sha256(model.encode()).hexdigest()  # stands in for the model file's (forward-pass keys)
         self.settings = LocalSettings(n_ctx=4096)
         self.llm = FakeLlm()
         self.lock = threading.RLock()
         self.calls = self.prompt_tokens = self.evaluated_tokens = 0
         self.completions = 0
+
+    def next_token_logprobs_hidden(self, prompt, candidates):
+        """The real :meth:`next_token_logprobs` (its pass and its count), and a hidden state of
+        ``n_embd`` values taken from the same logits (llama.cpp's embeddings API needs a real context)."""
+        if not isinstance(prompt, str):
+            prompt = bytes(int(t) for t in prompt).decode("latin-1")  # FakeLlm.tokenize of it gives the tokens back
+        logprobs = self.next_token_logprobs(prompt, candidates)
+        hidden = np.frombuffer(bytes(self.llm.logits), dtype=np.float32)[: self.llm.n_embd()].astype(np.float64)
+        return logprobs, hidden
 
     def render(self, messages):
         return "\n".join(f"{m.get('role')}: {m.get('content')}" for m in messages) + "\nassistant:", []

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / "personalign"
 # errors/registry -> data/metrics/lm -> signatures/stages -> programs -> optimizers
 #   -> compile/evaluate/tracking -> sweeps/runners/labels -> the verbs -> cli
 LAYERS = {
-    0: {"errors", "registry", "redaction", "_env", "_paths", "_versions", "settings", "resources"},
+    0: {"errors", "registry", "redaction", "_env", "_paths", "_versions", "settings", "resources", "stores"},
     1: {"data", "metrics", "lm", "preprocess", "diversity", "processes", "record"},
     2: {"signatures", "stages"},
     3: {"programs"},

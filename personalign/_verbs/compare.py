@@ -10,7 +10,7 @@ from personalign._verbs.folds import group_folds, run_folds, split_folds
 from personalign._verbs.inputs import (check_capabilities, load_data, names_of, parse_strategies, resolve_model,
                                       with_module)
 from personalign._verbs.reports import ComparisonReport
-from personalign.errors import ArgumentError
+from personalign.errors import ArgumentError, note_partial
 
 
 def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "val", train_split: str = "train",
@@ -103,23 +103,27 @@ def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "va
     from personalign._verbs import tables
 
     files = _Files(result, out_dir, cbs, run)
-    with cbs.run(run, result), measured(model.name):
-        announce(cost, on_cost, progress)  # the run's inputs and cache checked; no model call yet
-        table = (tables.GroupTable if cv else tables.SplitTable)(st, result, folds, n_boot=n_boot, seed=seed)
-        with tables.progress_for(folds, specs, cv and progress) as bar:
-            for (base, opt), name, projected in zip(specs, names_of(specs), cost.strategies):
-                info = st.registry.info(base)
-                done = run_folds(st, base, opt, folds, lm=model.lm, seed=seed, n_boot=n_boot, repeats=repeats,
-                                 label=name, progress=progress and not cv, tracing=lambda n: cbs.tracing(run, n),
-                                 on_fold=bar.on_fold(name), fit_calls=projected.fitting + projected.compiling)
-                table.add(name, info, done, reference=(name == st.reference and not result["strategies"]))
-                cbs.on_candidate_end(run, table.candidate(name, info, done, model.name))
-                if cv:  # a long run keeps what it measured: "complete": false until the end
-                    table.finish(partial=True)
-                    files.write(partial=True)
-                    cbs.on_partial(run, result)
-        table.finish()
-        files.write()
+    try:
+        with cbs.run(run, result), measured(model.name):
+            announce(cost, on_cost, progress)  # the run's inputs and cache checked; no model call yet
+            table = (tables.GroupTable if cv else tables.SplitTable)(st, result, folds, n_boot=n_boot, seed=seed)
+            with tables.progress_for(folds, specs, cv and progress) as bar:
+                for (base, opt), name, projected in zip(specs, names_of(specs), cost.strategies):
+                    info = st.registry.info(base)
+                    done = run_folds(st, base, opt, folds, lm=model.lm, seed=seed, n_boot=n_boot, repeats=repeats,
+                                     label=name, progress=progress and not cv, tracing=lambda n: cbs.tracing(run, n),
+                                     on_fold=bar.on_fold(name), fit_calls=projected.fitting + projected.compiling)
+                    table.add(name, info, done, reference=(name == st.reference and not result["strategies"]))
+                    cbs.on_candidate_end(run, table.candidate(name, info, done, model.name))
+                    if cv:  # a long run keeps what it measured: "complete": false until the end
+                        table.finish(partial=True)
+                        files.write(partial=True)
+                        cbs.on_partial(run, result)
+            table.finish()
+            files.write()
+    except KeyboardInterrupt as exc:  # the interrupt line names what a partial result was kept in
+        note_partial(exc, files.partial_file, *(getattr(c, "partial_file", None) for c in cbs.callbacks))
+        raise
     return ComparisonReport(stage=st.name, data=result, rows=result["strategies"])
 
 
@@ -175,6 +179,7 @@ class _Files:
         from personalign._verbs.results import stamp
 
         self.result, self.out_dir, self.cbs, self.run = result, out_dir, cbs, run
+        self.partial_file: str | None = None  # the result file while it holds "complete": false
         tag = "logo" if result.get("cv") else result["split"]
         self.stem = f"{result['stage']}-{tag}-{stamp()}-{uuid.uuid4().hex[:12]}"
 
@@ -189,6 +194,7 @@ class _Files:
             self.result["chart_file"] = str(plot(self.result, out / f"{self.stem}.png"))
         self.result["result_file"] = str(out / f"{self.stem}.json")
         write_result(self.result, out, stem=self.stem)
+        self.partial_file = self.result["result_file"] if partial else None
         if not partial:
             for key in ("chart_file", "result_file"):
                 self.cbs.on_artifact(self.run, self.result[key])

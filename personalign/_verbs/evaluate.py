@@ -76,12 +76,15 @@ def evaluate(stage, program: Any, data: Any, *, split: str = "val", lm: Any = No
 
     Returns:
         :class:`EvalReport` (``metric``, ``value``, ``ci``; ``data``: every figure, ``warnings``
-        when the split holds rows a saved program was fitted on).
+        when the split holds rows a saved program was fitted on, and where rows carry annotations
+        from >= 3 people ``human`` -- the human ceiling, :func:`personalign.labels.human_ceiling`
+        -- and ``share_of_human``, the program's objective on those rows as a share of it).
 
     Raises:
         DataError: a malformed saved program, unreadable data, an empty split.
         ConfigurationError: no saved program there; a program of another stage.
     """
+    from personalign._verbs.human import human_fields, human_on_rows, share_on_rows
     from personalign.evaluation import evaluate_stage
     from personalign.programs.fitted import fitted_rows_warning
     from personalign.stages import resolve_stage
@@ -117,10 +120,11 @@ def evaluate(stage, program: Any, data: Any, *, split: str = "val", lm: Any = No
         with cbs.tracing(run, label) as traces:
             report = evaluate_stage(st, prog, evalset, lm=model.lm, n_boot=n_boot, seed=seed, progress=progress,
                                     description=strategy)
+        human = human_on_rows(st, evalset, n_boot=n_boot, seed=seed)  # None: no row annotated by >= 3 people
         out.update({"stage": st.name, "program": None if where is None else str(where), "strategy": strategy,
                     **({"warnings": [leak]} if leak else {}), "optimizer": optimizer, "data": ds.label,
                     "split": split, **{k: v for k, v in report.items() if k not in HIDDEN}, "lm": model.name,
-                    "seed": seed})
+                    "seed": seed, **human_fields(human, share_on_rows(st, human, evalset, report))})
         cbs.on_candidate_end(run, Candidate(label, params={"strategy": strategy}, row=out, examples=evalset,
                                             report=report, traces=traces))
     key = st.metric_name

@@ -109,9 +109,12 @@ def summarize_strategy(stage, name: str, folds: list[dict], examples: list, *, n
             "by_group": by_group, "predictions": preds, "_values": values, "_boot": head["boot"]}
 
 
-def paired_groups(row: dict, first: dict, *, seed: int) -> dict:
+def paired_groups(row: dict, first: dict, *, seed: int, group_key: str | None = None) -> dict:
     """``row`` minus ``first`` on the per-group metric: mean difference, interval over resampled
-    groups (or the range below 5 groups), sign-flip p, se and the minimum detectable effect."""
+    groups (or the range below 5 groups), se, the minimum detectable effect and the sign-flip test
+    of the per-group differences -- a test of the headline's difference, since the mean of the
+    per-group differences is the difference of the mean per-group figures (``permutation``, naming
+    its ``statistic``, the metric, and its ``unit``, ``group_key``)."""
     from personalign.metrics.cluster import minimum_detectable_effect, sign_flip_test
 
     d = row["_values"] - first["_values"]
@@ -119,18 +122,21 @@ def paired_groups(row: dict, first: dict, *, seed: int) -> dict:
     fig = _over_groups(d, labels, n_boot=len(row["_boot"]), seed=seed, what=f"{row['name']} - {first['name']}")
     return {"against": first["name"], "diff": fig["value"], "ci": fig["ci"], "range": fig["range"],
             "diff_by_group": fig["by_group"], "se": fig["se"], "mde": minimum_detectable_effect(fig["boot"]),
-            "permutation": sign_flip_test(d, seed=seed)}
+            "permutation": {**sign_flip_test(d, seed=seed), "statistic": row["metric"], "unit": group_key}}
 
 
-def add_holm(rows: list[dict], key: Callable[[dict], dict] = lambda r: r["vs_first"]) -> None:
-    """Holm-adjust the sign-flip p-values of the rows' comparisons with the first (``key(row)``:
-    the dict holding ``permutation``) in place, as ``p_holm``, when more than two strategies are compared."""
+def add_holm(rows: list[dict], key: Callable[[dict], dict] = lambda r: r["vs_first"],
+             test: Callable[[dict], dict] = lambda d: d["permutation"]) -> None:
+    """Holm-adjust the p-values of the rows' comparisons with the first in place, as ``p_holm`` in
+    ``key(row)``, when more than two strategies are compared; ``test(key(row))`` is the test whose
+    ``p_value`` is adjusted (default: the sign-flip ``permutation``). A comparison without a p (an
+    undefined objective) is left out."""
     from personalign.metrics.cluster import holm
 
-    compared = [r for r in rows if r.get("vs_first")]
+    compared = [r for r in rows if r.get("vs_first") and test(key(r)).get("p_value") is not None]
     if len(rows) <= 2 or not compared:
         return
-    for r, p in zip(compared, holm([key(r)["permutation"]["p_value"] for r in compared])):
+    for r, p in zip(compared, holm([test(key(r))["p_value"] for r in compared])):
         key(r)["p_holm"] = p
 
 

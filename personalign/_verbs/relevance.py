@@ -119,7 +119,8 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
         prompt: the user's new request.
         strategy: registry name (default ``minilm-logreg``); ignored when ``program`` is given.
         program: a compiled program, or the path of one saved by :func:`save_program`.
-        lm: model string for LLM strategies (default ``local/smollm2-135m-instruct``).
+        lm: model string for LLM strategies (default :func:`personalign.lm.default_model`; with a
+            saved ``program``, the embedded model it records).
         data: training data for a trainable strategy compiled on the fly (default
             :func:`default_training_data`, the packaged demo labels; every row is used, or only
             ``split``).

@@ -16,19 +16,24 @@ def fmt_ci(value, ci, rng=None, sign: str = "") -> str:
     return format_figure(value, ci, rng, sign)
 
 
-def p_cell(d: dict, mcnemar: dict | None = None) -> str:
-    """Sign-flip p over clusters (Holm-adjusted when present, with the smallest reachable p and, when
-    not significant, the minimum detectable effect); else the item-level McNemar p, labelled."""
-    perm = d.get("permutation")
-    if perm is None:
-        return "-" if mcnemar is None else f"{mcnemar['p_value']:.3g} (McNemar, item-level)"
-    p = d.get("p_holm", perm["p_value"])
-    cell = f"{p:.3g}{' Holm' if 'p_holm' in d else ''} (min {perm['p_min']:.3g})"
-    if p >= 0.05 and perm["p_min"] >= 0.05:  # too few clusters: no test here could reach 0.05
-        cell += "; too few clusters to show a difference"
-    elif p >= 0.05 and d.get("mde") is not None and d.get("ci") is not None:  # an MDE needs >= 5 clusters' SE
-        cell += f"; no difference shown, MDE ±{d['mde']:.2f}"
-    return cell
+def p_cell(vs: dict, mcnemar: dict | None = None) -> str:
+    """The p of a comparison (a row's ``vs_first`` / ``vs_uncompiled``, or its difference dict) as
+    the command line prints it: ``0.031 (Holm; min 0.0156)``
+    (:func:`personalign.metrics.paired.p_parts`, the results page's too)."""
+    from personalign.metrics.paired import p_parts
+
+    text, notes = p_parts(vs, mcnemar)
+    return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def vs_line_p(vs: dict) -> str:
+    """``p 0.031 (min 0.0156; paired permutation of f1, prompts swapped)``: a comparison's p with its test named."""
+    from personalign.metrics.paired import comparison_test, p_parts, describe_test
+
+    text, notes = p_parts(vs)
+    label = describe_test(comparison_test(vs)[0], vs.get("mcnemar"))
+    notes = notes + ([label] if label and label not in notes else [])
+    return f"p {text}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _vs_first(row: dict) -> tuple[str, str]:
@@ -36,11 +41,14 @@ def _vs_first(row: dict) -> tuple[str, str]:
     if not vs:
         return "(reference)", "-"
     d = vs["diff"]
-    return fmt_ci(d["diff"], d.get("ci"), d.get("range"), "+"), p_cell(d, vs.get("mcnemar"))
+    return fmt_ci(d["diff"], d.get("ci"), d.get("range"), "+"), p_cell(vs)
 
 
 def render_table(result: dict):
     from rich.table import Table
+
+    from personalign.metrics.paired import p_header
+    from personalign.results_page.tables import SHARE_COLUMN, share_text
 
     binary = result.get("kind", "binary") == "binary"
     key = result.get("metric", "f1")
@@ -55,7 +63,8 @@ def render_table(result: dict):
     cols = ["strategy", f"{key} [95% CI]"] + ([f"{objective} (objective)"] if extra else [])
     if binary:
         cols += ["precision", "recall", f"{result.get('positive_name', 'yes')}-rate"]
-    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", "p (sign-flip over clusters)"]
+    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", p_header(result)]
+    cols += [SHARE_COLUMN] if result.get("human") else []
     for col in cols:
         table.add_column(col, justify="left" if col == "strategy" else "right",
                          no_wrap=not col.startswith(("p (", f"Δ{key}")), min_width=len(col) if col == "strategy" else None)
@@ -68,7 +77,8 @@ def render_table(result: dict):
             cells += [f"{row['precision']:.3f}", f"{row['recall']:.3f}", f"{row['yes_rate']:.1%}"]
         cells += [calls_cell(row), f"{row['seconds']:.1f}", str(row["failures"]),
                   *_vs_first(row)]
-        table.add_row(*cells)
+        table.add_row(*cells, *([share_text(row)] if result.get("human") else []))
+    _add_human(table, result, cols)
     return table
 
 
@@ -77,6 +87,15 @@ def calls_cell(row: dict) -> str:
     answered some (:class:`personalign.lm.CallCounter`)."""
     cached = int(row.get("cached_lm_calls") or 0) + int(row.get("compile_cached_lm_calls") or 0)
     return f"{row['lm_calls']}+{row.get('compile_lm_calls', 0)}" + (f" (+{cached} cached)" if cached else "")
+
+
+def _add_human(table, result: dict, cols: list[str]) -> None:
+    """The human row (:func:`personalign.results_page.tables.human_entries`), below a line."""
+    from personalign.results_page.tables import human_entries
+
+    if result.get("human"):
+        table.add_section()
+        table.add_row(*[fmt_ci(*e) if isinstance(e, tuple) else e for e in human_entries(result, cols)])
 
 
 def resampling_line(result: dict) -> str:
@@ -91,10 +110,19 @@ def _short(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
+def _group_cell(g: dict, key: str) -> str:
+    """One held-out group's figure: ``0.55 [0.34, 0.64]``."""
+    ci = g.get(f"{key}_ci")
+    return f"{g[key]:.2f}" + (f" [{_short(ci[0])}, {_short(ci[1])}]" if ci else "")
+
+
 def groups_renderables(result: dict) -> list:
     """The headline table (mean per-group metric, pooled, worst group, vs the first strategy), the
     per-group table (each group's figure with its interval) and what the intervals resample."""
     from rich.table import Table
+
+    from personalign.metrics.paired import p_header
+    from personalign.results_page.tables import SHARE_COLUMN, share_text
 
     out: list = []
 
@@ -104,9 +132,10 @@ def groups_renderables(result: dict) -> list:
              + (f", lm {result['lm']})" if result.get("lm") else ")"))
     head = Table(title=title)
     cols = ["strategy", f"mean per-{gk} {key} (headline)", f"pooled {key}", f"worst {gk}",
-            f"Δ mean {key} vs first", "p (sign-flip over groups)", "LM calls eval+compile", "seconds"]
+            f"Δ mean {key} vs first", p_header(result), "LM calls eval+compile", "seconds"]
+    cols += [SHARE_COLUMN] if result.get("human") else []
     for c in cols:
-        head.add_column(c, justify="left" if c == "strategy" else "right", no_wrap=c != cols[5])
+        head.add_column(c, justify="left" if c == "strategy" else "right", no_wrap=c in cols[:3])
     for row in result["strategies"]:
         h, vs = row["headline"], row.get("vs_first")
         head.add_row(row["name"], fmt_ci(h["value"], h["ci"], h["range"]),
@@ -114,18 +143,20 @@ def groups_renderables(result: dict) -> list:
                      f"{row['worst']['value']:.3f} ({row['worst']['group']})",
                      "(reference)" if not vs else fmt_ci(vs["diff"], vs["ci"], vs["range"], "+"),
                      "-" if not vs else p_cell(vs), calls_cell(row),
-                     f"{row['seconds']:.1f}")
+                     f"{row['seconds']:.1f}", *([share_text(row)] if result.get("human") else []))
+    _add_human(head, result, cols)
     out.append(head)
     groups = Table(title=f"{key} on each held-out {gk} (fitted on the other {ng - 1}) [95% CI]")
     groups.add_column("strategy", no_wrap=True)
     for g in result["groups"]:
         groups.add_column(str(g), justify="right", no_wrap=True)
     for row in result["strategies"]:
-        cells = []
-        for g in row["by_group"]:
-            ci = g.get(f"{key}_ci")
-            cells.append(f"{g[key]:.2f}" + (f" [{_short(ci[0])}, {_short(ci[1])}]" if ci else ""))
-        groups.add_row(row["name"], *cells)
+        groups.add_row(row["name"], *[_group_cell(g, key) for g in row["by_group"]])
+    human = result.get("human")
+    if human and human["metric"] == key:
+        per = {str(g["group"]): g for g in human["by_group"]}
+        groups.add_section()
+        groups.add_row("human", *[_group_cell(per[str(g)], key) if str(g) in per else "-" for g in result["groups"]])
     out.append(groups)
     for row in result["strategies"]:
         if row.get("repeat_note"):
@@ -147,11 +178,12 @@ def notes(result: dict) -> list[str]:
               f"fewer than 5 {gk}s: the range of the per-{gk} figures, no percentile interval"),
            f"pooled: {key} of all out-of-{gk} predictions together; per-{gk} intervals resample {', '.join(units)}"]
     if first and len(result["strategies"]) > 1:
-        p_min = 2.0 / 2 ** ng if ng <= 16 else None
-        out.append(f"p: sign-flip permutation of the per-{gk} differences, exact over 2^{ng} sign vectors"
-                   + (f" (smallest reachable p = {p_min:.3g})" if p_min else "")
-                   + ("; Holm-adjusted over the comparisons" if len(result["strategies"]) > 2 else "")
-                   + "; MDE = (1.96 + 0.84) × SE of the difference over resampled groups")
+        from personalign.metrics.paired import p_note
+
+        out.append(p_note(result) + "; MDE = (1.96 + 0.84) × SE of the difference over resampled groups")
+    from personalign.results_page.tables import human_note
+
+    out += [human_note(result)] if result.get("human") else []
     out.append(f"reproducible: the same data, seed ({result.get('seed')}) and model give the same figures (LM calls "
                "at temperature 0, in a fixed order; bootstrap seeded); what varies run to run is the seconds and how "
                "many model calls a cache answered (shown apart: +N cached)")
@@ -164,10 +196,11 @@ def single_renderables(result: dict) -> list:
     """A single-split comparison: the table, what its intervals resample, each compile's summary
     line, compiled-vs-uncompiled pairs and repeat notes."""
     key = result.get("metric", "f1")
+    from personalign.metrics.paired import p_note
+    from personalign.results_page.tables import human_note
+
     out: list = [render_table(result)]
-    line = resampling_line(result)
-    if line:
-        out.append(line)
+    out += [line for line in (resampling_line(result), p_note(result), human_note(result)) if line]
     for row in result["strategies"]:
         summary = compile_summary_line(row["name"], row.get("compile"))
         if summary:
@@ -176,7 +209,7 @@ def single_renderables(result: dict) -> list:
         if vs:
             d = vs["diff"]
             out.append(f"{row['name']} vs {vs['against']} (compiled vs uncompiled, paired on the same examples): "
-                       f"Δ{key} {fmt_ci(d['diff'], d.get('ci'), d.get('range'), '+')}, p {p_cell(d, vs.get('mcnemar'))}")
+                       f"Δ{key} {fmt_ci(d['diff'], d.get('ci'), d.get('range'), '+')}, {vs_line_p(vs)}")
     out += [f"{row['name']}: {row['repeat_note']}" for row in result["strategies"] if row.get("repeat_note")]
     return out
 
@@ -207,6 +240,15 @@ def eval_line(out: dict, *, metric: str, kind: str, positive_name: str) -> str:
     if res:
         n = res["n_clusters"]
         line += f" (intervals resample {res['unit']}: {n} top-level cluster{'s' if n != 1 else ''})"
+    h = out.get("human")
+    if h:
+        from personalign.results_page.tables import share_text
+
+        m = h["metric"]
+        line += (f"\nhuman: {m} {fmt_ci(h[m], h.get(m + '_ci'), h.get(m + '_range'))}: each annotator against the "
+                 f"strict majority of the others on the {h['rows_covered']} of {h['rows']} rows with >= "
+                 f"{h['min_annotators']} annotators ({h['n']} judgments, {h['n_annotators']} annotators); "
+                 f"{out['strategy']} on those rows: {share_text(out)} of it")
     return line
 
 

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -39,12 +37,39 @@ def result_figures(result: dict) -> list[dict]:
             out.append(figure(f"{stage}.{result['split']}.{name}.{key}", f"{name}: {key} on split {result['split']} "
                               "(single split)", row[key], metric=key, strategy=name, ci=row.get(f"{key}_ci"), n=row["n"],
                               note=(row.get("resampling") or {}).get("unit")))
+    return out + _human_figures(result)
+
+
+def _human_figures(result: dict) -> list[dict]:
+    """The run-record figures of a result's human row (none without one): the ceiling
+    (leave-one-group-out: its mean per group, pooled) and each strategy's share of it."""
+    from personalign.record import cv_tag, figure
+
+    h = result.get("human")
+    if not h:
+        return []
+    m, stage = h["metric"], result["stage"]
+    note = f"each annotator against the majority of the others; {h['n']} judgments, {h['n_annotators']} annotators"
+    if result.get("cv") == "groups":
+        base, hd = f"{stage}.{cv_tag(result['group_key'])}.human.{m}", h["headline"]
+        out = [figure(f"{base}_mean", f"human ceiling: mean per-group {m}, held-out rows of each group", hd["value"],
+                      metric=f"{m}_mean", strategy="human", ci=hd["ci"], n=hd["n_groups"], note=note),
+               figure(f"{base}_pooled", f"human ceiling: {m} of all judgments", h["pooled"]["value"], metric=m,
+                      strategy="human", ci=h["pooled"]["ci"], n=h["n"], note=note)]
+        tag = cv_tag(result["group_key"])
+    else:
+        tag = result["split"]
+        out = [figure(f"{stage}.{tag}.human.{m}", f"human ceiling: {m} on split {tag}", h[m], metric=m,
+                      strategy="human", ci=h.get(f"{m}_ci"), n=h["n"], note=note)]
+    out += [figure(f"{stage}.{tag}.{r['name']}.share_of_human", f"{r['name']}: {m} as a share of the human ceiling",
+                   r["share_of_human"], metric="share", strategy=r["name"], n=None, note="same rows as the ceiling")
+            for r in result.get("strategies", []) if r.get("share_of_human") is not None]
     return out
 
 
 def result_record(result: dict, command: str | None = None) -> dict:
     """The :mod:`personalign.record` run record of a compare result (figures included)."""
-    from personalign.lm import adapter_for
+    from personalign.lm import adapter_name
     from personalign.record import run_record, slug
 
     model = result.get("lm")
@@ -57,7 +82,7 @@ def result_record(result: dict, command: str | None = None) -> dict:
     return run_record(slug(f"compare-{result['stage']}"), result_figures(result), command=command,
                       title=f"compare {result['stage']} ({'leave-one-group-out' if result.get('cv') else 'single split'})",
                       model=model if uses_lm else None,
-                      adapter=type(adapter_for(model)).__name__ if uses_lm else None, data=result.get("data"),
+                      adapter=adapter_name(model) if uses_lm else None, data=result.get("data"),
                       data_sha256=result.get("data_sha256"), resampling=resampling, stage=result["stage"],
                       extra={"seed": result.get("seed"), "n_boot": result.get("n_boot"),
                              "strategies": [r["name"] for r in rows], "complete": result.get("complete", True)})
@@ -79,6 +104,7 @@ def plot_groups(result: dict, path) -> Any:
         ax.bar(i, h["value"], yerr=[[h["value"] - lo], [hi - h["value"]]], capsize=4, color="#4c72b0")
         ax.plot([i] * len(r["by_group"]), [g[key] for g in r["by_group"]], "o", color="black", ms=3)
     ax.set_xticks(range(len(rows)), [r["name"] for r in rows], rotation=20, ha="right")
+    _ceiling_line(ax, result, (result.get("human") or {}).get("headline", {}).get("value"))
     ax.set_ylim(0, 1)
     ax.set_ylabel(f"mean per-{result['group_key']} {key}")
     ax.set_title(f"{result['stage']}, leave-one-{result['group_key']}-out ({result['n_groups']} groups, n={result['n']})")
@@ -90,6 +116,14 @@ def plot_groups(result: dict, path) -> Any:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _ceiling_line(ax, result: dict, value: float | None) -> None:
+    """A dotted line at the human ceiling, when the result has one in the plotted metric."""
+    human = result.get("human")
+    if human and human["metric"] == result.get("metric", "f1") and value is not None:
+        ax.axhline(value, color="#b5651d", ls=":", lw=1.5, label=f"human ceiling ({value:.2f})")
+        ax.legend(loc="upper right", fontsize=8)
 
 
 def plot_result(result: dict[str, Any], path: Path) -> Path:
@@ -111,6 +145,8 @@ def plot_result(result: dict[str, Any], path: Path) -> Path:
     if key == "f1" and "gold_yes_rate" in result:
         ax.axhline(2 * result["gold_yes_rate"] / (1 + result["gold_yes_rate"]), color="grey", ls="--", lw=1,
                    label=f"all-{result.get('positive_name', 'yes')} F1")
+    _ceiling_line(ax, result, (result.get("human") or {}).get(key))
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper right", fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_ylabel(f"{key} vs human labels (95% CI)")
@@ -124,13 +160,11 @@ def plot_result(result: dict[str, Any], path: Path) -> Path:
 
 
 def write_result(result: dict[str, Any], out_dir: Path, stem: str | None = None) -> Path:
-    """Write the result JSON atomically (tmp + rename) under ``out_dir``; return its path."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{stem or result['stage'] + '-' + result['split'] + '-' + stamp()}.json"
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(path)
-    return path
+    """Write the result JSON atomically (tmp + rename) under ``out_dir``, as strict JSON (a NaN is
+    null, listed under ``non_finite_as_null``: :func:`personalign.record.write_json`); return its path."""
+    from personalign.record import write_json
+
+    return write_json(out_dir / f"{stem or result['stage'] + '-' + result['split'] + '-' + stamp()}.json", result)
 
 
 def progress_display(enabled: bool):

@@ -54,9 +54,10 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
         DataError: unreadable data, an empty split, a strategy the training rows cannot fit.
     """
     from personalign.lm import default_model
-    from personalign.settings import runs_dir
+    from personalign.settings import default_sweep_storage
     from personalign.stages import resolve_stage
     from personalign.sweeps.runner import Sweep, default_study_name
+    from personalign.sweeps.storage import check_study_name
     from personalign.sweeps.space import SearchSpace
     from personalign.tracking.callbacks import Callbacks
 
@@ -71,8 +72,9 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
     st = resolve_stage(stage)
     ds = load_data(st, data)
     sp = SearchSpace.load(st, space)
-    url = storage or f"sqlite:///{runs_dir() / 'optuna.db'}"
-    name = study_name or default_study_name(st.name, ds.path or Path("examples"), split, sp)
+    url = storage or default_sweep_storage()
+    name = check_study_name(study_name) if study_name is not None else default_study_name(
+        st.name, ds.path or Path("examples"), split, sp)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     lm_name = lm if isinstance(lm, str) or lm is None else str(getattr(lm, "model", type(lm).__name__))
 

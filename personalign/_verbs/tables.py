@@ -1,5 +1,6 @@
 """The rows of a comparison, built from each strategy's fold results: :class:`SplitTable` (one
-split: the report, the set objective, the paired comparison with the first row) and
+split: the report, the set objective, the paired comparison with the first row and its paired
+permutation test of the objective) and
 :class:`GroupTable` (leave-one-group-out: the mean per-group headline, the pooled figure, the
 worst group, the sign-flip test over groups, Holm-adjusted)."""
 
@@ -32,8 +33,16 @@ def row_arrays(done: list[FoldResult]) -> dict:
 
 class _Table:
     def __init__(self, stage, result: dict, folds: list, *, n_boot: int, seed: int) -> None:
-        self.stage, self.result, self.n_boot, self.seed = stage, result, n_boot, seed
+        self.stage, self.result, self.n_boot, self.seed, self.folds = stage, result, n_boot, seed, folds
         self.examples = [ex for f in folds for ex in f.test]  # the scored rows, in fold order
+        self.human = self.human_row()  # the human ceiling where the rows carry annotations of >= 3 people
+        if self.human is not None:
+            result["human"] = self.human
+
+    def human_row(self) -> dict | None:
+        from personalign._verbs.human import human_on_rows
+
+        return human_on_rows(self.stage, self.examples, n_boot=self.n_boot, seed=self.seed)
 
     def candidate(self, name: str, info, done: list[FoldResult], model: str | None):
         """The :class:`~personalign.tracking.callbacks.Candidate` of the strategy just added."""
@@ -63,8 +72,9 @@ class _Table:
 
 
 class SplitTable(_Table):
-    """Rows of a single-split comparison (``vs_first``: paired bootstrap of the metric, the
-    permutation test, McNemar; ``vs_uncompiled`` for ``NAME@OPT`` after ``NAME``)."""
+    """Rows of a single-split comparison (``vs_first``: paired bootstrap of the metric, the paired
+    permutation test of the objective (``paired_test``, Holm-adjusted), the sign-flip test and
+    McNemar kept for reference; ``vs_uncompiled`` for ``NAME@OPT`` after ``NAME``)."""
 
     def __init__(self, stage, result: dict, folds: list, *, n_boot: int, seed: int) -> None:
         super().__init__(stage, result, folds, n_boot=n_boot, seed=seed)
@@ -86,15 +96,21 @@ class SplitTable(_Table):
                **row_arrays(done)}
         if reference:
             row["reference"] = True
+        if self.human is not None:
+            from personalign._verbs.human import share_on_rows
+
+            row["share_of_human"] = share_on_rows(st, self.human, self.examples, report)
         first = next(iter(self.reports.values()), None)
         if first is not None:
             row["vs_first"] = {"against": self.result["strategies"][0]["name"],
-                               **paired_comparison(st, report, first, n_boot=self.n_boot, seed=self.seed)}
+                               **paired_comparison(st, report, first, n_boot=self.n_boot, seed=self.seed,
+                                                   examples=self.examples)}
             row["vs_first"]["f1_diff"] = row["vs_first"]["diff"]  # former key
         base = name.split("@", 1)[0]
         if "@" in name and base in self.reports:  # the same strategy uncompiled ran earlier: pair them
             row["vs_uncompiled"] = {"against": base, **paired_comparison(st, report, self.reports[base],
-                                                                         n_boot=self.n_boot, seed=self.seed)}
+                                                                         n_boot=self.n_boot, seed=self.seed,
+                                                                         examples=self.examples)}
         self.reports[name] = report
         self.result["strategies"].append(row)
         return row
@@ -102,8 +118,10 @@ class SplitTable(_Table):
     def finish(self, partial: bool = False) -> None:
         from personalign._verbs.groups import add_holm
 
-        add_holm([r for r in self.result["strategies"] if "vs_first" not in r or "permutation" in r["vs_first"]["diff"]],
-                 key=lambda r: r["vs_first"]["diff"])
+        rows = self.result["strategies"]
+        add_holm(rows, key=lambda r: r["vs_first"]["paired_test"], test=lambda t: t)  # the test the table shows
+        add_holm([r for r in rows if "vs_first" not in r or "permutation" in r["vs_first"]["diff"]],
+                 key=lambda r: r["vs_first"]["diff"])  # the sign-flip kept for reference (its former p_holm)
         super().finish(partial)
 
 
@@ -114,6 +132,11 @@ class GroupTable(_Table):
     def __init__(self, stage, result: dict, folds: list, *, n_boot: int, seed: int) -> None:
         super().__init__(stage, result, folds, n_boot=n_boot, seed=seed)
         self.rows: list[dict] = []
+
+    def human_row(self) -> dict | None:
+        from personalign._verbs.human import human_over_groups
+
+        return human_over_groups(self.stage, self.folds, n_boot=self.n_boot, seed=self.seed)
 
     def add(self, name: str, info, done: list[FoldResult], *, reference: bool) -> dict:
         from personalign._verbs.groups import add_holm, paired_groups, public_row, summarize_strategy
@@ -130,8 +153,12 @@ class GroupTable(_Table):
         row.update(row_arrays(done))
         if reference:
             row["reference"] = True
+        if self.human is not None:
+            from personalign._verbs.human import share_over_groups
+
+            row["share_of_human"] = share_over_groups(self.stage, self.human, self.folds, [f.report for f in done])
         if self.rows:
-            row["vs_first"] = paired_groups(row, self.rows[0], seed=self.seed)
+            row["vs_first"] = paired_groups(row, self.rows[0], seed=self.seed, group_key=self.stage.group_key)
         self.rows.append(row)
         add_holm(self.rows)
         self.result["strategies"] = [public_row(r) for r in self.rows]

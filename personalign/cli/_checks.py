@@ -8,7 +8,6 @@ exit code 2. Used as typer option callbacks (``callback=lm_option``) or called d
 
 from __future__ import annotations
 
-from personalign.data import check_out_dir, check_out_file  # noqa: F401  (re-exported for the commands)
 from personalign.errors import ConfigurationError
 from personalign.redaction import redact
 
@@ -59,6 +58,9 @@ def parse_lm_kwargs(value: str | None) -> dict | None:
     if not isinstance(kwargs, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
         raise ConfigurationError(f"--lm-kwargs must be a JSON object, not {kind.get(type(kwargs), 'null')}")
+    from personalign.settings import check_lm_kwargs
+
+    check_lm_kwargs(kwargs)
     return kwargs
 
 
@@ -72,4 +74,4 @@ def lm_kwargs_option(value: str | None) -> str | None:
     return value
 
 
-__all__ = ["api_base_option", "check_out_dir", "check_out_file", "lm_kwargs_option", "lm_option", "parse_lm_kwargs"]
+__all__ = ["api_base_option", "lm_kwargs_option", "lm_option", "parse_lm_kwargs"]

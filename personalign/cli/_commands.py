@@ -4,12 +4,12 @@ callbacks its flags ask for, and prints the result (``--json``: one JSON object)
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 from personalign.cli._options import callbacks, cost_hook, model_args
+from personalign.cli._output import print_json
 
 
 def _console():
@@ -38,7 +38,7 @@ def run_stages(*, json_out: bool) -> None:
         rows.append({"stage": name, "source": f"entry point {ENTRY_POINT_GROUP}: {target}", "summary": None,
                      "kind": None, "metric": None, "objective": None, "default_strategies": None, "strategies": None})
     if json_out:
-        sys.stdout.write(json.dumps(rows) + "\n")
+        print_json(rows)
         return
     from rich.table import Table
 
@@ -72,7 +72,7 @@ def run_compare(*, stage, data, split, train_split, strategies, model, seed, n_b
         per_row = ("predictions", "scores", "correct", "row_errors")  # every row's: in the result file
         summary = {**{k: v for k, v in result.items() if k != "rows"}, **({"results_page": str(page)} if page else {}),
                    "strategies": [{k: v for k, v in row.items() if k not in per_row} for row in result["strategies"]]}
-        sys.stdout.write(json.dumps(summary, default=str) + "\n")
+        print_json(summary, default=str)
         return
     _say(report.renderables())
     for row in result["strategies"]:
@@ -95,7 +95,7 @@ def run_compare(*, stage, data, split, train_split, strategies, model, seed, n_b
 def run_compile(*, stage, strategy, optimizer, data, train_split, model, seed, out, json_out, tracking,
                 train_limit=None, cost=()) -> None:
     import personalign
-    from personalign.cli._checks import check_out_dir
+    from personalign.data import check_out_dir
     from personalign.settings import runs_dir
 
     check_out_dir(out)
@@ -108,7 +108,7 @@ def run_compile(*, stage, strategy, optimizer, data, train_split, model, seed, o
                                    **model_args(*model), seed=seed, out=out, callbacks=callbacks(**tracking),
                                    train_limit=train_limit, progress=not json_out, on_cost=cost_hook(*cost))
     if json_out:
-        sys.stdout.write(json.dumps(compiled.to_dict(), default=str) + "\n")
+        print_json(compiled.to_dict(), default=str)
         return
     _say([str(compiled)])
 
@@ -122,7 +122,7 @@ def run_eval(*, stage, program: Path, data, split, model, seed, n_boot, limit, j
     for warning in report.data.get("warnings", []):
         sys.stderr.write(warning + "\n")
     if json_out:
-        sys.stdout.write(json.dumps(report.to_dict(), default=str) + "\n")
+        print_json(report.to_dict(), default=str)
         return
     _say(report.renderables()[len(report.data.get("warnings", [])):])
 

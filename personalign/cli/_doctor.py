@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
 from importlib import metadata
 from pathlib import Path
+
+from personalign.cli._output import print_json
 
 PACKAGES = ("personalign", "dspy", "litellm", "llama_cpp_python", "torch", "sentence-transformers", "mlflow",
             "optuna", "pydantic", "numpy", "scikit-learn", "scipy", "bm25s", "typer", "rich")
@@ -91,7 +92,7 @@ def run_doctor(*, json_out: bool, bench: bool, lm: str, cache_dir: Path | None, 
                full: bool = False) -> None:
     info = collect(bench=bench, lm=lm, cache_dir=cache_dir, rehash=rehash, full=full)
     if json_out:
-        sys.stdout.write(json.dumps(info) + "\n")
+        print_json(info)
         return
     from rich.console import Console
     from rich.table import Table

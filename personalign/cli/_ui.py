@@ -3,7 +3,8 @@
 Plain ``mlflow ui`` imports litellm, which fetches a remote model cost map at start (a stall, or
 a network call, on every launch). This command starts the same server (``mlflow server``) with
 personalign's offline environment (:mod:`personalign._env`: ``LITELLM_LOCAL_MODEL_COST_MAP``,
-telemetry off), on ``127.0.0.1`` only, with the store personalign writes to.
+telemetry off), on ``127.0.0.1`` only, with the store personalign writes to, and prints the URL of
+the experiment's runs page to open.
 """
 
 from __future__ import annotations
@@ -97,17 +98,21 @@ def check_store(uri: str) -> None:
 
 
 def run_ui(*, tracking_uri: str | None, port: str | int) -> None:
-    """Replace this process with the MLflow UI server (Ctrl-C stops it).
+    """Replace this process with the MLflow UI server (Ctrl-C stops it), after printing the URL of
+    the experiment's runs page (:func:`personalign.tracking.runs_page_url`: the runs list with
+    personalign's metric columns, not MLflow's GenAI overview).
 
     Raises:
         ConfigurationError: a bad ``--port``; a URI :func:`check_store` refuses.
     """
     from personalign.settings import default_tracking_uri
+    from personalign.tracking import runs_page_url
 
     number = parse_port(str(port))
     uri = tracking_uri or default_tracking_uri()
     check_store(uri)
     argv, env = ui_command(tracking_uri, number)
-    sys.stderr.write(f"MLflow UI for {redact(uri)} at http://{LOOPBACK}:{number} (offline; Ctrl-C stops)\n")
+    url = runs_page_url(uri, f"http://{LOOPBACK}:{number}")
+    sys.stderr.write(f"MLflow UI for {redact(uri)}, offline; Ctrl-C stops. Open:\n  {url}\n")
     sys.stderr.flush()
     os.execve(argv[0], argv, env)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import typer
 
+from personalign.cli._output import print_json
+
 app = typer.Typer(help="Validate and describe data files.", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False, rich_markup_mode=None)
 
@@ -84,13 +86,12 @@ def stats(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Counts, label balance, splits, group counts and text-length percentiles (characters)."""
-    import json
-
+    
     from personalign.data import kind_stats
 
     s = _stage_stats(path, kind) if _is_stage(kind) else kind_stats(path, kind)
     if as_json:
-        typer.echo(json.dumps(s, ensure_ascii=False))
+        print_json(s, ensure_ascii=False)
         return
     typer.echo(f"{s['path']}  ({s['kind']})")
     typer.echo(f"  records: {s['n']}")

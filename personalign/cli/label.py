@@ -7,7 +7,6 @@ anything is written; outputs are written atomically.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -15,6 +14,7 @@ from typing import Optional
 import typer
 
 from personalign.cli._checks import lm_option
+from personalign.cli._output import print_json
 
 app = typer.Typer(help="Humans in the loop: merge annotations into labels, choose the next rows to label.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
@@ -91,7 +91,7 @@ def merge(
     summary = {**summary, "stage": st.name, "data": str(data), "join": None if join is None else str(join),
                "joined": joined, "out": None if out is None else str(out)}
     if json_out:
-        sys.stdout.write(json.dumps(summary) + "\n")
+        print_json(summary)
         return
     _print_merge(summary, out)
 
@@ -189,7 +189,7 @@ def next_(
     summary = {k2: v for k2, v in result.items() if k2 != "chosen"}
     summary.update(stage=st.name, n_chosen=len(chosen), out=None if out is None else str(out))
     if json_out:
-        sys.stdout.write(json.dumps({**summary, **({} if out else {"rows": chosen})}) + "\n")
+        print_json({**summary, **({} if out else {"rows": chosen})})
         return
     from rich.console import Console
     from rich.table import Table

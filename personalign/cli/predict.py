@@ -4,7 +4,6 @@ typer only at module level."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -13,6 +12,7 @@ import typer
 
 from personalign.cli._checks import api_base_option, lm_option
 from personalign.cli._options import CONFIRM_OVER_DEFAULT, ConfirmOverOpt, YesOpt, callbacks, cost_hook, model_args
+from personalign.cli._output import print_json, print_jsonl
 
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
                   help="Predict with a strategy (compiled on the fly, or a saved program).")
@@ -70,7 +70,7 @@ def relevance(
     if json_out:
         out = {"prompt": prompt, "strategy": strategy, "program": str(program or save) if (program or save) else None,
                "predictions": rows, "warnings": notes}
-        sys.stdout.write(json.dumps(out) + "\n")
+        print_json(out)
         return
     for row in rows:
         mark = "?" if row["relevant"] is None else ("YES" if row["relevant"] else "no ")
@@ -115,13 +115,12 @@ def batch(
     failed = bool(result["n"]) and result["failures"] == result["n"]  # a script can tell: exit 1
     if json_out:
         summary = result if out is None else {k: v for k, v in result.items() if k != "predictions"}
-        sys.stdout.write(json.dumps(summary) + "\n")
+        print_json(summary)
         if failed:
             raise typer.Exit(1)
         return
-    if out is None:
-        for row in rows:
-            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    if out is None:  # rendered whole, then written once: a row that cannot be written leaves no partial output
+        print_jsonl(rows, ensure_ascii=False)
     # the rows on stdout stay pure JSONL: the summary goes to stderr then
     say = typer.echo if out is not None else (lambda text: sys.stderr.write(text + "\n"))
     for line in report.renderables():

@@ -10,7 +10,6 @@ and exits with code 2.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -18,6 +17,7 @@ from typing import Optional
 import typer
 
 from personalign.cli._checks import lm_option
+from personalign.cli._output import print_json
 from personalign.runners import PIPELINE_STEPS
 
 app = typer.Typer(name="personalign-runners", no_args_is_help=True, add_completion=False,
@@ -58,7 +58,7 @@ def _emit(command: str, fn, *, params: dict, data=None, lm=None, uses_lm=True, c
             raise
         sys.stderr.write(f"error: {ours}\n")
         raise typer.Exit(2) from None
-    sys.stdout.write(json.dumps(out) + "\n")
+    print_json(out)
 
 
 def _split(strategies: str) -> list[str]:
@@ -222,7 +222,7 @@ def sft_export(out: Path, prefeval: Optional[Path] = typer.Option(None, help="Pr
     pairs: list = []
 
     def validate():  # every input read and checked before the cache, the store or any LM call
-        from personalign.cli._checks import check_out_file
+        from personalign.data import check_out_file
 
         check_out_file(out, argument="out")
         if prefeval is not None:

@@ -5,13 +5,13 @@ Light at import (typer only); the sweep machinery (optuna, dspy, mlflow) loads w
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from personalign.cli._output import print_json
 from personalign.cli._options import (
     CONFIRM_OVER_DEFAULT,
     ApiBaseOpt,
@@ -94,7 +94,7 @@ def sweep(
                                on_cost=cost_hook(confirm_over, yes))
     result = report.to_dict()
     if json_out:
-        sys.stdout.write(json.dumps(result, default=str) + "\n")
+        print_json(result, default=str)
     else:
         from rich.console import Console
 
@@ -108,7 +108,8 @@ def sweep(
                           + (f" --tracking-uri {redact(tracking_uri)})" if tracking_uri else ")"), markup=False,
                           highlight=False)
     done = result["n_complete"] + result["n_pruned"]
-    if done < result["n_trials"]:
+    # trials another live worker is still running count as on their way, not as missing
+    if done + result.get("n_running", 0) < result["n_trials"] or not done:
         # fewer trials than asked for is a failure, not a success (exit 1, after the summary)
         what = "every trial" if not done else f"{result['n_trials'] - done} of the {result['n_trials']} trials asked for"
         sys.stderr.write(f"error: {what} of study {result['study']} did not complete ({result['n_fail']} failed); "

@@ -58,6 +58,7 @@ from personalign.data.kinds import validate as validate_kind
 from personalign._paths import check_out_dir, check_out_file
 from personalign.data.files import check_input, check_output, iter_jsonl, read_text, write_jsonl, write_text
 from personalign.data.inputs import read_inputs
+from personalign.data.strict_json import dumps
 from personalign.data.splits import assert_no_leakage, assign_split, find_leaks, group_split
 
 __all__ = [
@@ -72,6 +73,6 @@ __all__ = [
     "load_personamem", "CupidInstance", "cupid_extraction", "load_cupid",
     "example_type", "iter_examples", "read_examples", "write_examples",
     "assert_no_leakage", "assign_split", "find_leaks", "group_split",
-    "check_input", "check_output", "iter_jsonl", "read_inputs", "read_text", "write_jsonl", "write_text",
+    "check_input", "check_output", "dumps", "iter_jsonl", "read_inputs", "read_text", "write_jsonl", "write_text",
     "KINDS", "kind_stats", "validate_kind", "stratified_limit", "check_out_dir", "check_out_file",
 ]

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from pydantic import BaseModel, ValidationError
 
+from personalign.data.strict_json import check_json_values, dumps
 from personalign.errors import ArgumentError, ConfigurationError, DataError
 
 __all__ = [
@@ -156,11 +157,15 @@ def read_bounded(path: str | os.PathLike, *, what: str = "data file", max_bytes:
     :data:`MAX_FILE_BYTES`). Raises DataError (missing, not a regular file, unreadable, too big)."""
     p = check_input(path, what=what)
     limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
+    chunks, size = [], 0
     with reading(p, what=what), p.open("rb") as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
+        # in chunks: read(limit + 1) would allocate the whole limit (256 MB for a program.json) up front
+        while size <= limit and (chunk := fh.read(min(1 << 20, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    if size > limit:
         raise DataError(p, None, None, f"{what} is larger than {limit} bytes")
-    return data
+    return b"".join(chunks)
 
 
 def read_text(path: str | os.PathLike, *, what: str = "file", max_bytes: int | None = None) -> str:
@@ -184,9 +189,12 @@ def read_text(path: str | os.PathLike, *, what: str = "file", max_bytes: int | N
 
 def loads_json(text: str | bytes, path, line: int | None = None) -> Any:
     """``json.loads`` whose every failure is a DataError naming ``path`` and the line: invalid
-    JSON, an integer of more than 4300 digits, nesting too deep for the parser."""
+    JSON, an integer of more than 4300 digits, nesting too deep for the parser, a non-finite
+    number (``NaN``, ``Infinity``, ``1e309``: not JSON)."""
     try:
-        return json.loads(text)
+        obj = json.loads(text)
+        check_json_values(obj, text, path, line)
+        return obj
     except json.JSONDecodeError as exc:
         at = line if line is not None else exc.lineno
         raise DataError(path, at, None, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
@@ -235,6 +243,7 @@ def iter_jsonl(path: str | os.PathLike, *, allow_empty: bool = False) -> Iterato
                 obj = loads_json(line, p, lineno)  # raises the one-line DataError
             if not isinstance(obj, dict):
                 raise DataError(p, lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+            check_json_values(obj, line, p, lineno)
             n += 1
             yield lineno, obj
     if n == 0 and not allow_empty:
@@ -374,7 +383,7 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[BaseModel | Mapping])
             if isinstance(rec, BaseModel):
                 line = rec.model_dump_json()
             else:
-                line = json.dumps(rec, ensure_ascii=False)
+                line = dumps(rec, ensure_ascii=False)  # NaN/Infinity as null, listed in the row
             out.write(line + "\n")
             n += 1
     return n

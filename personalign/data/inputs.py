@@ -20,6 +20,29 @@ def _annotation(signature, name: str) -> Any:
     return getattr(field, "annotation", None)
 
 
+def check_group_fields(rec: dict, keys: Sequence[str], path: str | Path, line: int | None, *,
+                       role: str = "the stage's group field") -> None:
+    """Each of ``keys`` in the row ``rec`` is present and a string or an integer: a group, decision
+    or unit field names the group a row belongs to (held-out groups, strata, a rule's unit), so a
+    list, an object, a boolean, a float or null is refused (a list or object cannot key a group;
+    ``1.0`` and ``true`` would silently join the group ``1``).
+
+    Used by :func:`read_inputs` (a unit rule's fields) and by the stage-file loader for the
+    stage's ``group_key`` and ``decision_keys``.
+
+    Raises:
+        DataError: one line naming the file, the line and the field.
+    """
+    for key in keys:
+        value = rec.get(key)
+        if value is None:
+            raise DataError(path, line, key, f"missing: {role}, every row needs it")
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            kind = {dict: "an object", list: "a list", bool: "a boolean", float: "a number with a fraction"}.get(
+                type(value), type(value).__name__)
+            raise DataError(path, line, key, f"{kind} ({value!r:.40}): {role} must be a string or an integer")
+
+
 def read_inputs(path: str | Path, stage, *, unit_fields: Sequence[str] = ()) -> list[tuple[int, Any]]:
     """``(line, dspy.Example)`` per row of ``path``, with the stage's inputs marked.
 
@@ -49,10 +72,8 @@ def read_inputs(path: str | Path, stage, *, unit_fields: Sequence[str] = ()) -> 
                 raise DataError(path, line, key, "null; every input needs a value")
             if _annotation(signature, key) is str and not isinstance(rec[key], str):
                 raise DataError(path, line, key, f"expected a string, got {type(rec[key]).__name__}")
-        for key in unit_fields:
-            if rec.get(key) is None:
-                raise DataError(path, line, key, "missing (the program decides within units of "
-                                                 f"{'+'.join(unit_fields)}: every row needs them)")
+        check_group_fields(rec, unit_fields, path, line,
+                           role=f"a field of the program's decision unit ({'+'.join(unit_fields)})")
         if "id" in rec and rec["id"] is None:
             raise DataError(path, line, "id", "null; give a string id or leave the field out")
         if "id" in rec and not isinstance(rec["id"], str):
@@ -61,4 +82,4 @@ def read_inputs(path: str | Path, stage, *, unit_fields: Sequence[str] = ()) -> 
     return out
 
 
-__all__ = ["read_inputs"]
+__all__ = ["check_group_fields", "read_inputs"]

@@ -231,6 +231,10 @@ def make_lm(model: str | None = None, *, temperature: float | None = None, max_t
         extra["temperature"] = temperature
     if max_tokens is not None:
         extra["max_tokens"] = max_tokens
+    from personalign.settings import check_lm_kwargs
+
+    check_lm_kwargs(extra)  # --lm-kwargs / lm_kwargs: one line per wrong type, before any model is built
+    num_retries = extra.pop("num_retries", num_retries)  # --lm-kwargs may set it (checked: settings.check_lm_kwargs)
     lm = dspy.LM(model, cache=cache, num_retries=num_retries, **extra)
     if load and not is_local(model) and api_base:
         from personalign.lm.serving import probe

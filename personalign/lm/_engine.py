@@ -275,30 +275,33 @@ class LocalEngine:
         count_call(self.spec.model_string, seconds=time.perf_counter() - t0, prompt_tokens=len(tokens) - prefix)
         return self._candidate_logprobs(logits, candidates)
 
-    def next_token_logprobs_hidden(self, prompt: str, candidates: list[str]):
+    def next_token_logprobs_hidden(self, prompt: str | list[int], candidates: list[str]):
         """:meth:`next_token_logprobs` plus the model's final hidden state at the last prompt token
         (the position that emits the next token): ``(logprobs, hidden)``, ``hidden`` float64 of
         shape (n_embd,) (llama.cpp's output embedding of that token, after the final norm).
+        ``prompt``: the rendered text, or its tokens (:meth:`_prompt_tokens`).
 
-        With embeddings on, llama.cpp marks every token of a batch as an output, so the prompt is
-        evaluated with them off and only the last token runs as a one-token batch with them on;
-        logits and hidden state are read with ``llama_get_logits_ith`` / ``llama_get_embeddings_ith``
-        at ``-1`` (the last output). KV prefix reuse is kept."""
+        With embeddings on, llama.cpp marks every token of a batch as an output (logits of the
+        whole vocabulary for each), so the prompt is evaluated with them off and only the last
+        token runs as a one-token ``Llama.eval`` with them on (``llama_set_embeddings``); that one
+        eval yields both the logits and the hidden state, read with ``llama_get_logits_ith`` /
+        ``llama_get_embeddings_ith`` at ``-1`` (the last output) through ``Llama.ctx``, all
+        llama-cpp-python's public API. KV prefix reuse is kept. Cached and shared between
+        features by :func:`personalign.lm.forward.yes_no_pass`."""
         import llama_cpp
         import numpy as np
 
-        tokens = self._prompt_tokens(prompt)
+        tokens = self._prompt_tokens(prompt) if isinstance(prompt, str) else self._check_fits(list(prompt))
         with self.lock:
             t0, prefix = time.perf_counter(), self._start(tokens)
             self.llm.n_tokens = prefix
             if prefix < len(tokens) - 1:
                 self.llm.eval(tokens[prefix:-1])
-            ctx = self.llm._ctx.ctx
+            ctx = self.llm.ctx
             llama_cpp.llama_set_embeddings(ctx, True)
             try:
                 self.llm.eval(tokens[-1:])
-                n_embd = llama_cpp.llama_model_n_embd(self.llm._model.model)
-                hidden = np.ctypeslib.as_array(llama_cpp.llama_get_embeddings_ith(ctx, -1), shape=(n_embd,))
+                hidden = np.ctypeslib.as_array(llama_cpp.llama_get_embeddings_ith(ctx, -1), shape=(self.llm.n_embd(),))
                 hidden = hidden.astype(np.float64)
                 logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(self.llm.n_vocab(),))
                 logits = logits.astype(np.float64)
@@ -309,7 +312,10 @@ class LocalEngine:
 
     def _prompt_tokens(self, prompt: str) -> list[int]:
         """The prompt's tokens; ContextWindowError when they do not fit n_ctx."""
-        tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+        return self._check_fits(self.llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True))
+
+    def _check_fits(self, tokens: list[int]) -> list[int]:
+        """``tokens``, or ContextWindowError when they do not fit n_ctx."""
         if len(tokens) >= self.settings.n_ctx:
             raise ContextWindowError(
                 f"prompt of {len(tokens)} tokens does not fit the {self.settings.n_ctx}-token context"

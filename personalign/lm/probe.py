@@ -1,11 +1,12 @@
 """The judge's hidden state: the final hidden state at the position that emits the yes/no verdict.
 
 :func:`margin_and_hidden` evaluates the same prompt as :func:`personalign.lm.scoring.yes_no_margin`
-and returns both the yes/no margin (unchanged: the prompt is evaluated with embeddings off and only
-its last token with them on, :meth:`personalign.lm._engine.LocalEngine.next_token_logprobs_hidden`)
-and the model's final hidden state there, shape (n_embd,) float64 (1536 for Qwen2.5-Coder-1.5B).
+and returns both the yes/no margin (the prompt is evaluated with embeddings off and only its last
+token with them on, :meth:`personalign.lm._engine.LocalEngine.next_token_logprobs_hidden`) and
+the model's final hidden state there, shape (n_embd,) float64 (1536 for Qwen2.5-Coder-1.5B).
 A linear probe on it (:mod:`personalign.programs.relevance.probe`) reads what the model "knows"
-about the verdict beyond the two logits the margin keeps. Embedded models only.
+about the verdict beyond the two logits the margin keeps. Embedded models only. Uncached: the
+strategies read the same pass through :func:`personalign.lm.forward.yes_no_pass`, which caches it.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ is the cheapest way to measure how much signal a local model has.
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Sequence
 
 from personalign.lm.yesno import NO, YES, margin_of  # noqa: F401  (the answer tokens, shared with serving)
@@ -62,37 +64,55 @@ def resolve_model(model: str | None) -> str:
 
 
 def cached_yes_no_margin(model: str, messages: Sequence[dict]) -> float:
-    """:func:`yes_no_margin`, kept in DSPy's cache (disk + memory,
-    wherever :func:`personalign.lm.configure_cache` points it; nothing when the cache is off),
-    keyed by the messages and the model file's pinned sha256 (embedded) or the endpoint's
-    ``api_base`` (served), so a rerun computes no margin twice (a pass the cache answers counts as
-    cached: :func:`personalign.lm.calls.count_cached`). Units: nats.
+    """:func:`yes_no_margin`, cached. Units: nats.
+
+    An embedded model's margin is the one of :func:`personalign.lm.forward.yes_no_pass`: one
+    forward pass that also keeps the hidden state for ``lm-probe``, cached in memory and under the
+    LM cache dir, keyed by the model file's sha256 and the exact prompt tokens. A served model's
+    margin is kept in this process's memory and DSPy's cache (wherever
+    :func:`personalign.lm.configure_cache` points it; memory only when the cache is off), keyed by
+    the messages, the model and the endpoint's ``api_base``. A rerun computes no margin twice.
+    A margin a cache answers is a cached model call (:func:`personalign.lm.calls.count_cached`).
 
     Raises: as :func:`yes_no_margin`.
     """
     import dspy
 
-    from personalign.lm._models import get_spec, is_local
+    from personalign.lm._models import is_local
 
-    spec = get_spec(model) if is_local(model) else None
+    if is_local(model):
+        from personalign.lm.forward import yes_no_pass
+
+        return yes_no_pass(model, messages).margin
     lm = dspy.settings.lm
-    endpoint = (lm.kwargs.get("api_base") if lm is not None and getattr(lm, "model", None) == model
-                and spec is None else None)
-    request = {"personalign": "yes_no_margin/1", "model": model, "messages": list(messages),
-               "weights": spec.split.sha256 if spec is not None and spec.split is not None else None}
+    endpoint = lm.kwargs.get("api_base") if lm is not None and getattr(lm, "model", None) == model else None
+    request = {"personalign": "yes_no_margin/1", "model": model, "messages": list(messages), "weights": None}
     if endpoint:
         request["api_base"] = endpoint
+    from personalign.lm.calls import count_cached, count_computed
+
+    memo = json.dumps(request, sort_keys=True, default=str)
+    with _served_lock:
+        hit = _served.get(memo)
+    if hit is not None:
+        count_cached(model, memo)  # a margin a cache answered: counted apart, once per run step
+        return hit
     cache = getattr(dspy, "cache", None)
     value = cache.get(request) if cache is not None else None
     if not isinstance(value, float):
-        value = float(yes_no_margin(model, messages))
+        value = float(yes_no_margin(model, messages))  # the endpoint call counts itself
+        count_computed(memo)
         if cache is not None:
             cache.put(request, value)
     else:
-        from personalign.lm.calls import count_cached
-
-        count_cached(model, (model, repr(list(messages))))  # the pass the cache answered: counted apart
+        count_cached(model, memo)
+    with _served_lock:
+        _served[memo] = value
     return value
+
+
+_served: dict[str, float] = {}  # a served model's margins in this process (the cache may be off)
+_served_lock = threading.Lock()
 
 
 def relevance_messages(attribute: str, prompt: str) -> list[dict]:

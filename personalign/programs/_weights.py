@@ -32,6 +32,7 @@ def read_npz(path: str | os.PathLike, shapes: dict[str, tuple[int, ...]], *,
     from personalign.data.files import check_input
 
     p = check_input(path, what="weights file")
+    _check_headers(p, shapes)  # shapes and dtypes from the npy headers, before any array is inflated
     try:
         archive = np.load(p, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
@@ -60,6 +61,44 @@ def read_npz(path: str | os.PathLike, shapes: dict[str, tuple[int, ...]], *,
                 raise DataError(p, None, name, "must be > 0 everywhere")
             out[name] = arr
     return out
+
+
+def _check_headers(p, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Read each expected array's ``.npy`` header inside the zip (``numpy.lib.format.read_magic``,
+    ``read_array_header_1_0`` / ``_2_0``) and refuse a wrong shape or a non-numeric dtype before
+    the array is decompressed (a 1 MB file may hold a header promising gigabytes).
+
+    Raises:
+        DataError: not a zip archive, an unreadable header, a wrong shape or dtype (naming the array).
+    """
+    import zipfile
+
+    from numpy.lib import format as npy
+
+    if not zipfile.is_zipfile(p):
+        return  # np.load names what it is (a single .npy array, garbage)
+    readers = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
+    try:
+        with zipfile.ZipFile(p) as zf:
+            members = set(zf.namelist())
+            for name, shape in shapes.items():
+                member = f"{name}.npy"
+                if member not in members:
+                    continue  # reported as a missing array below
+                with zf.open(member) as fh:
+                    version = npy.read_magic(fh)
+                    if version not in readers:
+                        raise DataError(p, None, name, f"npy format version {version} is not supported")
+                    got, _, dtype = readers[version](fh)
+                if dtype.hasobject or dtype.kind not in "fiu":
+                    raise DataError(p, None, name, f"dtype {dtype} is not numeric" if not dtype.hasobject
+                                    else "object (pickled) array; only numeric arrays load")
+                if tuple(got) != tuple(shape):
+                    raise DataError(p, None, name, f"shape {tuple(got)}, expected {tuple(shape)}")
+    except DataError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, RuntimeError) as exc:
+        raise DataError(p, None, None, f"not a valid .npz weights file ({type(exc).__name__})") from None
 
 
 __all__ = ["read_npz"]

@@ -34,8 +34,10 @@ from typing import Any, Callable, Sequence
 import dspy
 import numpy as np
 
+from personalign.programs.program_schema import RULE_KINDS
+
 #: Rule kinds; every kind but ``threshold`` works inside a unit.
-KINDS = ("threshold", "top_share", "zscore", "offset")
+KINDS = RULE_KINDS
 UNIT_KINDS = ("top_share", "zscore", "offset")
 
 

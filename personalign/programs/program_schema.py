@@ -23,9 +23,9 @@ exit 2 in the CLI. Nothing is dropped silently: a file that carries an LM is ref
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from personalign.errors import ConfigurationError, DataError
 
@@ -71,6 +71,37 @@ class PredictorState(_Strict):
     lm: Literal[None] = None
 
 
+RULE_KINDS = ("threshold", "top_share", "zscore", "offset")  # personalign.programs.decision.KINDS
+_Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class DecisionRuleRecord(_Strict):
+    """``metadata.personalign.decision_rule``: a fitted rule (:class:`~personalign.programs.decision.
+    DecisionRule`) as saved, every value checked before the rule decides anything: ``kind`` one of
+    :data:`RULE_KINDS`; ``value``, ``fallback``, ``cv_objective`` finite numbers (``top_share``:
+    ``value`` a share in (0, 1]); ``n``, ``n_groups``, ``n_splits`` counts; ``min_unit`` >= 1;
+    ``unit`` field names."""
+
+    kind: Literal[RULE_KINDS]  # type: ignore[valid-type]
+    value: _Finite
+    cv_objective: _Finite
+    raw_objective: Optional[_Finite] = None
+    n: Annotated[int, Field(ge=0)]
+    n_groups: Annotated[int, Field(ge=0)]
+    n_splits: Annotated[int, Field(ge=0)]
+    unit: Optional[list[Annotated[str, Field(min_length=1)]]] = None
+    min_unit: Annotated[int, Field(ge=1)] = 1
+    fallback: Optional[_Finite] = None
+    per_group: list[dict[str, Any]] = Field(default_factory=list)
+    candidates: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _share(self) -> "DecisionRuleRecord":
+        if self.kind == "top_share" and not 0 < self.value <= 1:
+            raise ValueError(f"a top_share rule's value is a share in (0, 1], got {self.value}")
+        return self
+
+
 class ProgramMetadata(BaseModel):
     """Schema of ``metadata.personalign`` in ``program.json`` (``extra="forbid"``).
 
@@ -95,7 +126,7 @@ class ProgramMetadata(BaseModel):
     data: str | None = None
     data_sha256: str | None = None
     weights: dict[str, str] = Field(default_factory=dict)
-    decision_rule: dict[str, Any] | None = None
+    decision_rule: DecisionRuleRecord | None = None
     signature: dict[str, Any] | None = None
 
 
@@ -206,5 +237,5 @@ def choose_model(meta: dict[str, Any], lm: str | None, path: str | Path) -> str 
     return model
 
 
-__all__ = ["CLIENT_KEYS", "FORMAT", "PredictorState", "ProgramMetadata", "SignatureState", "check_document",
+__all__ = ["CLIENT_KEYS", "FORMAT", "RULE_KINDS", "DecisionRuleRecord", "PredictorState", "ProgramMetadata", "SignatureState", "check_document",
            "check_no_client", "check_predictor_state", "choose_model", "is_embedded"]

@@ -306,6 +306,9 @@ def validate_state(program, state: dict, path: Path) -> None:
             raise DataError(path, None, f"state.{key}", "missing")
         _check_like(state[key], value, path, f"state.{key}")
     _check_annotations(type(program), state, path)
+    from personalign.programs.state_values import check_values
+
+    check_values(program, state, path)  # ranges, strict types where the fresh state holds None
 
 
 def _check_weight_hashes(directory: Path, meta: dict, path: Path) -> None:
@@ -359,6 +362,9 @@ def load_program(directory: str | Path, *, stage=None):
         except Exception as exc:  # noqa: BLE001
             raise DataError(path.parent, None, None, f"cannot load the weights: {type(exc).__name__}: "
                                                      f"{(str(exc).splitlines() or [''])[0][:200]}") from None
+    from personalign.programs.state_values import check_ready
+
+    check_ready(program, state, path)  # fitted, with its threshold: refused here, not once per row
     if meta.get("decision_rule"):
         from personalign.programs.decision import with_rule
 

@@ -60,6 +60,10 @@ def chart_png(result: dict, *, dpi: int = 110) -> bytes:
         rate = result["gold_yes_rate"]
         ax.axhline(2 * rate / (1 + rate), color="grey", ls="--", lw=1, zorder=1,
                    label=f"all-{result.get('positive_name', 'yes')} F1")
+    human = result.get("human")
+    if human and human["metric"] == key:  # the human ceiling (its mean per group under --cv groups)
+        value = human["headline"]["value"] if "headline" in human else human[key]
+        ax.axhline(value, color="#b5651d", ls=":", lw=1.5, zorder=1, label=f"human ceiling ({value:.2f})")
     ax.plot([], [], "o", color="#222", ms=3.5, label="one group")
     ax.set_xticks(list(xs), [p["name"] for p in points], rotation=15 if len(points) > 3 else 0, ha="right"
                   if len(points) > 3 else "center", fontsize=9)

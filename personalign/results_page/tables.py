@@ -12,9 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from personalign.metrics.cluster import format_figure, resampling_note
+from personalign.metrics.paired import comparison_test, p_header, p_note, p_parts, describe_test
 from personalign.record import group_noun
 
-__all__ = ["WIDE_GROUPS", "summary_table", "group_table", "cell", "figure_cell", "p_cell", "is_cv"]
+__all__ = ["WIDE_GROUPS", "summary_table", "group_table", "cell", "figure_cell", "p_cell", "is_cv", "human_note",
+           "share_text", "human_entries", "SHARE_COLUMN"]
 
 
 def cell(text: Any, sub: str | None = None, cls: str = "") -> dict[str, Any]:
@@ -39,23 +41,14 @@ def _num(value, fmt: str = ".3f") -> str:
     return "-" if value is None or value != value else f"{value:{fmt}}"
 
 
-def p_cell(diff: dict, mcnemar: dict | None = None, unit: str = "clusters") -> dict[str, Any]:
-    """The p of a comparison with the first strategy, naming its test on the second line: the
-    sign-flip permutation over ``unit`` (Holm-adjusted when present; with the smallest reachable p
-    and, when not significant, why: too few clusters, or the minimum detectable effect), else the
-    item-level McNemar test (a test of accuracy), else ``-``."""
-    perm = diff.get("permutation")
-    if perm is None:
-        if mcnemar is None:
-            return cell("-")
-        return cell(f"{mcnemar['p_value']:.3g}", "McNemar, item-level (a test of accuracy)", "p")
-    p = diff.get("p_holm", perm["p_value"])
-    sub = f"{perm.get('test', 'sign-flip')} over {unit}{', Holm' if 'p_holm' in diff else ''}; min {perm['p_min']:.3g}"
-    if p >= 0.05 and perm["p_min"] >= 0.05:
-        sub += "; too few clusters to show a difference"
-    elif p >= 0.05 and diff.get("mde") is not None and diff.get("ci") is not None:
-        sub += f"; no difference shown, MDE ±{diff['mde']:.2f}"
-    return cell(f"{p:.3g}", sub, "p sig" if p < 0.05 else "p")
+def p_cell(vs: dict, mcnemar: dict | None = None) -> dict[str, Any]:
+    """The p of a comparison with the first strategy (a row's ``vs_first`` / ``vs_uncompiled``, or
+    its difference dict), its notes on the second line: the command line's cell
+    (:func:`personalign.metrics.paired.p_parts`; the column header names the test)."""
+    text, notes = p_parts(vs, mcnemar)
+    if text == "-":
+        return cell("-", "; ".join(notes) or None)
+    return cell(text, "; ".join(notes) or None, "p sig" if float(text) < 0.05 else "p")
 
 
 def _binary_cells(row: dict) -> list[dict]:
@@ -75,8 +68,8 @@ def _single_summary(result: dict) -> dict[str, Any]:
     pos = result.get("positive_name", "yes")
     cols = ["strategy", f"{key} [95% CI]"] + ([f"{objective} (objective)"] if extra else [])
     cols += ["precision", "recall", f"{pos}-rate"] if binary else []
-    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", "p"]
-    unit = (next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None) or {}).get("unit")
+    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", p_header(result)]
+    cols += [SHARE_COLUMN] if result.get("human") else []
     rows = []
     for r in result["strategies"]:
         cells = [cell(r["name"], cls="name"), figure_cell(r.get(key), r.get(f"{key}_ci"), r.get(f"{key}_range"))]
@@ -89,22 +82,23 @@ def _single_summary(result: dict) -> dict[str, Any]:
             cells += [cell("(reference)", cls="muted"), cell("-")]
         else:
             d = vs["diff"]
-            cells += [figure_cell(d["diff"], d.get("ci"), d.get("range"), "+"),
-                      p_cell(d, vs.get("mcnemar"), f"{unit}s" if unit and unit != "item" else "clusters")]
-        rows.append(cells)
+            cells += [figure_cell(d["diff"], d.get("ci"), d.get("range"), "+"), p_cell(vs)]
+        rows.append(cells + ([cell(share_text(r))] if result.get("human") else []))
+    rows += _human_rows(result, cols)
     head = f"{result.get('stage')} on {result.get('split')} (n={result.get('n')}"
     if binary and result.get("gold_yes_rate") is not None:
         head += f", human {pos}-rate {result['gold_yes_rate']:.1%}"
     if result.get("adapter"):
         head += f", lm {result.get('lm')}, adapter {result['adapter']}"
-    notes = [resampling_note(next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None))]
+    notes = [resampling_note(next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None)),
+             p_note(result), human_note(result)]
     for r in result["strategies"]:
         vs = r.get("vs_uncompiled")
         if vs:
             d = vs["diff"]
             notes.append(f"{r['name']} vs {vs['against']} (compiled vs uncompiled, same rows): Δ{key} "
                          f"{format_figure(d['diff'], d.get('ci'), d.get('range'), '+')}, "
-                         f"p {p_cell(d, vs.get('mcnemar'))['text']}")
+                         f"p {p_cell(vs)['text']} ({describe_test(comparison_test(vs)[0], vs.get('mcnemar'))})")
     return {"title": head + ")", "columns": cols, "rows": rows, "notes": [n for n in notes if n] + _row_notes(result)}
 
 
@@ -114,7 +108,8 @@ def _cv_summary(result: dict) -> dict[str, Any]:
     pos = result.get("positive_name", "yes")
     cols = ["strategy", f"mean per-{gk} {key} (headline)", f"pooled {key}"]
     cols += ["precision", "recall", f"{pos}-rate"] if binary else []
-    cols += [f"worst {gk}", "LM calls eval+compile", "seconds", "failures", f"Δ mean {key} vs first", "p"]
+    cols += [f"worst {gk}", "LM calls eval+compile", "seconds", "failures", f"Δ mean {key} vs first", p_header(result)]
+    cols += [SHARE_COLUMN] if result.get("human") else []
     rows = []
     for r in result["strategies"]:
         h, pooled, vs = r["headline"], r["pooled"], r.get("vs_first")
@@ -123,8 +118,9 @@ def _cv_summary(result: dict) -> dict[str, Any]:
         cells += _binary_cells(pooled) if binary else []
         cells += [cell(_num(r["worst"]["value"]), str(r["worst"]["group"]), "fig"), *_cost_cells(r)]
         cells += ([cell("(reference)", cls="muted"), cell("-")] if not vs else
-                  [figure_cell(vs["diff"], vs.get("ci"), vs.get("range"), "+"), p_cell(vs, unit=f"{gk}s")])
-        rows.append(cells)
+                  [figure_cell(vs["diff"], vs.get("ci"), vs.get("range"), "+"), p_cell(vs)])
+        rows.append(cells + ([cell(share_text(r))] if result.get("human") else []))
+    rows += _human_rows(result, cols)
     title = f"{result.get('stage')}: leave-one-{gk}-out over {ng} {gk}s (n={result.get('n')}" + \
         (f", lm {result['lm']})" if result.get("lm") else ")")
     notes = [f"headline: the mean of the {ng} per-{gk} {key}s, each on a {gk} the strategy was not fitted on; "
@@ -132,12 +128,20 @@ def _cv_summary(result: dict) -> dict[str, Any]:
                 f"fewer than 5 {gk}s: the range of the per-{gk} figures, no percentile interval"),
              f"pooled: {key} of all out-of-{gk} predictions together"
              + ("; precision, recall and rate are of the pooled predictions" if binary else "")]
-    if len(result["strategies"]) > 1:
-        notes.append(f"p: sign-flip permutation of the per-{gk} differences"
-                     + ("; Holm-adjusted over the comparisons" if len(result["strategies"]) > 2 else ""))
+    notes += [p_note(result), human_note(result)]
     if result.get("complete") is False:
         notes.append("partial result: not every strategy has run yet")
-    return {"title": title, "columns": cols, "rows": rows, "notes": notes + _row_notes(result)}
+    return {"title": title, "columns": cols, "rows": rows, "notes": [n for n in notes if n] + _row_notes(result)}
+
+
+def _human_rows(result: dict, columns: list[str]) -> list[list[dict]]:
+    """The human row's cells (:func:`human_entries`), or none without a human row."""
+    if not result.get("human"):
+        return []
+    entries = human_entries(result, columns)
+    return [[cell(e, cls="name human") if c == "strategy" else figure_cell(*e) if isinstance(e, tuple) else
+             cell(e, cls="muted" if e in ("-", "(ceiling)") else "")
+             for c, e in zip(columns, entries)]]
 
 
 def _row_notes(result: dict) -> list[str]:
@@ -192,6 +196,15 @@ def group_table(result: dict) -> dict[str, Any] | None:
         gk = (next((r.get("resampling") for r in result["strategies"] if r.get("resampling")), None) or {}).get("unit")
         title = (f"{key} per {gk or 'group'} on {result.get('split')} (single split: each group is scored by strategies "
                  "fitted on the train split)")
+    h = result.get("human")
+    if h and h["metric"] == key:  # the human ceiling per group, where the group has annotated rows
+        per = ({str(g["group"]): (g[key], g.get(f"{key}_ci")) for g in h["by_group"]} if is_cv(result) else
+               {str(g): (v, None) for g, v in (h.get(f"{key}_by_group") or {}).items()})
+        for g, (v, ci) in per.items():
+            if g in labels:
+                c = cell(_num(v), None if not ci else f"[{_num(ci[0], '.2f')}, {_num(ci[1], '.2f')}]", "fig")
+                figures.setdefault(g, {})["human"] = {**c, "value": v}
+        names.append("human")
     empty = cell("-")
     if len(labels) <= WIDE_GROUPS:
         rows = [[cell(n, cls="name")] + [figures.get(g, {}).get(n, empty) for g in labels] for n in names]
@@ -199,3 +212,64 @@ def group_table(result: dict) -> dict[str, Any] | None:
     rows = [[cell(label, cls="name")] + [figures.get(g, {}).get(n, empty) for n in names] for g, label in labels.items()]
     return {"title": title + f"; {len(labels)} groups", "columns": [gk or "group", *names], "rows": rows, "notes": [],
             "tall": True}
+
+
+# --- the human row (the human ceiling, where the evaluated rows carry annotations of >= 3 people) ---
+
+
+def share_text(row: dict) -> str:
+    """A strategy's objective as a share of the human ceiling (``share_of_human``): ``91%``, else ``-``."""
+    share = row.get("share_of_human")
+    return "-" if share is None else f"{share:.0%}"
+
+
+def human_note(result: dict) -> str | None:
+    """The line under a table with a human row: what the ceiling is, on which rows or groups, what
+    its interval resamples, and what "of human" divides (None without a human row)."""
+    h = result.get("human")
+    if not h:
+        return None
+    metric = h["metric"]
+    who = (f"{h['n']} judgments by {h['n_annotators']} annotators, ties {h.get('ties', 'negative')}")
+    if is_cv(result):
+        gk = group_noun(result["group_key"])
+        without = h.get("groups_without") or []
+        return (f"human: on the held-out rows of each {gk} with >= {h['min_annotators']} annotators, each annotator's "
+                f"{metric} against the strict majority of the others ({who}); headline: the mean of the "
+                f"{len(h['groups'])} per-{gk} ceilings" + (f" (no annotations: {', '.join(map(str, without))})"
+                                                          if without else "")
+                + f"; of human: each strategy's mean per-{gk} {metric} on the same rows / the human headline")
+    unit = (h.get("resampling") or {}).get("unit", "item")
+    return (f"human: each annotator's {metric} against the strict majority of the others on the {h['rows_covered']} "
+            f"of {h['rows']} rows with >= {h['min_annotators']} annotators ({who}); its interval resamples {unit}; "
+            f"of human: each strategy's {metric} on those rows / the human {metric}")
+
+
+SHARE_COLUMN = "of human"
+"""The summary table's column of each strategy's objective as a share of the human ceiling."""
+
+
+def human_entries(result: dict, columns: list[str]) -> list:
+    """The human row of the summary table, one entry per column of ``columns``: a figure ``(value,
+    ci, range)`` (printed with :func:`~personalign.metrics.cluster.format_figure`) or a text. The
+    ceiling goes in the metric's column (single split: the objective's column when the objective is
+    not the metric; ``--cv groups``: the headline, pooled and worst columns, its metric named when it
+    is not the table's); the rate column holds the annotators' own yes-rate."""
+    h, key = result["human"], result.get("metric", "f1")
+    metric, pos = h["metric"], result.get("positive_name", "yes")
+    named = "" if metric == key else f" ({metric})"
+    if is_cv(result):
+        gk = group_noun(result["group_key"])
+        hd, pooled = h["headline"], h["pooled"]
+        known = {f"mean per-{gk} {key} (headline)": (hd["value"], hd["ci"], hd["range"]),
+                 f"pooled {key}": (pooled["value"], pooled["ci"], pooled["range"]),
+                 f"worst {gk}": f"{h['worst']['value']:.3f} ({h['worst']['group']}){named}"}
+        if named:
+            known = {c: (format_figure(*v) + named if isinstance(v, tuple) else v) for c, v in known.items()}
+    else:
+        known = {f"{key} [95% CI]": (h[metric], h.get(f"{metric}_ci"), h.get(f"{metric}_range")) if not named else "-",
+                 f"{result.get('objective')} (objective)": format_figure(h[metric], h.get(f"{metric}_ci"),
+                                                                           h.get(f"{metric}_range"))}
+    known.update({"strategy": "human", SHARE_COLUMN: "(ceiling)",
+                  f"{pos}-rate": "-" if h.get("yes_rate") is None else f"{h['yes_rate']:.1%}"})
+    return [known.get(c, "-") for c in columns]

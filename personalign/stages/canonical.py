@@ -66,6 +66,7 @@ def load_rows(path: str | Path, *, spec) -> list:
     import dspy
 
     from personalign.data.files import iter_jsonl
+    from personalign.data.inputs import check_group_fields
 
     inputs = _input_names(spec)
     typ = spec.output.type if spec.output is not None else None
@@ -82,13 +83,7 @@ def load_rows(path: str | Path, *, spec) -> list:
         if spec.label not in rec:
             raise DataError(path, line, spec.label, "missing (the stage's label field)")
         check_value(rec[spec.label], typ, path, line, spec.label)
-        for key in required:
-            value = rec.get(key)
-            if value is None:
-                raise DataError(path, line, key, "missing (the stage's group field)")
-            if isinstance(value, bool) or not isinstance(value, (str, int)):
-                raise DataError(path, line, key, f"a group value is a string or an integer, got "
-                                                 f"{type(value).__name__}")
+        check_group_fields(rec, required, path, line)
         out.append(dspy.Example(**rec).with_inputs(*inputs))
     return out
 

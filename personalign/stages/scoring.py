@@ -7,9 +7,10 @@ missing model, an unknown model): that one stops the run.
 from __future__ import annotations
 
 import contextlib
+import math
 from typing import Any, Sequence
 
-from personalign.errors import ContextWindowError, find_personalign_error
+from personalign.errors import ConfigurationError, ContextWindowError, find_personalign_error
 from personalign.lm.retry import fatal_lm_error
 
 
@@ -38,7 +39,7 @@ def per_example_scores(stage, examples: Sequence, predictions: Sequence[Any], *,
                 continue
             try:
                 value = metric(ex, dspy.Prediction(**{stage.output: p}))
-                scores.append(float(getattr(value, "score", value)))
+                value = float(getattr(value, "score", value))
             except Exception as exc:  # noqa: BLE001 -- an unscorable prediction is a failure
                 ours = find_personalign_error(exc)
                 if ours is not None and not isinstance(ours, ContextWindowError):
@@ -47,6 +48,11 @@ def per_example_scores(stage, examples: Sequence, predictions: Sequence[Any], *,
                 if fatal is not None:
                     raise fatal from None
                 scores.append(0.0)
+                continue
+            if not math.isfinite(value):  # NaN would silently become the mean and be written as a figure
+                raise ConfigurationError(f"the stage's metric {stage.metric_name!r} returned {value} for example "
+                                         f"{getattr(ex, 'id', '?')!r}; a metric returns a finite number")
+            scores.append(value)
     return scores, counter.calls
 
 

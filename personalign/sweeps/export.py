@@ -10,6 +10,7 @@ from typing import Any
 
 from optuna.trial import FrozenTrial
 
+from personalign.errors import ConfigurationError
 from personalign.sweeps.storage import redact_url
 
 
@@ -27,7 +28,11 @@ def export_best(sweep, best: FrozenTrial) -> dict[str, Any]:
     from personalign.programs.saved import PROGRAM_FILE, save_program
     from personalign.settings import runs_dir
 
-    target = runs_dir() / "programs" / f"{sweep.stage.name}-sweep-{sweep.study_name}-trial{best.number}"
+    programs = runs_dir() / "programs"
+    target = programs / f"{sweep.stage.name}-sweep-{sweep.study_name}-trial{best.number}"
+    if target.parent != programs or target.name in (".", "..") or "/" in target.name or "\\" in target.name:
+        raise ConfigurationError(f"cannot export trial {best.number} of study {sweep.study_name!r}: its directory "
+                                 f"would not be inside {programs}; pass a --study-name of letters, digits, '.', '_', '-'")
     out = {"program": str(target), "program_json": str(target / PROGRAM_FILE), "prompt_file": str(target / "prompt.md")}
     if (target / PROGRAM_FILE).exists() and (target / "prompt.md").exists():
         out["program_reused"] = True
@@ -41,7 +46,7 @@ def export_best(sweep, best: FrozenTrial) -> dict[str, Any]:
         with contextlib.redirect_stdout(sys.stderr):
             program, compile_info = objective.compile(config, objective.trial_lm(config))
     info = dict(compile_info or {"optimizer": None})
-    info.update({"data": str(sweep.data), "train_split": sweep.train_split, "sweep": {
+    info.update({"data": sweep.data.label, "train_split": sweep.train_split, "sweep": {
         "study": sweep.study_name, "trial": best.number, "params": best.params, "recompiled": cached is None,
         "storage": redact_url(sweep.storage_url)}})
     uses_lm = sweep.stage.registry.info(config.strategy).uses_lm

@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 from personalign.errors import DataError, PersonalignError, find_personalign_error
 from personalign.sweeps.storage import trial_id
+from personalign.sweeps.trust import trusted_trials
 from personalign.sweeps.workers import WORKER_ATTR, Surplus
 
 
@@ -149,7 +150,7 @@ class Objective:
             **({"retry_of": retry_of} if retry_of is not None else {})})
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
-        same = _same_params(trials, trial)
+        same = _same_params(trusted_trials(trials, self.space)[0], trial)  # never reuse an untrusted value
         if same is not None:
             # identical parameters were scored already (deterministic for a given seed): reuse the
             # result instead of spending LM calls on it again

@@ -27,6 +27,7 @@ from personalign.sweeps.objective import Objective, TrialFailed, load_splits
 from personalign.sweeps.sampler import default_sampler
 from personalign.sweeps.space import SearchSpace
 from personalign.sweeps.storage import GRACE_PERIOD, HEARTBEAT_INTERVAL, fail_stale_trials, open_storage, redact_url
+from personalign.sweeps.trust import check_study_compatible, trusted_trials
 from personalign.sweeps.workers import Budget, Surplus, counts, worker_alive, worker_id
 
 
@@ -191,10 +192,11 @@ class Sweep:
                                 data_sha256=self.splits.data_sha256, lm=self.lm_name, split=self.split,
                                 tags={"personalign.study": self.study_name, "personalign.worker": self.worker})
         self.callbacks.check(self.run_info)  # before the study or an LM is touched
-        study = self._open_study()
-        self.run_info.tags.update(self._record_tags(study))
-        model = self.resolve_model(self.splits.uses_lm)  # built once, in the main thread
+        model = self.resolve_model(self.splits.uses_lm)  # built once, in the main thread; a bad model writes nothing
         self.lm_name, lm = model.name, model.lm
+        study = self._open_study()
+        check_study_compatible(study.get_trials(deepcopy=False), self.space, self.study_name)  # a storage is input
+        self.run_info.tags.update(self._record_tags(study))
         self.budget = Budget(self.n_trials, self.storage.is_stale)
         self.objective = Objective(stage=self.stage, space=self.space, data=self.splits, storage=self.storage,
                                    study_name=self.study_name, budget=self.budget, callbacks=self.callbacks,
@@ -234,7 +236,11 @@ class Sweep:
                          f"optuna-dashboard {self.storage_url[len('journal:'):]}",
             "best": None,
         }
-        complete = [t for t in trials if t.state == TrialState.COMPLETE]
+        complete, refused = trusted_trials(trials, self.space)  # a storage is input: check before trusting
+        if refused:
+            out["untrusted_trials"] = refused
+            print(f"warning: {len(refused)} complete trial(s) of study {self.study_name} ignored as untrusted: "
+                  + "; ".join(f"trial {n}: {w}" for n, w in list(refused.items())[:3]), file=sys.stderr)
         if complete:
             best = max(complete, key=lambda t: (t.value, -t.number))
             out["best"] = {"number": best.number, "value": best.value, "params": best.params,

@@ -47,6 +47,38 @@ class Dimension:
         """The value of this dimension in the params of a finished trial."""
         return self.value if self.kind == "fixed" else params[self.name]
 
+    def holds(self, value: Any) -> bool:
+        """Whether ``value`` is a point of this dimension: one of the choices (same type), an int or
+        a finite float inside the range and on its step, the fixed value."""
+        import math
+
+        if self.kind == "fixed":
+            return value == self.value
+        if self.kind == "categorical":
+            return any(type(value) is type(c) and value == c for c in self.choices)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return False
+        if self.kind == "int" and not isinstance(value, int):
+            return False
+        if not self.low <= value <= self.high:
+            return False
+        if self.step:
+            k = (value - self.low) / self.step
+            return abs(k - round(k)) < 1e-6
+        return True
+
+    def distribution(self):
+        """The Optuna distribution :meth:`sample` suggests (None for a fixed value)."""
+        from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+        if self.kind == "categorical":
+            return CategoricalDistribution(self.choices)
+        if self.kind == "int":
+            return IntDistribution(int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
+        if self.kind == "float":
+            return FloatDistribution(float(self.low), float(self.high), log=self.log, step=self.step)
+        return None
+
     def candidates(self) -> list:
         """Values that bound what a trial can get: each choice, both ends of a range, the fixed value."""
         if self.kind == "categorical":
@@ -237,6 +269,14 @@ class SearchSpace:
                    temperature=temperature, optimizers=optimizers, optimizer_settings=opt_settings,
                    fit_settings=fit_dims, strategy_settings=strat_settings)
 
+    def dimensions(self) -> list[Dimension]:
+        """Every dimension a trial may sample (the strategy first)."""
+        dims = [Dimension("strategy", "categorical", choices=self.strategies)]
+        dims += [d for d in (self.temperature, self.optimizers) if d is not None]
+        for group in (*self.optimizer_settings.values(), self.fit_settings, *self.strategy_settings.values()):
+            dims += group
+        return dims
+
     # --- define-by-run sampling; the same function rebuilds a finished trial's configuration ---
     def configure(self, pick: Callable[[Dimension], Any]) -> "TrialConfig":
         """The configuration of one trial; ``pick(dimension)`` samples (``dim.sample(trial)``) or
@@ -285,3 +325,4 @@ class TrialConfig:
         return {"strategy": self.strategy, "optimizer": self.optimizer, "optimizer_settings": self.optimizer_settings,
                 "fit_settings": self.fit_settings, "strategy_kwargs": self.strategy_kwargs,
                 "temperature": self.temperature}
+

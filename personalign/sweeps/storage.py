@@ -16,6 +16,7 @@ stale when
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from pathlib import Path
@@ -211,11 +212,18 @@ def open_storage(url: str, *, heartbeat_interval: int = HEARTBEAT_INTERVAL, grac
         path = Path(url[len("journal:"):]).expanduser()
         if not str(path) or str(path) == ".":
             raise ConfigurationError("--storage journal:PATH needs a file path, e.g. journal:runs/optuna.journal")
+        from personalign.stores import check_regular
+
+        if check_regular(path, "--storage journal file"):  # a FIFO would block the open forever
+            check_journal(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             return JournalHeartbeatStorage(JournalFileBackend(str(path)), **kwargs)
         except OSError as exc:
             raise ConfigurationError(f"cannot use journal file {path}: {exc.strerror or exc}") from None
+        except Exception as exc:  # noqa: BLE001 -- Optuna replays every record: garbage raises anything
+            raise ConfigurationError(f"--storage journal file {path} is not an Optuna journal (a record cannot be "
+                                     f"replayed: {type(exc).__name__}); pass another journal:PATH") from None
     if "://" not in url:
         raise ConfigurationError(f"unsupported --storage '{redact(url)}': use sqlite:///PATH, journal:PATH or "
                                  "postgresql://USER@HOST/DB")
@@ -223,6 +231,9 @@ def open_storage(url: str, *, heartbeat_interval: int = HEARTBEAT_INTERVAL, grac
     if url.startswith("sqlite:"):
         db = url.split("sqlite:///", 1)[-1] if url.startswith("sqlite:///") else ""
         if db and db != ":memory:":
+            from personalign.stores import check_sqlite_file
+
+            check_sqlite_file(Path(db), what="--storage")  # a FIFO, a directory or a non-database: one line
             Path(db).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine_kwargs["connect_args"] = {"timeout": 60}  # threads wait for SQLite's lock instead of failing
     else:
@@ -244,11 +255,54 @@ def open_storage(url: str, *, heartbeat_interval: int = HEARTBEAT_INTERVAL, grac
     raise AssertionError("unreachable")
 
 
+def check_journal(path: Path) -> None:
+    """Every complete line of an Optuna journal file is a JSON object with an integer ``op_code``
+    (Optuna writes whole lines under its lock; an unterminated last line is a write in progress
+    and is left to Optuna). Optuna itself skips a bad last line and fails later, with a traceback.
+
+    Raises:
+        ConfigurationError: one line naming the file and the line.
+    """
+    import json
+
+    try:
+        with open(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.endswith(b"\n"):
+                    break
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    record = None
+                if not isinstance(record, dict) or type(record.get("op_code")) is not int:
+                    raise ConfigurationError(f"--storage journal file {path}:{lineno} is not an Optuna journal "
+                                             "record; pass another journal:PATH")
+    except OSError as exc:
+        raise ConfigurationError(f"cannot use journal file {path}: {exc.strerror or exc}") from None
+
+
 def _schema_race(exc: BaseException) -> bool:
     """True for the errors of two processes creating one fresh RDB schema at once: Optuna's
     version row inserted twice (``IntegrityError`` on ``alembic_version``) or a table created twice."""
     text = str(exc)
     return (type(exc).__name__ == "IntegrityError" and "alembic_version" in text) or "already exists" in text
+
+
+_STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_study_name(name: str) -> str:
+    """A ``--study-name`` is a safe slug: letters, digits, ``.``, ``_``, ``-`` (first a letter or a
+    digit, at most 128 characters, no ``..``), so the export directory it names
+    (``runs/programs/STAGE-sweep-STUDY-trialN``) stays under ``runs/programs``. Returns it.
+
+    Raises:
+        ConfigurationError: one line naming the value.
+    """
+    if not isinstance(name, str) or not _STUDY_NAME.fullmatch(name) or ".." in name:
+        raise ConfigurationError(f"--study-name {str(name)[:80]!r} is not a safe name: use letters, digits, '.', "
+                                 "'_' and '-' (starting with a letter or a digit, at most 128, no '..')")
+    return name
 
 
 def fail_stale_trials(study) -> None:
@@ -260,5 +314,5 @@ def fail_stale_trials(study) -> None:
 
 
 __all__ = ["GRACE_PERIOD", "HEARTBEAT_ATTR", "HEARTBEAT_INTERVAL", "BaseHeartbeat", "JournalHeartbeatStorage",
-           "LivenessRDBStorage", "WorkerLiveness", "fail_stale_trials", "is_stale", "open_storage", "redact_url",
+           "LivenessRDBStorage", "WorkerLiveness", "check_journal", "check_study_name", "fail_stale_trials", "is_stale", "open_storage", "redact_url",
            "trial_id"]

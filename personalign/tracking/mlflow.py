@@ -1,17 +1,25 @@
 """The MLflow callback: one MLflow run per verb call, named after what ran, with child runs per
-candidate, dataset inputs, capped traces of the LM calls, prediction tables and the prompt registry
-(:mod:`personalign.tracking.native`), on the store :class:`~personalign.tracking.store.Tracker`
-opens (``sqlite:///runs/mlflow.db`` by default; any tracking URI).
+candidate, dataset inputs, capped traces of the program calls with each traced row's gold label and
+verdict, prediction tables and the prompt registry (:mod:`personalign.tracking.native`,
+:mod:`~personalign.tracking.assess`, :mod:`~personalign.tracking.summary`), on the store
+:class:`~personalign.tracking.store.Tracker` opens (``sqlite:///runs/mlflow.db`` by default; any
+tracking URI). Every run is tagged ``stage``, ``model``, ``adapter``, ``data``, ``split``,
+``data_sha256`` (:func:`~personalign.tracking.summary.run_tags`), and each tracked stage adds its
+headline metric to the runs list's columns (:mod:`~personalign.tracking.runs_view`).
 
 What each verb's run holds:
 
 * ``compare``: params (stage, data and its sha256, splits, model, seed), the evaluation (and
-  training) rows as datasets, one child run per strategy (its figures, predictions, traces, a
-  registered prompt when compiled), ``<metric>/<strategy>`` and ``best_<metric>`` summary metrics,
-  the result JSON and chart; leave-one-group-out adds ``<strategy>.mean_group_<metric>``.
+  training) rows as datasets, one child run per strategy (:func:`~personalign.tracking.summary.child_tags`,
+  its figures under stable names, predictions, traces with assessments, a registered prompt when
+  compiled), ``<metric>/<strategy>`` (leave-one-group-out: ``<strategy>.mean_group_<metric>``) and
+  ``best_<metric>`` summary metrics, the summary table, the result JSON and chart; rows
+  annotated by >= 3 people add the human ceiling and each strategy's share of it
+  (:mod:`personalign.tracking.human`).
 * ``compile``: the compile record's numbers, ``program.json`` and ``prompt.md``, the prompt.
-* ``eval``: the figures, predictions and traces. ``sweep``: a child run per trial (opened when the
-  trial starts: a killed worker's run is closed by the next one), the study's counts and best figures.
+* ``eval``: the figures, predictions and traces with assessments. ``sweep``: a child run per trial
+  (opened when the trial starts: a killed worker's run is closed by the next one), the study's
+  counts and best figures.
 
 A tracking failure inside a sweep is reported on stderr and counted (``tracking_errors``), never
 fatal to the sweep; a store that cannot be opened fails the command before any work.
@@ -26,9 +34,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from personalign.tracking.callbacks import Candidate, RunCallback, RunInfo
-
-_LOGO = (("mean_group_", "headline"), ("pooled_", "pooled"))
-
 
 def run_name(run: RunInfo) -> str:
     """``compare relevance · relevance_demo:val · qwen2.5-coder-1.5b-instruct``; a run of one
@@ -79,11 +84,13 @@ class MLflowCallback(RunCallback):
         from personalign.record import mlflow_tags, run_record, slug
         from personalign.tracking.native import log_dataset
         from personalign.tracking.store import WORKER_TAG
+        from personalign.tracking.summary import adapter_label, run_tags
 
         stage = getattr(run.stage, "name", None)
         record = run_record(slug(f"{run.command}-{stage or 'run'}"), [], model=run.lm, data=run.data,
-                            data_sha256=run.data_sha256, stage=stage)
-        tags = {"command": run.command, **({"stage": stage} if stage else {}), **mlflow_tags(record),
+                            data_sha256=run.data_sha256, stage=stage, adapter=adapter_label(run.lm) if run.lm else None)
+        tags = {"command": run.command, **run_tags(run, run.lm), **mlflow_tags(record),
+                **({"mlflow.runType": "evaluation"} if run.command == "eval" else {}),
                 **{k: str(v) for k, v in run.tags.items()}}
         if run.command == "sweep":  # runs of this study left RUNNING by killed workers are closed first
             from personalign.processes import worker_alive
@@ -92,6 +99,8 @@ class MLflowCallback(RunCallback):
             self.safely(lambda: self.tracker.close_stale_runs(
                 {"personalign.study": study}, lambda t: worker_alive(t.get(WORKER_TAG)) is False))
         run.state["mlflow"] = self.tracker.start(run_name(run), params=run.params, tags=tags)
+        if run.stage is not None:
+            self.safely(lambda: self._publish_view(run.stage.metric_name))
         for examples, split, context in run.datasets:
             log_dataset(self.tracker, run.stage, examples, data=run.data, sha256=run.data_sha256 or "", split=split,
                         context=context)
@@ -102,7 +111,25 @@ class MLflowCallback(RunCallback):
 
         tags = {"stage": run.stage.name, "strategy": candidate} if run.stage is not None else {"runner": candidate}
         with lm_traces(self.tracker, tags=tags) as stats:
+            run.state.setdefault("mlflow_traces", {}).setdefault(candidate, []).append(stats)
             yield stats
+
+    def _publish_view(self, metric: str) -> None:
+        import mlflow
+
+        from personalign.tracking.runs_view import publish_runs_view
+
+        exp = mlflow.get_experiment_by_name(self.tracker.experiment)
+        if exp is not None:
+            publish_runs_view(self.tracker.client(), exp.experiment_id, metric)
+
+    def _assess(self, run: RunInfo, c: Candidate, examples, calls: list, correct, predictions) -> None:
+        """The gold label and the verdict on each traced row (:mod:`personalign.tracking.assess`)."""
+        from personalign.tracking.assess import assess_traces
+
+        if calls and examples:
+            assess_traces(self.tracker, run.stage, calls, examples, correct=correct, predictions=predictions,
+                          data=run.data, split=run.split, strategy=c.name)
 
     def on_trial_start(self, run: RunInfo, number: int, params: dict) -> dict | None:
         run_id = self.safely(lambda: self.tracker.start_run_by_id(
@@ -116,16 +143,25 @@ class MLflowCallback(RunCallback):
 
     def _end_compare(self, run: RunInfo, c: Candidate) -> None:
         from personalign.tracking.native import link_traces, log_predictions, register_prompt
+        from personalign.tracking.summary import child_metrics, child_tags
 
-        params = {**c.params, "model": run.lm, "data": run.data, "data_sha256": run.data_sha256, "split": run.split}
+        params = {**c.params, "model": c.params.get("lm") or "none", "data": run.data, "data_sha256": run.data_sha256,
+                  "split": run.split}
+        # a single split's candidate carries its rows and report; leave-one-group-out's rows are
+        # the evaluation dataset (every fold's test rows, in fold order), its verdicts the row's
+        examples = c.examples if c.examples is not None else next(
+            (ex for ex, _, context in run.datasets if context == "evaluation"), None)
+        report = c.report or {"predictions": c.row.get("predictions"), "correct": c.row.get("correct"),
+                              "errors": c.row.get("errors")}
+        calls = [call for stats in run.state.get("mlflow_traces", {}).pop(c.name, []) for call in stats["calls"]]
         with self.tracker.run(f"{c.name} · compare {run.stage.name}", nested=True, params=params,
-                              tags={"stage": run.stage.name, "strategy": c.name, "model": str(run.lm),
-                                    "split": str(run.split), "data_sha256": str(run.data_sha256)}):
-            self.tracker.log_metrics(c.metrics)
-            if c.examples is not None and c.report is not None:
-                log_predictions(self.tracker, run.stage, c.examples, c.report)
-            if c.traces:
-                link_traces(self.tracker, c.traces)
+                              tags=child_tags(run, c)):
+            self.tracker.log_metrics(child_metrics(run.stage, c))
+            if examples is not None and report.get("predictions") is not None:
+                log_predictions(self.tracker, run.stage, examples, report)
+            if calls:
+                link_traces(self.tracker, {"trace_ids": [call["trace_id"] for call in calls]})
+                self._assess(run, c, examples, calls, report.get("correct"), report.get("predictions"))
             if c.program is not None and c.params.get("compile"):
                 prompt = register_prompt(self.tracker, c.program, stage=run.stage.name, strategy=c.name.split("@")[0],
                                          compile_info=c.params["compile"], lm=run.lm, run_id=self.tracker.run_id)
@@ -143,10 +179,13 @@ class MLflowCallback(RunCallback):
             info["prompt"] = prompt
 
     def _end_eval(self, run: RunInfo, c: Candidate) -> None:
+        from personalign.tracking.human import human_metrics
         from personalign.tracking.native import log_predictions
 
-        self.tracker.log_metrics({k: v for k, v in c.row.items() if k not in ("seed",)})
+        self.tracker.log_metrics({k: v for k, v in c.row.items() if k not in ("seed",)} | human_metrics(c.row))
         log_predictions(self.tracker, run.stage, c.examples, c.report)
+        calls = [call for stats in run.state.get("mlflow_traces", {}).pop(c.name, []) for call in stats["calls"]]
+        self._assess(run, c, c.examples, calls, c.report.get("correct"), c.report.get("predictions"))
 
     def _end_sweep(self, run: RunInfo, c: Candidate) -> None:
         run_id = c.row.get("mlflow_run_id")
@@ -179,17 +218,12 @@ class MLflowCallback(RunCallback):
             self.tracker.client().delete_run(run_id)
 
     def _summary_compare(self, run: RunInfo, result: dict) -> None:
-        from personalign.tracking.native import log_summary
+        from personalign.tracking.human import human_metrics
+        from personalign.tracking.summary import log_summary
 
         result["mlflow_run_id"] = run.state["mlflow"]
-        if result.get("cv") != "groups":
-            log_summary(self.tracker, result)
-            return
-        for row in result["strategies"]:
-            metric = row["metric"]
-            self.tracker.log_metrics({f"{row['name']}.{prefix}{metric}": row[key]["value"] for prefix, key in _LOGO
-                                      if row[key]["value"] is not None}
-                                     | {f"{row['name']}.worst_group_{metric}": row["worst"]["value"]})
+        self.tracker.log_metrics(human_metrics(result))  # the human ceiling and the shares of it ({} without)
+        log_summary(self.tracker, result)
 
     def _summary_sweep(self, run: RunInfo, result: dict) -> None:
         self.safely(lambda: self.tracker.log_metrics(

@@ -188,7 +188,7 @@ def _trace_cap_callback(cap: int, tags: dict[str, str]):
 
     class TraceCap(BaseCallback):
         def __init__(self):
-            self.stats = {"traced": 0, "limit": cap, "capped": False, "trace_ids": []}
+            self.stats = {"traced": 0, "limit": cap, "capped": False, "trace_ids": [], "calls": []}
             self._depth = threading.local()
             self._lock = threading.Lock()
 
@@ -196,6 +196,9 @@ def _trace_cap_callback(cap: int, tags: dict[str, str]):
             depth = getattr(self._depth, "n", 0)
             self._depth.n = depth + 1
             if depth == 0:
+                # Module.__call__(*args, **kwargs): the program's inputs are its keyword arguments
+                self._depth.inputs = {**(inputs.get("kwargs") or {}),
+                                      **{k: v for k, v in inputs.items() if k not in ("args", "kwargs")}}
                 with self._lock:
                     if self.stats["traced"] >= cap and not self.stats["capped"]:
                         import mlflow
@@ -216,6 +219,8 @@ def _trace_cap_callback(cap: int, tags: dict[str, str]):
                     with self._lock:
                         self.stats["traced"] += 1
                         self.stats["trace_ids"].append(span.trace_id)
+                        self.stats["calls"].append({"trace_id": span.trace_id, "raised": exception is not None,
+                                                    "inputs": getattr(self._depth, "inputs", None) or {}})
 
     return TraceCap()
 
@@ -248,14 +253,16 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
     * **Export**: synchronous (``MLFLOW_ENABLE_ASYNC_TRACE_LOGGING=false`` unless set): every
       trace is in the store when the block ends.
 
-    Yields ``{"traced", "limit", "capped", "trace_ids"}`` (updated as calls run; see
-    :func:`link_traces`). A no-op (yielding ``traced=0``) when tracking is off, or (with
-    ``"off"``: the reason) when called from a thread that does not own DSPy's settings
-    (``dspy.configure`` is single-owner; autolog needs it).
+    Yields ``{"traced", "limit", "capped", "trace_ids", "calls"}`` (updated as calls run; see
+    :func:`link_traces`); ``calls`` holds one ``{"trace_id", "inputs", "raised"}`` per traced call,
+    in call order (the program's keyword arguments; ``raised``: the call raised), which
+    :func:`personalign.tracking.assess.assess_traces` maps back to the rows. A no-op (yielding
+    ``traced=0``) when tracking is off, or (with ``"off"``: the reason) when called from a thread
+    that does not own DSPy's settings (``dspy.configure`` is single-owner; autolog needs it).
     """
     cap = max_traces() if limit is None else max(0, int(limit))
     if cap == 0:
-        yield {"traced": 0, "limit": 0, "capped": False, "trace_ids": []}
+        yield {"traced": 0, "limit": 0, "capped": False, "trace_ids": [], "calls": []}
         return
     # Export each trace when it ends (a few ms for a capped number of traces) instead of through
     # MLflow's background queue, which logs a "flushing the queue" line at every program exit.
@@ -271,7 +278,7 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
                             log_compiles=False, log_evals=False, silent=True)
         dspy.settings.configure(callbacks=[counter, *dspy.settings.callbacks])  # the cap runs before MLflow's
     except RuntimeError as exc:  # DSPy's settings belong to another thread: run untraced
-        yield {"traced": 0, "limit": 0, "capped": False, "trace_ids": [], "off": str(exc)[:200]}
+        yield {"traced": 0, "limit": 0, "capped": False, "trace_ids": [], "calls": [], "off": str(exc)[:200]}
         return
     try:
         with mlflow.tracing.configure(span_processors=[_redact_span]):
@@ -295,49 +302,6 @@ def link_traces(tracker, stats: dict, run_id: str | None = None) -> None:
         return
     for lo in range(0, len(ids), 100):  # MLflow links at most 100 per call
         client.link_traces_to_run(ids[lo: lo + 100], run_id)
-
-
-_METRIC_NAME = re.compile(r"[^\w.\- /]+")
-
-
-def metric_keys(kind: str, metric: str) -> tuple[str, ...]:
-    """The report keys logged as metrics for a stage of ``kind`` whose headline is ``metric``."""
-    if kind == "binary":
-        return ("f1", "f1_ci", "f1_range", "precision", "precision_ci", "recall", "recall_ci", "yes_rate",
-                "yes_rate_ci", "accuracy")
-    return (metric, f"{metric}_ci", f"{metric}_range")
-
-
-def log_summary(tracker, result: dict) -> None:
-    """Log a compare result's summary into the active (parent) run: ``<metric>/<strategy>`` per
-    strategy (``@`` in a strategy name becomes `` at ``; CIs as ``_low``/``_high``), ``best_<metric>``
-    and the tag ``best_strategy``; the summary table as an MLflow table (``summary_table.json``,
-    shown in the run's Artifacts and Evaluations views)."""
-    if not result.get("strategies"):
-        return
-    import mlflow
-
-    key = result.get("metric", "f1")
-    keys = metric_keys(result.get("kind", "binary"), key)
-    metrics: dict[str, Any] = {}
-    for row in result["strategies"]:
-        name = _METRIC_NAME.sub("_", row["name"].replace("@", " at "))
-        metrics.update({f"{k}/{name}": row[k] for k in (*keys, "objective", "lm_calls", "compile_lm_calls", "failures")
-                        if k in row})
-    scored = [r for r in result["strategies"] if isinstance(r.get(key), (int, float))]
-    tracker.check()
-    if scored:
-        best = max(scored, key=lambda r: r[key])
-        metrics[f"best_{key}"] = best[key]
-        mlflow.set_tag("best_strategy", best["name"])
-    tracker.log_metrics(metrics)
-    columns = {"strategy": [r["name"] for r in result["strategies"]]}
-    for k in (key, f"{key}_ci", "objective", "precision", "recall", "yes_rate", "lm_calls", "seconds", "failures"):
-        if any(k in r for r in result["strategies"]):
-            columns[k] = [_cell(r.get(k)) for r in result["strategies"]]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        mlflow.log_table(columns, artifact_file="summary_table.json")
 
 
 def _flat_numbers(obj: dict, prefix: str = "") -> dict[str, Any]:
@@ -370,5 +334,4 @@ def log_runner_result(tracker, out: dict) -> None:
 
 
 __all__ = ["PREDICTIONS_TABLE", "example_rows", "link_traces", "lm_traces", "log_dataset", "log_predictions",
-           "log_runner_result", "log_summary", "max_traces", "metric_keys", "model_label", "prediction_rows",
-           "prompt_name", "register_prompt"]
+           "log_runner_result", "max_traces", "model_label", "prediction_rows", "prompt_name", "register_prompt"]

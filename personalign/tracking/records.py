@@ -44,17 +44,19 @@ class RecordCallback(RunCallback):
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.partial_file: Path | None = None  # set while the file holds a partial record
 
     def check(self, run: RunInfo) -> None:
         check_results_path(self.path)
 
     def on_partial(self, run: RunInfo, result: dict) -> None:
         if result.get("run_record"):
-            write_results_file(self.path, result)
+            self.partial_file = write_results_file(self.path, result)
 
     def on_run_end(self, run: RunInfo, result: dict, status: str) -> None:
         if status == "FINISHED" and result.get("run_record"):
             write_results_file(self.path, result)
+            self.partial_file = None
 
 
 class ConfigureCache(RunCallback):

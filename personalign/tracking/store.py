@@ -18,7 +18,6 @@ gone (a predecessor killed with -9).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
 from typing import Any, Iterator
@@ -63,6 +62,11 @@ class Tracker:
     Args:
         tracking_uri: MLflow tracking URI (default ``sqlite:///<runs>/mlflow.db``).
         experiment: experiment name (default ``personalign``).
+
+    Raises:
+        ConfigurationError: an ``http(s)`` server that does not answer within
+            :data:`personalign.stores.REACH_TIMEOUT_S`, or an ``sqlite`` store that is not a
+            database file (:func:`personalign.stores.check_tracking_uri`); one line, nothing written.
     """
 
     def __init__(self, tracking_uri: str | None = None, experiment: str = "personalign"):
@@ -73,6 +77,9 @@ class Tracker:
         self._artifact_root = runs_dir() / "mlartifacts"
         self._ready = False
         self.closed_orphans: list[str] = []  # runs of killed predecessors closed when the store was opened
+        from personalign.stores import check_tracking_uri  # before any work, with no side effect: a dead
+
+        check_tracking_uri(self.tracking_uri)  # server or a bad store file is refused when nothing is written yet
 
     def check(self) -> None:
         """Open the tracking store now (creating it whole if missing) and close, as KILLED, the runs
@@ -81,10 +88,12 @@ class Tracker:
         Raises:
             ConfigurationError: the URI is unsupported or its store cannot be created (one line).
         """
-        from personalign.errors import ConfigurationError
+        from personalign.errors import ConfigurationError, PersonalignError
 
         try:
             self._setup()
+        except PersonalignError:
+            raise  # already one line (personalign.stores: an unreachable server, a bad SQLite file, a held lock)
         except Exception as exc:  # noqa: BLE001 -- MLflow raises many types for bad URIs
             first = redact((str(exc).strip().splitlines() or [type(exc).__name__])[0])[:200]
             raise ConfigurationError(f"cannot use MLflow tracking URI '{redact(self.tracking_uri)}': "
@@ -95,6 +104,9 @@ class Tracker:
         import mlflow
 
         if not self._ready:
+            from personalign.stores import check_tracking_uri
+
+            check_tracking_uri(self.tracking_uri)  # bounded: a dead server or a bad file fails in seconds
             with self._store_lock():
                 mlflow.set_tracking_uri(self.tracking_uri)
                 client = mlflow.MlflowClient()
@@ -131,10 +143,10 @@ class Tracker:
         if db is None:
             yield
             return
-        from filelock import FileLock
+        from personalign.stores import bounded_lock
 
         db.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(db) + ".lock", timeout=600):
+        with bounded_lock(str(db) + ".lock", what="MLflow tracking store"):
             if not db.exists() or db.stat().st_size == 0:
                 import mlflow
 
@@ -218,7 +230,9 @@ class Tracker:
         self._setup().log_metrics(numeric_metrics(metrics, prefix))
 
     def log_dict(self, obj: Any, artifact_file: str) -> None:
-        self._setup().log_text(json.dumps(redact(obj), indent=2, default=str), artifact_file)
+        from personalign.data.strict_json import dumps
+
+        self._setup().log_text(dumps(redact(obj), indent=2, default=str), artifact_file)
 
     def log_text(self, text: str, artifact_file: str) -> None:
         self._setup().log_text(redact(text), artifact_file)
@@ -273,7 +287,9 @@ class Tracker:
     def log_dict_to(self, run_id: str | None, obj: Any, artifact_file: str) -> None:
         client = self.client()
         if run_id:
-            client.log_text(run_id, json.dumps(redact(obj), indent=2, default=str), artifact_file)
+            from personalign.data.strict_json import dumps
+
+            client.log_text(run_id, dumps(redact(obj), indent=2, default=str), artifact_file)
 
     def log_artifact_to(self, run_id: str | None, path: str | os.PathLike) -> None:
         client = self.client()

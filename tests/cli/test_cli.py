@@ -137,7 +137,7 @@ def test_compare_relevance_demo_end_to_end_with_mlflow(tmp_path):
     out = json.loads(proc.stdout)  # stdout is exactly one JSON object
     assert out["stage"] == "relevance" and out["split"] == "val" and out["n"] == 27
     rows = {r["name"]: r for r in out["strategies"]}
-    assert set(rows) == {"zero-shot", "minilm-cosine"}
+    assert list(rows) == ["all-yes", "zero-shot", "minilm-cosine"]  # the reference row first
     for r in rows.values():
         # val holds 3 prompts: intervals resample prompts, and with < 5 of them the per-prompt range stands in
         assert r["resampling"] == {"unit": "prompt_id", "n_clusters": 3, "n_boot": 1000} and r["f1_ci"] is None
@@ -145,11 +145,11 @@ def test_compare_relevance_demo_end_to_end_with_mlflow(tmp_path):
         assert 0.0 <= r["yes_rate"] <= 1.0
         assert r["failures"] == 0
     assert rows["zero-shot"]["lm_calls"] == 27  # one call per pair, nothing cached in a fresh runs dir
-    assert rows["minilm-cosine"]["lm_calls"] == 0
+    assert rows["minilm-cosine"]["lm_calls"] == rows["all-yes"]["lm_calls"] == 0
     assert rows["minilm-cosine"]["compile"]["details"]["threshold"] is not None
     assert Path(out["result_file"]).exists() and Path(out["chart_file"]).read_bytes()[:4] == b"\x89PNG"
     vs = rows["minilm-cosine"]["vs_first"]
-    assert vs["against"] == "zero-shot"
+    assert vs["against"] == "all-yes"
     assert vs["f1_diff"]["range"][0] <= vs["f1_diff"]["diff"] <= vs["f1_diff"]["range"][1]
     assert vs["f1_diff"]["permutation"]["p_min"] == pytest.approx(0.25)  # 3 prompts: 2 / 2^3
     assert 0.0 <= vs["mcnemar"]["p_value"] <= 1.0 and vs["mcnemar"]["level"] == "item"
@@ -162,7 +162,7 @@ def test_compare_relevance_demo_end_to_end_with_mlflow(tmp_path):
     parent = client.get_run(out["mlflow_run_id"])
     assert parent.data.params["stage"] == "relevance"
     children = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-    assert {c.info.run_name for c in children} == {"zero-shot", "minilm-cosine"}
+    assert {c.info.run_name for c in children} == {"all-yes", "zero-shot", "minilm-cosine"}
     for c in children:
         assert "f1" in c.data.metrics and "f1_range_low" in c.data.metrics and c.info.status == "FINISHED"
     assert parent.data.tags["personalign.version.dspy"] and parent.data.tags["personalign.git_commit"]

@@ -161,9 +161,9 @@ def store_url(request, tmp_path) -> str:
         return f"sqlite:///{tmp_path / 'labels.db'}"
     import uuid
 
+    server = request.getfixturevalue("postgres_server")  # skips when PostgreSQL or psycopg is absent
     import psycopg
 
-    server = request.getfixturevalue("postgres_server")
     name = "t_" + uuid.uuid4().hex[:12]
     with psycopg.connect(server.replace("postgresql+psycopg", "postgresql") + "/postgres", autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")

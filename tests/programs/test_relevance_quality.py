@@ -25,12 +25,12 @@ def test_default_model_yes_prob_ranks_relevant_pairs_above_irrelevant_ones(monke
     import dspy
     from sklearn.metrics import roc_auc_score
 
-    from personalign.programs.relevance import yes_prob
+    from personalign.lm import forward
 
     # every margin must reach the engine: no margin from an earlier run's DSPy disk cache or this
     # process's memo (else the KV-reuse check below counts nothing)
     monkeypatch.setattr(dspy, "cache", None)
-    monkeypatch.setattr(yes_prob, "_margins", {})
+    forward.clear_memory()
 
     from personalign.lm import DEFAULT_MODEL
     from personalign.lm._engine import get_engine

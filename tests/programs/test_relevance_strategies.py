@@ -254,25 +254,29 @@ def test_all_yes_baseline_says_yes_to_everything(demo):
     assert all(p.relevant for p in prog.predict_batch(val)) and prog(attribute="a", prompt="p").relevant
 
 
-def test_yes_no_margins_are_kept_in_the_lm_cache(tmp_path, monkeypatch):
-    """A second process (here: the per-process memo cleared) reads the margin from DSPy's cache."""
+def test_a_served_model_s_margins_are_kept_in_the_lm_cache(tmp_path, monkeypatch):
+    """A served model's margin: a second process (here: the per-process memo cleared) reads it from
+    DSPy's cache. (An embedded model's margins are the shared forward passes of
+    tests/lm/test_forward_pass.py.)"""
+    import dspy
+
     import personalign.lm.scoring as scoring
     from personalign.lm import configure_cache
     from personalign.programs.relevance import yes_prob
 
     calls = []
     monkeypatch.setattr(scoring, "yes_no_margin", lambda model, messages: calls.append(messages) or 1.25)
-    monkeypatch.setattr(yes_prob, "_margins", {})
+    monkeypatch.setattr(scoring, "_served", {})
+    monkeypatch.setattr(dspy, "cache", dspy.cache)  # restored after the test
     configure_cache(tmp_path / "cache")
-    try:
-        model = "local/smollm2-135m-instruct"
-        assert yes_prob.cached_margin(model, "The user is vegan.", "Plan my dinner.") == 1.25
-        yes_prob._margins.clear()
-        assert yes_prob.cached_margin(model, "The user is vegan.", "Plan my dinner.") == 1.25
-        assert len(calls) == 1
-        configure_cache(enabled=False)
-        yes_prob._margins.clear()
-        yes_prob.cached_margin(model, "The user is vegan.", "Plan my dinner.")
-        assert len(calls) == 2, "with the cache off every margin is computed"
-    finally:
-        configure_cache(enabled=False)
+    model = "openai/served-model"
+    assert yes_prob.cached_margin(model, "The user is vegan.", "Plan my dinner.") == 1.25
+    assert yes_prob.cached_margin(model, "The user is vegan.", "Plan my dinner.") == 1.25
+    assert len(calls) == 1, "the same process asks once"
+    scoring._served.clear()
+    assert yes_prob.cached_margin(model, "The user is vegan.", "Plan my dinner.") == 1.25
+    assert len(calls) == 1, "a new process reads DSPy's cache"
+    configure_cache(enabled=False)
+    scoring._served.clear()
+    yes_prob.cached_margin(model, "The user is vegan.", "Plan my dinner.")
+    assert len(calls) == 2, "with the cache off a new process computes every margin"

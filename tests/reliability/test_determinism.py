@@ -55,12 +55,14 @@ def test_same_seed_and_cache_give_identical_metrics_across_two_runs(tmp_path):
         assert {k: a[k] for k in KEYS} == {k: b[k] for k in KEYS}, a["name"]
         assert sa["predictions"] == sb["predictions"] and len(sa["predictions"]) == 6
         assert a["failures"] == 0
-    a, b = first["strategies"][1], second["strategies"][1]
+    # the first row is the stage's reference (all-yes); the compiled strategy is found by name
+    a, b = ({s["name"]: s for s in out["strategies"]}["zero-shot@bootstrap"] for out in (first, second))
     assert a["vs_first"]["diff"] == b["vs_first"]["diff"] and a["vs_first"]["mcnemar"] == b["vs_first"]["mcnemar"]
     for key in ("score_before", "score_before_ci", "score_after", "score_after_ci"):
         assert a["compile"][key] == b["compile"][key], key
     assert a["compile"]["details"]["demos"] == b["compile"]["details"]["demos"]
     # the first run reached the model; the second came entirely from the cache
-    assert first["strategies"][0]["lm_calls"] == 6 and a["compile_lm_calls"] > 0
-    assert [r["lm_calls"] for r in second["strategies"]] == [0, 0]
-    assert [r["compile_lm_calls"] for r in second["strategies"]] == [0, 0]
+    assert [r["name"] for r in first["strategies"]] == ["all-yes", "zero-shot", "zero-shot@bootstrap"]
+    assert first["strategies"][1]["lm_calls"] == 6 and a["compile_lm_calls"] > 0
+    assert [r["lm_calls"] for r in second["strategies"]] == [0, 0, 0]
+    assert [r["compile_lm_calls"] for r in second["strategies"]] == [0, 0, 0]

@@ -15,6 +15,8 @@ import pytest
 
 from personalign.results_page import render_results_page
 from personalign.results_page.page import page_html
+from personalign._verbs.render import comparison_renderables, render_table
+from personalign._verbs.reports import ComparisonReport
 from personalign.results_page.tables import summary_table
 from tests.conftest import ROOT
 
@@ -64,14 +66,25 @@ def test_user_text_is_escaped_everywhere(single_split, tmp_path):
 def test_summary_table_has_the_cli_columns_and_figures(single_split, cv_groups):
     single = summary_table(single_split[0])
     assert single["columns"][:2] == ["strategy", "f1 [95% CI]"]
-    assert {"precision", "recall", "follows-rate", "LM calls eval+compile", "seconds", "failures", "p"} <= set(
+    assert {"precision", "recall", "follows-rate", "LM calls eval+compile", "seconds", "failures"} <= set(
         single["columns"])
+    # the p column names its test, as the command line's header does (one formatter: metrics/paired.py)
+    assert single["columns"][-1] == "p (paired permutation of f1 over topics)"
+    assert render_table(single_split[0]).columns[-1].header == single["columns"][-1]
     reference, first, second = single["rows"]  # compare puts the stage's reference strategy first
     assert reference[0]["text"] in ("all-yes", "all-no") and first[0]["text"] == "majority"
     assert second[-2]["text"].startswith(("+", "-"))
-    assert "sign-flip over topics" in second[-1]["sub"]
+    test = single_split[0]["strategies"][2]["vs_first"]["paired_test"]
+    assert second[-1]["text"] == f"{test.get('p_holm', test['p_value']):.3g}" and "min" in second[-1]["sub"]
+    assert test["unit"] == "topic" and test["statistic"] == "f1"
+    assert any(n.startswith("p: paired permutation test of the f1 difference") for n in single["notes"])
     cv = summary_table(cv_groups[0])
     assert cv["columns"][1] == "mean per-prompt f1 (headline)" and "worst prompt" in cv["columns"]
+    assert cv["columns"][-1] == "p (sign-flip of per-prompt f1 differences)"
+    cli = comparison_renderables(cv_groups[0])[0]
+    assert cli.columns[5].header == cv["columns"][-1]
+    assert f"{cv_groups[0]['strategies'][-1]['vs_first']['permutation']['p_value']:.3g}" in str(
+        ComparisonReport("relevance", cv_groups[0]))
     style = cv["rows"][-1]
     assert style[1]["text"] == f"{cv_groups[0]['strategies'][-1]['headline']['value']:.3f}"
 

@@ -31,10 +31,10 @@ def engines(monkeypatch, runs_dir):
     """Fake embedded engines, a fresh DSPy cache and no margin kept in memory from another test."""
     import dspy
 
-    from personalign.lm import configure_cache
-    from personalign.programs.common import generic
+    from personalign.lm import configure_cache, forward, scoring
 
-    monkeypatch.setattr(generic, "_margins", {})
+    forward.clear_memory()  # passes of another test (the fake engines' keys are the same in every test)
+    monkeypatch.setattr(scoring, "_served", {})
     before = dspy.cache
     configure_cache(runs_dir / "cache")
     yield fake_engine.install(monkeypatch)

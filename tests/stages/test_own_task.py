@@ -269,7 +269,7 @@ def test_compile_fits_a_decision_rule_on_yes_prob(task, monkeypatch, runs_dir, t
         return -1.0 if any(w in option for w in ("beef", "chicken", "salmon", "cat", "flight", "jump", "run",
                                                   "espresso", "cola", "car", "drive", "horror")) else 2.0
 
-    monkeypatch.setattr(scoring, "yes_no_margin", margin)
+    monkeypatch.setattr(scoring, "cached_yes_no_margin", margin)  # the margin of the shared forward pass
     lm = dspy.LM("local/qwen2.5-coder-0.5b-instruct")  # named only: nothing loads
     compiled = personalign.compile(str(task / "stage.toml"), "yes-prob", task / "data.jsonl", lm=lm,
                                    out=tmp_path / "yp")

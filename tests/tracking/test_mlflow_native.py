@@ -89,6 +89,21 @@ def test_compare_is_native_in_mlflow(compared):
     # and each strategy's traces are linked to its child run (the run page's Traces tab)
     linked = client.search_traces(locations=[parent.info.experiment_id], run_id=child.info.run_id)
     assert sorted(t.info.tags.get("personalign.strategy") for t in linked) == ["zero-shot@labeled"] * 4
+    # each carries its row's gold label (expectation) and whether the answer was right (feedback)
+    by_id = {i: (gold, ok) for i, gold, ok in zip(table["id"], table["gold"], table["correct"])}
+    for trace in linked:
+        found = {a.name: a for a in trace.info.assessments}
+        assert set(found) == {stage.output, "correct"}
+        gold, ok = by_id[found[stage.output].metadata["id"]]
+        assert found[stage.output].value == gold and found["correct"].value is bool(ok)
+
+    # child runs name their model and adapter as the compare table does; LM-free ones have none
+    from personalign.lm import adapter_name
+
+    assert {k: child.data.tags[k] for k in ("model", "adapter", "split")} == {
+        "model": MODEL, "adapter": adapter_name(MODEL), "split": "val"}
+    assert result["adapter"] == adapter_name(MODEL)
+    assert (children["bm25"].data.tags["model"], children["bm25"].data.tags["adapter"]) == ("none", "none")
 
 
 def _mock_cli(runs, *args):
@@ -131,6 +146,14 @@ def test_compile_registers_a_prompt_version_and_eval_logs_data_predictions_trace
     assert len(logged["ids"]) == len(logged["inputs"]) == len(logged["predictions"]) == 5
     traces = client.search_traces(locations=[exp.experiment_id])
     assert len(traces) == 3 and {t.info.request_metadata.get("mlflow.sourceRun") for t in traces} == {ev.info.run_id}
+    # eval's traced rows carry their gold label and verdict too, matched to the rows by their inputs
+    verdict = {i: ok for i, ok in zip(logged["ids"], json.loads(open(client.download_artifacts(
+        ev.info.run_id, "predictions.json")).read())["correct"])}
+    for trace in traces:
+        found = {a.name: a for a in trace.info.assessments}
+        assert {"correct", "relevant"} <= set(found)
+        assert found["correct"].value is bool(verdict[found["relevant"].metadata["id"]])
+    assert (ev.data.tags["model"], ev.data.tags["mlflow.runType"]) == (MODEL, "evaluation")
 
 
 def test_an_untracked_run_has_no_callbacks_and_every_hook_is_a_no_op(tmp_path):

@@ -30,7 +30,6 @@ from personalign.programs.common.logistic import LogisticSelector
 from personalign.programs.common.scorer import ThresholdedScorer
 
 _OPT = "personalign.optimizers"
-_margins: dict[tuple, float] = {}
 
 
 class SignatureModule(dspy.Module):
@@ -53,6 +52,7 @@ class Majority(dspy.Module):
 
     output_field = "label"
     label = "label"
+    signature: Any = None  # the stage's signature (bound by signature_strategies): the type of ``value``
     uses_lm = False
 
     def __init__(self, value: Any = None) -> None:
@@ -70,12 +70,27 @@ class Majority(dspy.Module):
         return self
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
-        if self.value is None:
-            raise RuntimeError("Majority is not fitted: compile it first")
+        self.require_compiled()
         return dspy.Prediction(**{self.output_field: self.value})
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {"value": self.value}
+
+    def require_compiled(self) -> None:
+        """Raise ``RuntimeError`` until ``value`` is set (by :meth:`fit` or a saved state)."""
+        if self.value is None:
+            raise RuntimeError("Majority is not fitted: compile it first")
+
+    @classmethod
+    def state_schema(cls):
+        """A saved state's schema: ``{"value": <a value of the stage's output type>}`` (strict: the
+        string ``"no"`` is not a bool, ``true`` is not an int; a label list admits only its labels)."""
+        from pydantic import ConfigDict, create_model
+
+        fields = getattr(cls.signature, "output_fields", None) or {}
+        annotation = fields[cls.output_field].annotation if cls.output_field in fields else Any
+        return create_model(f"{cls.__name__}State", __config__=ConfigDict(extra="forbid", strict=True),
+                            value=(annotation, ...))
 
     def load_state(self, state: dict) -> "Majority":
         self.value = state.get("value")
@@ -109,7 +124,9 @@ class YesProb(_Positive, ThresholdedScorer):
     """Positive when the yes/no margin (nats, oriented so that higher = positive class) reaches
     ``threshold``. One prompt evaluation per example, no generation: an embedded model's exact
     next-token distribution, or an endpoint's ``top_logprobs`` (as relevance's ``yes-prob``).
-    Margins are kept in DSPy's cache (:func:`personalign.lm.scoring.cached_yes_no_margin`).
+    Margins are cached (:func:`personalign.lm.scoring.cached_yes_no_margin`); an embedded model's
+    is one forward pass shared with every strategy whose prompt has the same tokens
+    (:func:`personalign.lm.forward.yes_no_pass`).
 
     Raises:
         ConfigurationError: an endpoint that returns no ``top_logprobs``. RuntimeError: predicting
@@ -146,23 +163,12 @@ class YesProb(_Positive, ThresholdedScorer):
         return self
 
     def score_batch(self, examples: Sequence) -> list[float]:
-        from personalign.lm.calls import count_cached, count_computed
         from personalign.lm.scoring import cached_yes_no_margin
 
         model = _lm_model(self.fitted_model)
         self.fitted_model = model
         sign = 1.0 if self.positive else -1.0
-        out = []
-        for ex in examples:
-            msgs = self.messages(ex)
-            key = (model, repr(msgs))
-            if key not in _margins:
-                _margins[key] = cached_yes_no_margin(model, msgs)
-                count_computed(key)
-            else:
-                count_cached(model, key)  # a pass kept in memory: a cached call, once per run step
-            out.append(sign * _margins[key])
-        return out
+        return [sign * cached_yes_no_margin(model, self.messages(ex)) for ex in examples]
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {"threshold": self.threshold, "model": self.fitted_model}

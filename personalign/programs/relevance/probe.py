@@ -2,7 +2,7 @@
 
 The prompt is the ``yes-prob`` question (:func:`personalign.lm.scoring.relevance_messages`); the
 feature vector of a pair is the embedded model's final hidden state at the last prompt token --
-the position that emits the Yes/No verdict (:func:`personalign.lm.probe.margin_and_hidden`; shape
+the position that emits the Yes/No verdict (:func:`personalign.lm.forward.yes_no_pass`; shape
 (n_embd,), 1536 for Qwen2.5-Coder-1.5B) -- and the head is the class-balanced
 :class:`~personalign.programs.common.logistic.LogisticHead`. Its ``C`` is chosen inside the
 training examples by leave-one-group-out CV over prompts (``prompt_id``): the ``C`` of
@@ -11,8 +11,9 @@ train, as in a nested fold of a stack: the middle of the grid, said in ``cv``). 
 the head's logit; the decision rule is chosen by :class:`personalign.optimizers.LearnedSelectorFit`
 (leave-one-prompt-out, threshold or a rule inside a unit).
 
-Cost: the ``yes-prob`` forward pass per pair (the hidden state is read from the same pass; one
-extra single-token batch for the last token), KV prefix reuse kept. Embedded (``local/...``) models
+Cost: the ``yes-prob`` forward pass per pair, the same one: a pair whose margin ``yes-prob`` (or an
+ensemble) already asked for costs nothing more, in this run or a later one with the same cache
+dir (:mod:`personalign.lm.forward`); KV prefix reuse kept. Embedded (``local/...``) models
 only: any other refuses with :class:`~personalign.errors.ConfigurationError`.
 
 Saving (no pickle): state ``{"threshold", "model", "C", "n_embd", "fitted", "cv"}``; the head as
@@ -22,7 +23,6 @@ read back with ``allow_pickle=False``.
 
 from __future__ import annotations
 
-import threading
 from typing import Sequence
 
 from personalign.programs.common.logistic import LogisticHead, LogisticSelector
@@ -32,31 +32,18 @@ from personalign.programs.relevance.yes_prob import resolve_model
 C_GRID = (0.0003, 0.001, 0.003, 0.01, 0.03)
 WEIGHTS_FILE = "lm_probe.npz"
 
-_hidden: dict[tuple[str, str, str], object] = {}
-_hidden_lock = threading.Lock()
-
 
 def cached_hidden(model: str, attribute: str, prompt: str):
-    """Final hidden state (float64, (n_embd,)) of the pair's yes/no question, memoized per process
-    by ``(model, attribute, prompt)``; the margin of the same pass is memoized for ``yes-prob``."""
-    from personalign.lm.probe import margin_and_hidden
+    """Final hidden state (float64, (n_embd,)) of the pair's yes/no question: the one forward pass
+    whose margin ``yes-prob`` reads (:func:`personalign.lm.forward.yes_no_pass`, cached in memory
+    and on disk).
+
+    Raises:
+        ConfigurationError: a model that is not embedded."""
+    from personalign.lm.forward import yes_no_pass
     from personalign.lm.scoring import relevance_messages
-    from personalign.programs.relevance import yes_prob
 
-    from personalign.lm.calls import count_cached, count_computed
-
-    key = (model, attribute, prompt)
-    with _hidden_lock:
-        if key in _hidden:
-            count_cached(model, ("hidden", key))  # a pass kept in memory: a cached call, once per run step
-            return _hidden[key]
-    margin, hidden = margin_and_hidden(model, relevance_messages(attribute, prompt))
-    count_computed(("hidden", key))
-    with _hidden_lock:
-        _hidden[key] = hidden
-    with yes_prob._margins_lock:
-        yes_prob._margins.setdefault(key, float(margin))
-    return hidden
+    return yes_no_pass(model, relevance_messages(attribute, prompt)).hidden
 
 
 def hidden_states(model: str, examples: Sequence):

@@ -8,7 +8,8 @@ thresholds the margin (threshold maximizing F1 over the out-of-fold margins; the
 no trained weights, so they are not in-sample fits); ``yes-prob-rank`` marks the top train-rate
 share of each user's attributes for a prompt (:class:`YesProbRank`), as ``style-rank`` does.
 Margins are computed grouped by request (:func:`margins`) so the engine reuses the KV cache of the
-shared prompt prefix. Embedded
+shared prompt prefix; an embedded model's pass also keeps the hidden state ``lm-probe`` reads, so
+the two share one pass per pair (:mod:`personalign.lm.forward`). Embedded
 (``local/...``) models read their exact next-token distribution; a model on an OpenAI-compatible
 endpoint gives the same margin from the first answer token's ``top_logprobs``
 (:func:`personalign.lm.serving.yes_no_margin`); an endpoint without them raises
@@ -21,7 +22,6 @@ State (JSON, no weights): ``{"threshold": float | None, "model": str | None}`` (
 
 from __future__ import annotations
 
-import threading
 from typing import Sequence
 
 import dspy
@@ -30,26 +30,14 @@ from personalign.lm.scoring import resolve_model  # noqa: F401  (re-exported: en
 
 from personalign.programs.relevance._scorer import RelevanceScorer, TopShareDecision
 
-_margins: dict[tuple[str, str, str], float] = {}
-_margins_lock = threading.Lock()
-
 
 def cached_margin(model: str, attribute: str, prompt: str) -> float:
-    """:func:`personalign.lm.scoring.cached_yes_no_margin` of the relevance question (same disk
-    cache entries), memoized per process by ``(model, attribute, prompt)``."""
-    from personalign.lm.calls import count_cached, count_computed
+    """:func:`personalign.lm.scoring.cached_yes_no_margin` of the relevance question: for an
+    embedded model the margin of the one forward pass that ``lm-probe`` and the ensembles read
+    too (:func:`personalign.lm.forward.yes_no_pass`, cached in memory and on disk)."""
     from personalign.lm.scoring import cached_yes_no_margin, relevance_messages
 
-    key = (model, attribute, prompt)
-    with _margins_lock:
-        if key in _margins:
-            count_cached(model, key)  # a pass kept in memory: a cached call, once per run step
-            return _margins[key]
-    value = cached_yes_no_margin(model, relevance_messages(attribute, prompt))
-    with _margins_lock:
-        _margins[key] = value
-    count_computed(key)
-    return value
+    return cached_yes_no_margin(model, relevance_messages(attribute, prompt))
 
 
 def margins(model: str, examples: Sequence) -> list[float]:
@@ -77,8 +65,9 @@ class YesProbability(RelevanceScorer):
             once set, it is used for predicting too (margins of different models are not on one
             scale), unless ``model`` is given explicitly.
 
-    Cost: one prompt evaluation (no generation) per pair: a model call (a forward pass,
-    :mod:`personalign.lm.calls`), shown as cached when a cache answers it.
+    Cost: one prompt evaluation (no generation) per pair, shared with ``lm-probe`` and the
+    ensembles: a model call (a forward pass, :mod:`personalign.lm.calls`), shown as cached when a
+    cache answers it.
 
     Raises:
         ConfigurationError: an endpoint that returns no ``top_logprobs``, unknown model.

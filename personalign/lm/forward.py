@@ -1,0 +1,215 @@
+"""One forward pass of a yes/no question serves every feature read from it.
+
+``yes-prob`` reads the margin ``log p(Yes) - log p(No)`` at the last prompt token; ``lm-probe``
+reads the model's final hidden state at that same position; the ensembles stack both, and a
+binary stage's generic ``yes-prob`` asks a question of the same kind. :func:`yes_no_pass`
+evaluates a prompt once for all of them and keeps both results, so a second strategy (or a second
+run) asking for the same prompt makes no forward pass. A result is served from
+
+1. this process's memory (an LRU of :data:`MEMORY_ENTRIES` passes, kept with the cache off too);
+2. else the disk cache under the LM cache dir -- ``<cache dir>/forward-pass`` (default
+   ``runs/cache/forward-pass``), beside DSPy's own cache wherever
+   :func:`personalign.lm.configure_cache` points it; none with ``--no-cache``. It is a
+   :class:`diskcache.Cache` (SQLite; the library DSPy's disk cache is built on): safe for
+   concurrent threads and processes, every write one transaction, so a reader sees a whole entry
+   or none;
+3. else the embedded engine: one pass over the prompt, whose last token is evaluated in one
+   ``Llama.eval`` with embeddings on, giving its logits and hidden state together
+   (:meth:`personalign.lm._engine.LocalEngine.next_token_logprobs_hidden`).
+
+Every request is a model call (:mod:`personalign.lm.calls`): the engine counts the passes it makes;
+a pass served from memory or disk is counted apart, as cached (once per key in a counter).
+
+**Key** (:func:`pass_key`): the sha256 of ``{"pass": PASS_VERSION, "model_sha256": the model
+file's verified sha256, "tokens": the exact prompt tokens (the model's own chat template and
+tokenizer), "position": the index of the token read (the last), "answers": [YES, NO]}`` -- an
+entry of another model file, prompt, position or answer set never serves.
+
+**Value**: bytes, no pickle: the margin as one little-endian float64 (nats), then the hidden state
+as n_embd little-endian float32 (as llama.cpp returns it: lossless). An entry of the wrong length
+is treated as absent and overwritten.
+
+Embedded models (``local/...``) only; a served model's margin is cached by
+:func:`personalign.lm.scoring.cached_yes_no_margin`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from personalign.lm.yesno import NO, YES, margin_of
+
+PASS_VERSION = 1
+SUBDIR = "forward-pass"
+MEMORY_ENTRIES = 20_000  # ~6 KB each for the 1.5B model (1536 float32)
+
+
+class YesNoPass(NamedTuple):
+    """One forward pass of a yes/no question.
+
+    Attributes:
+        margin: ``log p(Yes) - log p(No)`` of the next token (nats; :func:`personalign.lm.yesno.margin_of`).
+        hidden: the final hidden state at the last prompt token, float64, shape (n_embd,).
+        cached: True when served from memory or disk (no forward pass was made for this call).
+    """
+
+    margin: float
+    hidden: np.ndarray
+    cached: bool
+
+
+_lock = threading.Lock()
+_memory: "dict[str, tuple[float, np.ndarray]] | None" = None
+_stores: dict[str, object] = {}
+_counts = {"computed": 0, "memory": 0, "disk": 0}
+
+
+def pass_key(model_sha256: str, tokens: Sequence[int], position: int) -> str:
+    """Hex sha256 naming the pass of ``tokens`` read at ``position`` on the model file whose
+    sha256 is ``model_sha256`` (see the module docstring)."""
+    body = {"pass": PASS_VERSION, "model_sha256": model_sha256, "tokens": [int(t) for t in tokens],
+            "position": int(position), "answers": [list(YES), list(NO)]}
+    return hashlib.sha256(json.dumps(body, separators=(",", ":")).encode()).hexdigest()
+
+
+def encode(margin: float, hidden: np.ndarray) -> bytes:
+    """The stored bytes of a pass: ``<f8`` margin, then ``<f4`` hidden state."""
+    return np.float64(margin).astype("<f8").tobytes() + np.asarray(hidden, dtype="<f4").tobytes()
+
+
+def decode(raw: object, n_embd: int) -> tuple[float, np.ndarray] | None:
+    """``(margin, hidden float32 (n_embd,))`` from :func:`encode`'s bytes; None when ``raw`` is
+    not bytes of exactly ``8 + 4 * n_embd``."""
+    if not isinstance(raw, bytes) or len(raw) != 8 + 4 * n_embd:
+        return None
+    return float(np.frombuffer(raw[:8], dtype="<f8")[0]), np.frombuffer(raw[8:], dtype="<f4").copy()
+
+
+def _memory_cache():
+    global _memory
+    if _memory is None:
+        from cachetools import LRUCache
+
+        _memory = LRUCache(maxsize=MEMORY_ENTRIES)
+    return _memory
+
+
+def store():
+    """The disk cache in use (a :class:`diskcache.Cache` at ``<DSPy's disk cache dir>/forward-pass``),
+    or None when DSPy's disk cache is off (``--no-cache``) or the directory cannot be opened."""
+    import dspy
+
+    cache = getattr(dspy, "cache", None)
+    directory = getattr(cache, "disk_cache_dir", None)
+    if cache is None or not getattr(cache, "enable_disk_cache", False) or not directory:
+        return None
+    path = str(Path(directory) / SUBDIR)
+    with _lock:
+        if path not in _stores:
+            import sqlite3
+
+            from diskcache import Cache
+
+            try:
+                _stores[path] = Cache(path)
+            except (OSError, sqlite3.Error):  # unwritable: memory only (the DSPy cache dir was checked first)
+                _stores[path] = None
+        return _stores[path]
+
+
+def _engine(model: str):
+    from personalign.errors import ConfigurationError
+    from personalign.lm import _engine as engines
+    from personalign.lm._models import is_local
+
+    if not is_local(model):
+        raise ConfigurationError(f"a forward pass reads an embedded model (local/...); got '{model}'")
+    return engines.get_engine(model)
+
+
+def _remembered(key: str, value: tuple[float, np.ndarray], how: str | None, model: str | None = None) -> YesNoPass:
+    from personalign.lm.calls import count_cached, count_computed
+
+    with _lock:
+        _memory_cache()[key] = value
+        if how is not None:
+            _counts[how] += 1
+    if how == "computed":
+        count_computed(key)  # the engine counted the pass as a model call
+    elif how is not None:
+        count_cached(model, key)
+    return YesNoPass(value[0], value[1].astype(np.float64), how != "computed")
+
+
+def yes_no_pass(model: str, messages: Sequence[dict]) -> YesNoPass:
+    """The yes/no margin and the final hidden state of ``messages`` (chat messages ending with a
+    yes/no question) on the embedded ``model``, from one forward pass or from the cache.
+
+    Returns:
+        :class:`YesNoPass` ``(margin nats, hidden float64 (n_embd,), cached)``.
+
+    Raises:
+        ConfigurationError: ``model`` is not embedded (``local/...``).
+        ContextWindowError: the prompt does not fit n_ctx.
+        ModelFileError: the model file is missing or corrupt.
+    """
+    engine = _engine(model)
+    prompt, _ = engine.render(list(messages))
+    tokens = engine._prompt_tokens(prompt)
+    key = pass_key(engine.sha256, tokens, len(tokens) - 1)
+    with _lock:
+        hit = _memory_cache().get(key)
+        if hit is not None:
+            _counts["memory"] += 1
+    if hit is not None:
+        from personalign.lm.calls import count_cached
+
+        count_cached(model, key)  # a cached model call, once per key in a run step
+        return YesNoPass(hit[0], hit[1].astype(np.float64), True)
+    disk = store()
+    with engine.lock:  # one pass per key: a thread asking for the same prompt waits, then finds it
+        with _lock:
+            hit = _memory_cache().get(key)
+        if hit is not None:
+            return _remembered(key, hit, "memory", model)
+        found = decode(disk.get(key), engine.llm.n_embd()) if disk is not None else None
+        if found is not None:
+            return _remembered(key, found, "disk", model)
+        lp, hidden = engine.next_token_logprobs_hidden(tokens, list(YES + NO))
+        value = (margin_of(lp), hidden.astype(np.float32))
+        if disk is not None:
+            disk.set(key, encode(*value))
+        return _remembered(key, value, "computed", model)
+
+
+def remember(model: str, messages: Sequence[dict], margin: float, hidden) -> None:
+    """Put a pass computed elsewhere (e.g. a benchmark's own store) in this process's memory, so
+    :func:`yes_no_pass` serves it; ``hidden`` shape (n_embd,)."""
+    engine = _engine(model)
+    tokens = engine._prompt_tokens(engine.render(list(messages))[0])
+    _remembered(pass_key(engine.sha256, tokens, len(tokens) - 1),
+                (float(margin), np.asarray(hidden, dtype=np.float32)), None)
+
+
+def counts() -> dict[str, int]:
+    """Passes served in this process: ``{"computed": forward passes made, "memory": from this
+    process's memory, "disk": from the disk cache}``."""
+    with _lock:
+        return dict(_counts)
+
+
+def clear_memory() -> None:
+    """Forget this process's passes (the disk cache is kept): the next request reads the disk
+    cache or the model, as a new process would."""
+    with _lock:
+        _memory_cache().clear()
+
+
+__all__ = ["MEMORY_ENTRIES", "PASS_VERSION", "SUBDIR", "YesNoPass", "clear_memory", "counts", "decode", "encode",
+           "pass_key", "remember", "store", "yes_no_pass"]
