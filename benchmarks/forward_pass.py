@@ -106,7 +106,7 @@ def figures(rounds: list[dict], warm: float | None) -> list[dict]:
     ratios = [r["ratio"] for r in rounds]
     cpu = [r["ratio_cpu"] for r in rounds]
     out = [figure("seconds_both", f"compare {BOTH}: process wall seconds (median of {len(a)})",
-                  statistics.median(a), metric="seconds", strategy=BOTH, n=len(a)),
+                  statistics.median(a), metric="seconds", strategy=None, n=len(a)),
            figure("seconds_alone", f"compare {ALONE}: process wall seconds (median of {len(b)})",
                   statistics.median(b), metric="seconds", strategy=ALONE, n=len(b)),
            figure("ratio", f"{BOTH} / {ALONE}, wall seconds, median of paired rounds (target <= 1.2)",
@@ -117,7 +117,7 @@ def figures(rounds: list[dict], warm: float | None) -> list[dict]:
                   note=f"rounds: {', '.join(f'{x:.3f}' for x in cpu)}")]
     if warm is not None:
         out.append(figure("warm_rerun_seconds", f"compare {BOTH} again on its cache dir: process wall seconds",
-                          warm, metric="seconds", strategy=BOTH, n=1))
+                          warm, metric="seconds", strategy=None, n=1))
     return out
 
 

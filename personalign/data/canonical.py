@@ -16,7 +16,7 @@ from personalign.data.files import iter_jsonl, validation_to_data_error, write_j
 from personalign.data.schemas import EXAMPLE_TYPES, TaskExample
 from personalign.errors import DataError
 
-__all__ = ["iter_examples", "read_examples", "write_examples", "example_type"]
+__all__ = ["iter_examples", "read_examples", "validate_row", "write_examples", "example_type"]
 
 
 def example_type(kind: str) -> type[TaskExample]:
@@ -28,6 +28,24 @@ def example_type(kind: str) -> type[TaskExample]:
         raise DataError("--kind", None, None, f"unknown kind '{kind}'; choose from {', '.join(sorted(EXAMPLE_TYPES))}") from None
 
 
+def validate_row(cls: type, obj: dict, path, lineno: int, seen: dict, key: str = "id"):
+    """Line ``lineno`` of ``path`` as a ``cls`` (a pydantic model), its ``key`` not on an earlier line
+    (``seen``: key value -> line, updated).
+
+    Raises:
+        DataError: one line naming the file, the line and the field (a duplicate names ``key``).
+    """
+    try:
+        ex = cls.model_validate(obj)
+    except ValidationError as exc:
+        raise validation_to_data_error(exc, path, lineno) from None
+    value = getattr(ex, key)
+    if value in seen:
+        raise DataError(path, lineno, key, f"duplicate {key} '{value}' (first on line {seen[value]})")
+    seen[value] = lineno
+    return ex
+
+
 def iter_examples(path: str | os.PathLike, kind: str | type[TaskExample]) -> Iterator[TaskExample]:
     """Stream validated examples of one kind from canonical JSONL.
 
@@ -37,14 +55,7 @@ def iter_examples(path: str | os.PathLike, kind: str | type[TaskExample]) -> Ite
     cls = example_type(kind) if isinstance(kind, str) else kind
     seen: dict[str, int] = {}
     for lineno, obj in iter_jsonl(path):
-        try:
-            ex = cls.model_validate(obj)
-        except ValidationError as exc:
-            raise validation_to_data_error(exc, path, lineno) from None
-        if ex.id in seen:
-            raise DataError(path, lineno, "id", f"duplicate id '{ex.id}' (first on line {seen[ex.id]})")
-        seen[ex.id] = lineno
-        yield ex
+        yield validate_row(cls, obj, path, lineno, seen)
 
 
 def read_examples(path: str | os.PathLike, kind: str | type[TaskExample]) -> list[TaskExample]:

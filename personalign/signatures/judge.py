@@ -30,7 +30,7 @@ class PairwiseJudgeSignature(dspy.Signature):
     rating: Literal[1, 2, 3, 4, 5] = dspy.OutputField(desc="1 = A much better ... 3 = equal ... 5 = B much better")
 
 
-class PairwiseImplicitJudgeSignature(dspy.Signature):
+class PairwiseImplicitJudgeSignature(PairwiseJudgeSignature):
     """A user with the profile below asked the prompt and got two responses, A and B. For ONE
     attribute of the user, rate which response serves this user better with respect to that
     attribute: 1 = A much better, 2 = A somewhat better, 3 = no difference, 4 = B somewhat
@@ -38,13 +38,7 @@ class PairwiseImplicitJudgeSignature(dspy.Signature):
     level of detail, tone), not whether it mentions the attribute: restating the user's
     attribute ("since you are vegan...") earns nothing by itself; most attributes make no
     difference to a given prompt, so 3 is the most common rating."""
-
-    profile: str = dspy.InputField(desc="the user's profile")
-    prompt: str = dspy.InputField(desc="the user's request")
-    attribute: str = dspy.InputField(desc="the attribute of the user to judge on")
-    response_a: str = dspy.InputField(desc="response A")
-    response_b: str = dspy.InputField(desc="response B")
-    rating: Literal[1, 2, 3, 4, 5] = dspy.OutputField(desc="1 = A much better ... 3 = equal ... 5 = B much better")
+    # the fields of PairwiseJudgeSignature, inherited; only the instructions differ
 
 
 class ExplicitMentionSignature(dspy.Signature):

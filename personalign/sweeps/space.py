@@ -88,6 +88,32 @@ class Dimension:
         return [self.low, self.high]
 
 
+
+def _setting_dims(source: str, section: str, prefix: str, settings: dict, accepted: set, names: tuple[str, str],
+                  cls) -> list[Dimension]:
+    """The dimensions of one ``section`` of settings (``[optimizer.X]``, ``[strategy.Y]``): each key
+    must be one ``cls`` accepts (``names``: what a key is, what the list is called) and each candidate
+    value must construct ``cls``; ``decision_rule`` takes ``auto`` or ``none``.
+
+    Raises:
+        ConfigurationError: one line naming the file, the section and the key.
+    """
+    dims = []
+    for key, value in settings.items():
+        label = f"{section} {key}"
+        if key not in accepted:
+            raise ConfigurationError(f"{source}: {label}: '{key}' is not {names[0]}; "
+                                     f"{names[1]}: {', '.join(sorted(accepted)) or 'none'}")
+        dim = _dimension(f"{prefix}.{key}", value)
+        if key == "decision_rule":
+            for v in dim.candidates():
+                if v not in ("auto", "none"):
+                    raise ConfigurationError(f"{source}: {label} = {v!r}: must be 'auto' or 'none'")
+        else:
+            check_setting(source, label, cls, key, dim.candidates(), lambda kw, c=cls: c(**kw))
+        dims.append(dim)
+    return dims
+
 def _dimension(name: str, spec: Any, *, real: bool = False) -> Dimension:
     """A :class:`Dimension` of a schema-validated ``spec`` (``real``: a range is a float range even
     with integer bounds, e.g. the temperature)."""
@@ -213,21 +239,8 @@ class SearchSpace:
             teleprompter(f"[optimizer.{opt_name}]", opt_name)
             opt_cls = OPTIMIZERS.load(opt_name)
             accepted = (init_params(opt_cls) - TELEPROMPTER_COMMON) | {"decision_rule"}
-            dims = []
-            for key, value in settings.items():
-                label = f"[optimizer.{opt_name}] {key}"
-                if key not in accepted:
-                    raise ConfigurationError(f"{source}: {label}: '{key}' is not a setting of {opt_name}; "
-                                             f"settings: {', '.join(sorted(accepted))}")
-                dim = _dimension(f"{opt_name}.{key}", value)
-                if key == "decision_rule":
-                    for v in dim.candidates():
-                        if v not in ("auto", "none"):
-                            raise ConfigurationError(f"{source}: {label} = {v!r}: must be 'auto' or 'none'")
-                else:
-                    check_setting(source, label, opt_cls, key, dim.candidates(), lambda kw, c=opt_cls: c(**kw))
-                dims.append(dim)
-            opt_settings[opt_name] = dims
+            opt_settings[opt_name] = _setting_dims(source, f"[optimizer.{opt_name}]", opt_name, settings, accepted,
+                                                   (f"a setting of {opt_name}", "settings"), opt_cls)
 
         fit_dims = []
         if spec.fit:
@@ -250,17 +263,8 @@ class SearchSpace:
             check_name(source, f"[strategy.{name}]", name, registry.__contains__,
                        lambda: f"unknown {registry.what}; available: {', '.join(registry.names())}")
             strat_cls = registry.load(name)
-            accepted = init_params(strat_cls)
-            dims = []
-            for key, value in settings.items():
-                label = f"[strategy.{name}] {key}"
-                if key not in accepted:
-                    raise ConfigurationError(f"{source}: {label}: '{key}' is not an argument of {name}; "
-                                             f"arguments: {', '.join(sorted(accepted)) or 'none'}")
-                dim = _dimension(f"{name}.{key}", value)
-                check_setting(source, label, strat_cls, key, dim.candidates(), lambda kw, c=strat_cls: c(**kw))
-                dims.append(dim)
-            strat_settings[name] = dims
+            strat_settings[name] = _setting_dims(source, f"[strategy.{name}]", name, settings, init_params(strat_cls),
+                                                 (f"an argument of {name}", "arguments"), strat_cls)
 
         normalized = dict(raw)
         normalized["strategies"] = list(strategies)

@@ -85,4 +85,27 @@ def to_examples(records: Sequence, inputs: Sequence[str], split: str | None = No
     return out
 
 
-__all__ = ["SPLIT_FRACTIONS", "SPLIT_SEED", "group_of", "prefeval_option_pairs", "prefeval_topic_splits", "to_examples"]
+def load_prefeval_or_jsonl(path: str | Path, kind: str, derive, inputs: Sequence[str]) -> list:
+    """The examples of a stage-1 stage (extraction, verification) from ``path``: a PrefEval folder
+    or topic ``.json`` file (records split by topic with :func:`prefeval_topic_splits`, then
+    ``derive(records)`` within each split), or a canonical ``kind`` ``.jsonl`` file.
+
+    Raises:
+        DataError: missing file, malformed record or line, unknown format.
+    """
+    from personalign.data import read_examples
+    from personalign.errors import DataError
+
+    p = Path(path)
+    if not p.exists():
+        raise DataError(p, None, None, "file not found")
+    if p.is_dir() or p.suffix == ".json":
+        return [ex for split, records in prefeval_topic_splits(p).items()
+                for ex in to_examples(derive(records), inputs, split)]
+    if p.suffix == ".jsonl":
+        return to_examples(read_examples(p, kind), inputs)
+    raise DataError(p, None, None, f"expected a PrefEval folder or topic .json file, or canonical {kind} .jsonl")
+
+
+__all__ = ["SPLIT_FRACTIONS", "SPLIT_SEED", "group_of", "load_prefeval_or_jsonl", "prefeval_option_pairs",
+           "prefeval_topic_splits", "to_examples"]

@@ -26,21 +26,10 @@ def load_extraction(path: str | Path) -> list:
     Raises:
         DataError: missing file, malformed record/line, unknown format, too few topics.
     """
-    from personalign.data import read_examples
     from personalign.data.derive import extraction_targets
-    from personalign.errors import DataError
-    from personalign.programs.common.stage1 import prefeval_topic_splits, to_examples
-    p = Path(path)
-    if not p.exists():
-        raise DataError(p, None, None, "file not found")
-    if p.is_dir() or p.suffix == ".json":
-        out = []
-        for split, records in prefeval_topic_splits(p).items():
-            out.extend(to_examples(extraction_targets(records), inputs(), split))
-        return out
-    if p.suffix == ".jsonl":
-        return to_examples(read_examples(p, "extraction"), inputs())
-    raise DataError(p, None, None, "expected a PrefEval folder or topic .json file, or canonical extraction .jsonl")
+    from personalign.programs.common.stage1 import load_prefeval_or_jsonl
+
+    return load_prefeval_or_jsonl(path, "extraction", extraction_targets, inputs())
 
 
 def attribute_texts(pred: Any) -> list[str]:

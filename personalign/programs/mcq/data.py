@@ -62,9 +62,8 @@ def _prefeval(p: Path, seed: int) -> list:
 
 
 def _canonical(p: Path, seed: int) -> tuple[list, dict[str, list[str]]]:
-    from pydantic import ValidationError
-
-    from personalign.data.files import iter_jsonl, validation_to_data_error
+    from personalign.data.canonical import validate_row
+    from personalign.data.files import iter_jsonl
     from personalign.data.schemas import MCQExample
 
     items, attrs, seen = [], {}, {}
@@ -73,13 +72,7 @@ def _canonical(p: Path, seed: int) -> tuple[list, dict[str, list[str]]]:
         a = obj.pop("attributes", [])
         if not isinstance(a, list) or not all(isinstance(x, str) for x in a):
             raise DataError(p, lineno, "attributes", "expected a list of strings")
-        try:
-            ex = MCQExample.model_validate(obj)
-        except ValidationError as exc:
-            raise validation_to_data_error(exc, p, lineno) from None
-        if ex.id in seen:
-            raise DataError(p, lineno, "id", f"duplicate id '{ex.id}' (first on line {seen[ex.id]})")
-        seen[ex.id] = lineno
+        ex = validate_row(MCQExample, obj, p, lineno, seen)
         items.append(ex)
         attrs[ex.id] = a
     if all(ex.split is None for ex in items):

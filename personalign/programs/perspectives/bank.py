@@ -106,9 +106,8 @@ class ProfileBank:
 
 
 def _from_jsonl(p: Path) -> list[Profile]:
-    from pydantic import ValidationError
-
-    from personalign.data.files import iter_jsonl, validation_to_data_error
+    from personalign.data.canonical import validate_row
+    from personalign.data.files import iter_jsonl
     from personalign.data.schemas import ProfileExample
 
     out, seen = [], {}
@@ -119,13 +118,7 @@ def _from_jsonl(p: Path) -> list[Profile]:
             raise DataError(p, lineno, "name", f"expected a string, got {type(name).__name__}")
         if "id" not in obj and isinstance(obj.get("user_id"), str):
             obj["id"] = obj["user_id"]
-        try:
-            ex = ProfileExample.model_validate(obj)
-        except ValidationError as exc:
-            raise validation_to_data_error(exc, p, lineno) from None
-        if ex.user_id in seen:
-            raise DataError(p, lineno, "user_id", f"duplicate user_id '{ex.user_id}' (first on line {seen[ex.user_id]})")
-        seen[ex.user_id] = lineno
+        ex = validate_row(ProfileExample, obj, p, lineno, seen, key="user_id")
         if not ex.bio.strip() and not ex.descriptors:
             raise DataError(p, lineno, "bio", "a profile needs a bio or descriptors")
         out.append(Profile(ex.user_id, ex.bio, tuple(ex.descriptors), profile_names(ex.bio, name)))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from personalign.programs.common.stage1 import SPLIT_SEED, prefeval_topic_splits, to_examples
+from personalign.programs.common.stage1 import SPLIT_SEED, load_prefeval_or_jsonl
 
 
 def load_verification(path: str | Path) -> list:
@@ -34,20 +34,10 @@ def load_verification(path: str | Path) -> list:
     Raises:
         DataError: missing file, malformed line/record, unknown format.
     """
-    from personalign.data import read_examples
     from personalign.data.derive import verification_pairs
-    from personalign.errors import DataError
-    p = Path(path)
-    if not p.exists():
-        raise DataError(p, None, None, "file not found")
-    if p.is_dir() or p.suffix == ".json":
-        out = []
-        for split, records in prefeval_topic_splits(p).items():
-            out.extend(to_examples(verification_pairs(records, negatives_per_positive=1, seed=SPLIT_SEED), inputs(), split))
-        return out
-    if p.suffix == ".jsonl":
-        return to_examples(read_examples(p, "verification"), inputs())
-    raise DataError(p, None, None, "expected a PrefEval folder or topic .json file, or canonical verification .jsonl")
+
+    return load_prefeval_or_jsonl(path, "verification", lambda records: verification_pairs(
+        records, negatives_per_positive=1, seed=SPLIT_SEED), inputs())
 
 
 def inputs() -> tuple[str, ...]:
