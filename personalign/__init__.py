@@ -27,19 +27,21 @@ __version__ = "0.1.0"
 from personalign._verbs import (  # noqa: E402  (after the offline defaults)
     CompiledProgram,
     ComparisonReport,
+    Cost,
     EvalReport,
     PredictReport,
     Report,
     SweepReport,
     compare,
     compile,
+    cost_gate,
     evaluate,
     load_program,
     predict,
     predict_relevance,
     sweep,
 )
-from personalign.errors import ArgumentError, ConfigurationError, DataError, PersonalignError  # noqa: E402
+from personalign.errors import ArgumentError, ConfigurationError, DataError, Declined, PersonalignError  # noqa: E402
 from personalign.tracking import (  # noqa: E402
     Callbacks,
     ConfigureCache,
@@ -62,6 +64,6 @@ def __getattr__(name: str):
 
 
 __all__ = ["ArgumentError", "Callbacks", "CompiledProgram", "ComparisonReport", "ConfigurationError", "ConfigureCache",
-           "DataError", "EvalReport", "MLflowCallback", "PersonalignError", "PredictReport", "RecordCallback", "Report",
-           "RunCallback", "RunInfo", "SweepReport", "__version__", "compare", "compile", "evaluate", "load_program",
-           "predict", "predict_relevance", "sweep", *_STAGES]
+           "Cost", "DataError", "Declined", "EvalReport", "MLflowCallback", "PersonalignError", "PredictReport",
+           "RecordCallback", "Report", "RunCallback", "RunInfo", "SweepReport", "__version__", "compare", "compile",
+           "cost_gate", "evaluate", "load_program", "predict", "predict_relevance", "sweep", *_STAGES]

@@ -48,20 +48,7 @@ import sys
 import warnings
 from typing import Any, Sequence
 
-
-def dev_split(trainset: list, seed: int, group_key: str | None) -> tuple[list, list | None]:
-    """Hold out whole groups of train as the dev set (never the eval split): ``(fit, dev)``;
-    dev is None when ``group_key`` is None or train has fewer than 2 groups."""
-    from personalign.data.splits import group_split
-
-    if group_key is None:
-        return trainset, None
-    groups = {getattr(ex, group_key, None) for ex in trainset}
-    if len(groups) < 2 or None in groups:
-        return trainset, None
-    parts = group_split(trainset, by=lambda ex: getattr(ex, group_key), fractions={"fit": 0.75, "dev": 0.25},
-                        seed=seed)
-    return parts["fit"], parts["dev"] or None
+from personalign.optimizers.plan import dev_split, make_optimizer, projected_calls, selection_calls, settings_of
 
 
 def check_fit(stage, strategy: str, rows: list, data: Any, where: str, *, hint: str = "") -> None:
@@ -214,18 +201,6 @@ def _calibrate(stage, chosen: dict, program, dev: list, fit: list, lm) -> tuple[
     return with_rule(program, rule, stage.output, stage.decision_group), rule, calls, len(examples), dev_after
 
 
-def _teleprompter_kwargs(stage, strategy: str, optimizer: str, fit: list, lm, seed: int, settings: dict) -> dict:
-    from personalign.optimizers import OPTIMIZERS
-    from personalign.stages.objective import balanced_metric
-
-    kwargs: dict[str, Any] = {**stage.teleprompter_kwargs(), "lm": lm, "seed": seed}
-    if stage.metric is not None:
-        kwargs["metric"] = balanced_metric(stage, stage.metric_fn(), fit)
-    if getattr(OPTIMIZERS.load(optimizer), "needs_feedback", False) and stage.feedback_metric is not None:
-        kwargs["feedback_metric"] = balanced_metric(stage, stage.feedback_fn(), fit)
-    return {**kwargs, **settings}
-
-
 def compile_program(stage, strategy: str, optimizer: str | None, trainset: list, *, lm=None, seed: int = 0,
                     optimizer_settings: dict | None = None, fit_settings: dict | None = None, program=None,
                     select: bool = True, calibrate: bool = True):
@@ -243,13 +218,30 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
         calibrate: fit a decision rule (step 4).
 
     Returns:
-        ``(program, compile_info | None)``: ``compile_info`` is ``CompileResult.to_dict()``.
+        ``(program, compile_info | None)``: ``compile_info`` is ``CompileResult.to_dict()``, its
+        ``actual_lm_calls`` every model call the compile made (forward passes of a fit included),
+        ``cached_lm_calls`` those a cache answered, ``projected_lm_calls`` :func:`projected_calls`.
 
     Raises:
         ConfigurationError: unknown strategy/optimizer; ValueError: empty trainset.
     """
+    from personalign.lm import CallCounter
+
+    with CallCounter() as counter:
+        program, info = _compile(stage, strategy, optimizer, trainset, lm=lm, seed=seed, fit_settings=fit_settings,
+                                 optimizer_settings=optimizer_settings, program=program, select=select,
+                                 calibrate=calibrate)
+    if info is not None:
+        if info.get("projected_lm_calls") is None:  # a fit (a teleprompter projects its own)
+            info["projected_lm_calls"] = projected_calls(stage, strategy, optimizer, trainset, seed=seed)
+        info.update(actual_lm_calls=counter.calls, lm_calls=counter.calls, cached_lm_calls=counter.cached)
+    return program, info
+
+
+def _compile(stage, strategy, optimizer, trainset, *, lm, seed, optimizer_settings, fit_settings, program, select,
+             calibrate):
+    """:func:`compile_program`'s work (the caller counts its model calls)."""
     from personalign.lm import use
-    from personalign.optimizers import OPTIMIZERS
 
     registry = stage.registry
     info = registry.info(strategy)
@@ -264,29 +256,11 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
             program, result = opt.compile(program, trainset=trainset)
         return program, result.to_dict()
 
-    settings = dict(optimizer_settings or {})
-    rule_mode = settings.pop("decision_rule", "auto")
-    select_by = settings.pop("select_by", "objective")
-    if select_by not in ("objective", "auc"):
-        from personalign.errors import ConfigurationError
-
-        raise ConfigurationError(f"select_by must be 'objective' or 'auc' (ranking quality of the scores on dev), "
-                                 f"got {select_by!r}")
-    if rule_mode not in ("auto", "none"):
-        from personalign.errors import ConfigurationError
-
-        raise ConfigurationError(f"decision_rule must be 'auto' (fit one by grouped CV on dev) or 'none', "
-                                 f"got {rule_mode!r}")
+    settings, rule_mode, select_by = settings_of(optimizer_settings)
     calibrate = calibrate and rule_mode == "auto"
     fit, dev = dev_split(trainset, seed, stage.group_key)
-    selecting = select and dev is not None and OPTIMIZERS.info(optimizer).kind == "teleprompter"
-    if OPTIMIZERS.info(optimizer).kind == "teleprompter":
-        if selecting:
-            settings.setdefault("score", False)  # dev is scored below, with the set objective
-        opt = OPTIMIZERS.create(optimizer, **_teleprompter_kwargs(stage, strategy, optimizer, fit, lm, seed, settings))
-    else:  # a fit: the stage's label, positive class and group key, as the strategy's own fit gets them
-        opt = OPTIMIZERS.create(optimizer, **stage.fit_kwargs(strategy, OPTIMIZERS.load(optimizer), seed=seed,
-                                                              **settings))
+    opt, selecting = make_optimizer(stage, strategy, optimizer, fit, dev, lm=lm, seed=seed, settings=settings,
+                                    select=select)
     # teleprompters print progress to stdout; keep stdout for results (--json)
     with ctx, contextlib.redirect_stdout(sys.stderr):
         compiled, result = opt.compile(program, trainset=fit, valset=dev)
@@ -322,10 +296,8 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
     for note in notes:
         warnings.warn(f"{strategy}@{optimizer}: {note}", UserWarning, stacklevel=2)
     dev_calls = sum(c["lm_calls"] for c in candidates) + calib_calls
-    calls_per_run = opt._calls_per_run(program) if hasattr(opt, "_calls_per_run") else 1
-    n_cands = 2 + int(getattr(opt, "max_alternatives", 0) or 0)
-    projected_calib = len(fit) * calls_per_run if (calibrate and info.uses_lm and stage.kind == "binary") else 0
-    result.projected_lm_calls = (result.projected_lm_calls or 0) + n_cands * len(dev) * calls_per_run + projected_calib
+    result.projected_lm_calls = (result.projected_lm_calls or 0) + selection_calls(
+        stage, opt, program, fit, dev, calibrate=calibrate and info.uses_lm)
     result.actual_lm_calls = (result.actual_lm_calls or 0) + dev_calls
     result.lm_calls = result.actual_lm_calls
     result.score_before, result.score_after = candidates[0]["objective"], after
@@ -353,15 +325,16 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
 
 def summary(compile_info: dict | None) -> dict[str, Any] | None:
     """The reporting part of a ``CompileResult`` dict: ``{"objective", "dev_before", "dev_after",
-    "chosen", "reason", "projected_lm_calls", "actual_lm_calls", "decision_rule"}`` (None: nothing
-    compiled, or no dev selection ran)."""
+    "chosen", "reason", "projected_lm_calls", "actual_lm_calls", "cached_lm_calls", "decision_rule"}``
+    (None: nothing compiled, or no dev selection ran)."""
     if not compile_info or compile_info.get("chosen") is None:
         return None
     sel = (compile_info.get("details") or {}).get("selection") or {}
     return {"objective": compile_info.get("objective"), "dev_before": compile_info.get("dev_objective_before"),
             "dev_after": compile_info.get("dev_objective_after"), "chosen": compile_info.get("chosen"),
             "reason": compile_info.get("reason"), "projected_lm_calls": compile_info.get("projected_lm_calls"),
-            "actual_lm_calls": compile_info.get("actual_lm_calls"), "decision_rule": sel.get("decision_rule"),
+            "actual_lm_calls": compile_info.get("actual_lm_calls"), "cached_lm_calls": compile_info.get("cached_lm_calls"),
+            "decision_rule": sel.get("decision_rule"),
             "warnings": sel.get("warnings") or []}
 
 
@@ -371,8 +344,10 @@ def summary_line(name: str, compile_info: dict | None) -> str | None:
     s = summary(compile_info)
     if s is None:
         return None
+    cached = f" (+{s['cached_lm_calls']} cached)" if s.get("cached_lm_calls") else ""
     return (f"{name}: dev {s['objective']} {s['dev_before']:.3f} -> {s['dev_after']:.3f}, chose {s['chosen']} "
-            f"({s['reason']}); LM calls {s['actual_lm_calls']} actual / {s['projected_lm_calls']} projected")
+            f"({s['reason']}); LM calls {s['actual_lm_calls']} actual{cached} / {s['projected_lm_calls']} projected")
 
 
-__all__ = ["check_fit", "compile_program", "dev_split", "score_on", "choose", "summary", "summary_line"]
+__all__ = ["check_fit", "compile_program", "dev_split", "make_optimizer", "projected_calls", "score_on", "choose",
+           "selection_calls", "summary", "summary_line"]

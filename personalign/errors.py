@@ -61,6 +61,13 @@ class ContextWindowError(PersonalignError):
     """A prompt does not fit the model's context window (n_ctx tokens)."""
 
 
+class Declined(PersonalignError):
+    """The run was not started: its estimated time passes the ``--confirm-over`` threshold and the
+    answer at the terminal was not yes. Nothing ran; exit code 1."""
+
+    exit_code = 1
+
+
 def located(path: object, line: int | None, field: str | None, problem: str) -> str:
     """``"PATH[:LINE]: [field 'FIELD': ]PROBLEM"``: how a data problem is named (errors and warnings)."""
     where = str(path) if line is None else f"{path}:{line}"
@@ -120,6 +127,6 @@ def find_personalign_error(exc: BaseException | None) -> PersonalignError | None
     return find_in_chain(exc, PersonalignError)
 
 
-__all__ = ["ArgumentError", "CacheDirError", "ConfigurationError", "ContextWindowError", "DataError", "Interrupted",
-           "ModelFileError", "PersonalignError", "UnknownModelError", "UsageProblem", "find_in_chain",
+__all__ = ["ArgumentError", "CacheDirError", "ConfigurationError", "ContextWindowError", "DataError", "Declined",
+           "Interrupted", "ModelFileError", "PersonalignError", "UnknownModelError", "UsageProblem", "find_in_chain",
            "find_personalign_error", "located", "note_partial"]

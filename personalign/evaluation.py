@@ -265,7 +265,7 @@ def evaluate_stage(stage, program, examples: Sequence, *, lm=None, n_boot: int =
     """Run ``program`` of ``stage`` on ``examples`` and score it (:func:`run_program` +
     :func:`stage_report`).
 
-    Returns the report plus ``lm_calls, failures, errors (first 20), seconds, predictions``
+    Returns the report plus ``lm_calls, cached_lm_calls, failures, errors (first 20), seconds, predictions``
     (JSON-friendly: booleans/None for binary stages, the raw outputs otherwise), ``scores`` and
     ``error_at`` (every failure's error by row index).
     """
@@ -273,7 +273,8 @@ def evaluate_stage(stage, program, examples: Sequence, *, lm=None, n_boot: int =
                           description=description, progress=progress)
     report = stage_report(stage, examples, outcome.predictions, n_boot=n_boot, seed=seed, lm=lm)
     preds = output_values(stage, outcome.predictions)
-    return {**report, "lm_calls": outcome.lm_calls, "failures": outcome.failures, "errors": outcome.errors[:20],
+    return {**report, "lm_calls": outcome.lm_calls, "cached_lm_calls": outcome.cached_calls,
+            "failures": outcome.failures, "errors": outcome.errors[:20],
             "seconds": round(outcome.seconds, 3), "predictions": preds, "scores": outcome.scores,
             "error_at": dict(outcome.error_at)}
 
@@ -308,7 +309,7 @@ def evaluate_repeats(stage, program, examples: Sequence, *, lm=None, repeats: in
                            progress=progress, description=f"{description} (run {r + 1}/{repeats})")
             for r in range(repeats)]
     first = runs[0]
-    totals = {k: sum(r[k] for r in runs) for k in ("lm_calls", "failures", "seconds")}
+    totals = {k: sum(r[k] for r in runs) for k in ("lm_calls", "cached_lm_calls", "failures", "seconds")}
     note = f"{repeats} runs at temperature {temperature:g} (rollout_id 0..{repeats - 1}); intervals resample clusters x runs"
     if stage.kind == "binary":
         from personalign.metrics.cluster import make_clusters

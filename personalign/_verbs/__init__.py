@@ -4,6 +4,7 @@ a model string or ``dspy.LM``, callbacks -- typed results out. The command line 
 
 from personalign._verbs.compare import compare
 from personalign._verbs.compile import compile
+from personalign._verbs.cost import Cost, cost_gate
 from personalign._verbs.evaluate import evaluate, load_program
 from personalign._verbs.predict import predict
 from personalign._verbs.relevance import predict_relevance
@@ -17,5 +18,5 @@ from personalign._verbs.reports import (
 )
 from personalign._verbs.sweep import sweep
 
-__all__ = ["CompiledProgram", "ComparisonReport", "EvalReport", "PredictReport", "Report", "SweepReport", "compare",
-           "compile", "evaluate", "load_program", "predict", "predict_relevance", "sweep"]
+__all__ = ["CompiledProgram", "ComparisonReport", "Cost", "EvalReport", "PredictReport", "Report", "SweepReport",
+           "compare", "compile", "cost_gate", "evaluate", "load_program", "predict", "predict_relevance", "sweep"]

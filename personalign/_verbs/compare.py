@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from personalign._verbs.cost import announce, measured, project_compare
 from personalign._verbs.folds import group_folds, run_folds, split_folds
 from personalign._verbs.inputs import (check_capabilities, load_data, names_of, parse_strategies, resolve_model,
                                       with_module)
@@ -14,9 +15,9 @@ from personalign.errors import ArgumentError, note_partial
 
 def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "val", train_split: str = "train",
             cv: str | None = None, lm: Any = None, api_base: str | None = None, lm_kwargs: dict | None = None,
-            seed: int = 0, n_boot: int = 1000, limit: int | None = None, repeats: int = 1,
-            temperature: float | None = None, out_dir: str | Path | None = None, callbacks: Any = (),
-            progress: bool = False) -> ComparisonReport:
+            seed: int = 0, n_boot: int = 1000, limit: int | None = None, train_limit: int | None = None,
+            repeats: int = 1, temperature: float | None = None, out_dir: str | Path | None = None,
+            callbacks: Any = (), progress: bool = False, on_cost: Any = None) -> ComparisonReport:
     """Compare strategies of ``stage`` on the same held-out rows against the human labels.
 
     Every trainable strategy is compiled on training rows only (the one compile path); each is then
@@ -37,6 +38,10 @@ def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "va
             per-group figure, the pooled figure and the worst group beside it.
         limit: a seeded sample of that many rows (of ``split``; with ``cv``, of all rows),
             stratified over the stage's groups.
+        train_limit: a seeded sample of that many of the rows each strategy is fitted or compiled
+            on (``train_split``; with ``cv``, each fold's), stratified over the stage's groups.
+        on_cost: called with the projected model calls (:class:`personalign.Cost`) before the
+            first one; None: its line is printed on stderr when ``progress``.
         repeats / temperature: runs of each sampling strategy at that temperature (distinct
             ``rollout_id``), resampled inside every interval; deterministic ones run once.
         out_dir: write the result JSON and a chart (PNG) there (paths in ``result_file`` /
@@ -59,8 +64,9 @@ def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "va
     for arg, value in (("n_boot", n_boot), ("repeats", repeats)):
         if value < 1:
             raise ArgumentError(arg, f"must be >= 1, got {value}")
-    if limit is not None and limit < 1:
-        raise ArgumentError("limit", f"must be >= 1, got {limit}")
+    for arg, value in (("limit", limit), ("train_limit", train_limit)):
+        if value is not None and value < 1:
+            raise ArgumentError(arg, f"must be >= 1, got {value}")
     if cv not in (None, "groups"):
         raise ArgumentError("cv", f"must be 'groups' (leave-one-group-out), got {cv!r}")
     if isinstance(strategies, (list, tuple)):
@@ -76,14 +82,19 @@ def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "va
     ds = load_data(st, data)
     groups = None
     if cv:
-        folds, groups = group_folds(st, ds, specs, limit=limit, seed=seed)
+        folds, groups = group_folds(st, ds, specs, limit=limit, seed=seed, train_limit=train_limit)
     else:
-        folds = split_folds(st, ds, specs, split=split, train_split=train_split, limit=limit, seed=seed)
+        folds = split_folds(st, ds, specs, split=split, train_split=train_split, limit=limit, seed=seed,
+                            train_limit=train_limit)
     uses_lm = any(st.registry.info(n).uses_lm for n, _ in specs)
     model = resolve_model(lm, needed=uses_lm, api_base=api_base, lm_kwargs=lm_kwargs, temperature=temperature)
     check_capabilities(st, [n for n, _ in specs], model)
     result = _head(st, ds, specs, model, seed=seed, n_boot=n_boot, split=split, train_split=train_split,
                    folds=folds, groups=groups)
+    if train_limit is not None:
+        result["train_limit"] = train_limit
+    cost = project_compare(st, specs, folds, lm=model.lm, model=model.name, seed=seed, repeats=repeats)
+    result["projected_lm_calls"] = cost.to_dict()
     cbs = Callbacks(callbacks)
     run = RunInfo("compare", st, params=_params(result, specs), tags={"cv": "groups"} if cv else {},
                   datasets=_datasets(folds, cv, split, train_split), data=ds.label, data_sha256=ds.sha256,
@@ -93,14 +104,15 @@ def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "va
 
     files = _Files(result, out_dir, cbs, run)
     try:
-        with cbs.run(run, result):
+        with cbs.run(run, result), measured(model.name):
+            announce(cost, on_cost, progress)  # the run's inputs and cache checked; no model call yet
             table = (tables.GroupTable if cv else tables.SplitTable)(st, result, folds, n_boot=n_boot, seed=seed)
             with tables.progress_for(folds, specs, cv and progress) as bar:
-                for (base, opt), name in zip(specs, names_of(specs)):
+                for (base, opt), name, projected in zip(specs, names_of(specs), cost.strategies):
                     info = st.registry.info(base)
                     done = run_folds(st, base, opt, folds, lm=model.lm, seed=seed, n_boot=n_boot, repeats=repeats,
                                      label=name, progress=progress and not cv, tracing=lambda n: cbs.tracing(run, n),
-                                     on_fold=bar.on_fold(name))
+                                     on_fold=bar.on_fold(name), fit_calls=projected.fitting + projected.compiling)
                     table.add(name, info, done, reference=(name == st.reference and not result["strategies"]))
                     cbs.on_candidate_end(run, table.candidate(name, info, done, model.name))
                     if cv:  # a long run keeps what it measured: "complete": false until the end
@@ -145,7 +157,8 @@ def _head(st, ds, specs, model, *, seed, n_boot, split, train_split, folds, grou
 
 
 def _params(result: dict, specs) -> dict:
-    keys = ("stage", "data", "data_sha256", "split", "train_split", "n", "n_train", "lm", "adapter", "seed", "n_boot")
+    keys = ("stage", "data", "data_sha256", "split", "train_split", "n", "n_train", "train_limit", "lm", "adapter",
+            "seed", "n_boot")
     return {**{k: result[k] for k in keys if k in result}, "strategies": ",".join(names_of(specs)),
             **({"cv": "groups"} if result.get("cv") else {})}
 

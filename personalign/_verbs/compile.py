@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from personalign._verbs.cost import announce, calls_bar, measured, project_compile
 from personalign._verbs.inputs import check_capabilities, check_design, load_data, resolve_model, with_module
 from personalign._verbs.reports import CompiledProgram
 from personalign.errors import ArgumentError
@@ -12,8 +13,8 @@ from personalign.errors import ArgumentError
 
 def compile(stage, strategy: Any = None, data: Any = None, *, optimizer: str | None = None,
             train_split: str = "train", lm: Any = None, api_base: str | None = None, lm_kwargs: dict | None = None,
-            seed: int = 0, out: str | Path | None = None, callbacks: Any = (),
-            progress: bool = False) -> CompiledProgram:
+            seed: int = 0, out: str | Path | None = None, callbacks: Any = (), train_limit: int | None = None,
+            progress: bool = False, on_cost: Any = None) -> CompiledProgram:
     """Compile ``strategy`` of ``stage`` on the ``train_split`` rows of ``data`` and, with ``out``,
     save it (``program.json``, weights, a readable ``prompt.md``).
 
@@ -34,6 +35,11 @@ def compile(stage, strategy: Any = None, data: Any = None, *, optimizer: str | N
             ``api_base`` / ``lm_kwargs``: its server and litellm settings.
         out: a directory to save the program in (must not exist or be empty).
         callbacks: :class:`personalign.tracking.RunCallback` objects (an MLflow run, ...).
+        train_limit: compile on a seeded sample of that many ``train_split`` rows, stratified over
+            the stage's groups (recorded as ``train_limit`` in the compile record).
+        progress: the cost line and a progress bar of the compile's model calls on stderr.
+        on_cost: called with the projected model calls (:class:`personalign.Cost`) before the
+            first one, instead of printing its line.
 
     Returns:
         :class:`CompiledProgram` (``program``, ``path``, ``info``: the compile record).
@@ -55,20 +61,26 @@ def compile(stage, strategy: Any = None, data: Any = None, *, optimizer: str | N
     info = check_design(st, strategy, optimizer, saving=out is not None)
     target = check_out_dir(Path(out)) if out is not None else None
     ds = load_data(st, data)
-    trainset = ds.split(train_split)
+    if train_limit is not None and train_limit < 1:
+        raise ArgumentError("train_limit", f"must be >= 1, got {train_limit}")
+    trainset = st.limit(ds.split(train_split), train_limit, seed)
     if info.trainable:
         st.check_fittable(trainset, ds.where, train_split)
     model = resolve_model(lm, needed=info.uses_lm, api_base=api_base, lm_kwargs=lm_kwargs)
     check_capabilities(st, [strategy], model)
     name = strategy + (f"@{optimizer}" if optimizer else "")
     cbs = Callbacks(callbacks)
-    run = _run_info(st, name, ds, train_split, model.name, seed, trainset)
+    run = _run_info(st, name, ds, train_split, model.name, seed, trainset, train_limit)
     cbs.check(run)
+    cost = project_compile(st, strategy, optimizer, trainset, lm=model.lm, model=model.name, seed=seed)
     made: dict[str, Any] = {}
-    with cbs.run(run, made):
-        program, record = compile_program(st, strategy, optimizer, trainset, lm=model.lm, seed=seed)
+    with cbs.run(run, made), measured(model.name):
+        announce(cost, on_cost, progress)  # the run's inputs and cache checked; no model call yet
+        phase = "compiling" if optimizer else "fitting"
+        with calls_bar(f"{name} {phase} (model calls)", cost.total, progress):
+            program, record = compile_program(st, strategy, optimizer, trainset, lm=model.lm, seed=seed)
         record = {**(record or {"optimizer": None}), "data": ds.label, "data_sha256": ds.sha256,
-                  "train_split": train_split}
+                  "train_split": train_split, **({"train_limit": train_limit} if train_limit is not None else {})}
         if target is not None:
             _save(st, program, target, strategy, model.name, record)
         result = CompiledProgram(program=program, stage=st.name, strategy=strategy, optimizer=optimizer, info=record,
@@ -83,12 +95,14 @@ def compile(stage, strategy: Any = None, data: Any = None, *, optimizer: str | N
     return result
 
 
-def _run_info(st, name: str, ds, train_split: str, model: str | None, seed: int, trainset: list):
+def _run_info(st, name: str, ds, train_split: str, model: str | None, seed: int, trainset: list,
+              train_limit: int | None):
     from personalign.tracking.callbacks import RunInfo
 
     params = {"stage": st.name, "stage_ref": st.ref or st.name, "strategy": name.partition("@")[0],
               "optimizer": name.partition("@")[2] or None, "data": ds.label, "data_sha256": ds.sha256,
-              "train_split": train_split, "seed": seed, "lm": model}
+              "train_split": train_split, "seed": seed, "lm": model,
+              **({"train_limit": train_limit} if train_limit is not None else {})}
     return RunInfo("compile", st, params=params, datasets=[(trainset, train_split, "training")], data=ds.label,
                    data_sha256=ds.sha256, lm=model, split=train_split, strategy=name)
 

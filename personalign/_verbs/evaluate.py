@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from personalign._verbs.cost import announce, measured, project_run
 from personalign._verbs.inputs import Model, load_data, resolve_model
 from personalign._verbs.reports import EvalReport
 from personalign.errors import ArgumentError, ConfigurationError
@@ -60,7 +61,7 @@ def program_model(st, program, meta: dict, lm: Any, where: Path | None, *, api_b
 
 def evaluate(stage, program: Any, data: Any, *, split: str = "val", lm: Any = None, api_base: str | None = None,
              lm_kwargs: dict | None = None, seed: int = 0, n_boot: int = 1000, limit: int | None = None,
-             callbacks: Any = (), progress: bool = False) -> EvalReport:
+             callbacks: Any = (), progress: bool = False, on_cost: Any = None) -> EvalReport:
     """Score ``program`` -- a saved program directory, a :class:`CompiledProgram` or a
     ``dspy.Module`` -- on the ``split`` rows of ``data`` against their gold labels: binary stages
     F1, precision, recall, yes-rate; others the stage metric's mean; each with a 95% interval that
@@ -70,6 +71,8 @@ def evaluate(stage, program: Any, data: Any, *, split: str = "val", lm: Any = No
         stage, data, lm, api_base, lm_kwargs, callbacks: as :func:`personalign.compile`.
         split: the split scored. limit: a seeded sample of that many rows, stratified over the
             stage's groups. n_boot: bootstrap resamples. seed: of the sample and the bootstrap.
+        progress: the cost line and a progress bar on stderr. on_cost: called with the projected
+            model calls (:class:`personalign.Cost`) before the first one, instead of the line.
 
     Returns:
         :class:`EvalReport` (``metric``, ``value``, ``ci``; ``data``: every figure, ``warnings``
@@ -112,7 +115,8 @@ def evaluate(stage, program: Any, data: Any, *, split: str = "val", lm: Any = No
                   split=split, strategy=label)
     cbs.check(run)
     out: dict[str, Any] = {}
-    with cbs.run(run, out):
+    with cbs.run(run, out), measured(model.name):
+        announce(project_run("eval", label, prog, evalset, lm=model.lm, model=model.name), on_cost, progress)
         with cbs.tracing(run, label) as traces:
             report = evaluate_stage(st, prog, evalset, lm=model.lm, n_boot=n_boot, seed=seed, progress=progress,
                                     description=strategy)

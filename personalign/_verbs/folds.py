@@ -42,8 +42,10 @@ class FoldResult:
     traces: Any = None
 
 
-def split_folds(stage, ds, specs, *, split: str, train_split: str, limit: int | None, seed: int) -> list[Fold]:
-    """The single-split plan: one fold (``train_split`` -> ``split``, ``limit`` rows of it).
+def split_folds(stage, ds, specs, *, split: str, train_split: str, limit: int | None, seed: int,
+                train_limit: int | None = None) -> list[Fold]:
+    """The single-split plan: one fold (``train_split`` -> ``split``, ``limit`` rows of it; ``train_limit``
+    rows of ``train_split``, each a seeded sample stratified over the stage's groups).
 
     Raises:
         DataError: an empty evaluation split; a strategy that needs training rows and none in
@@ -52,7 +54,7 @@ def split_folds(stage, ds, specs, *, split: str, train_split: str, limit: int | 
     from personalign.stages import splits_present
 
     evalset = stage.limit(ds.split(split), limit, seed)
-    trainset = ds.rows(train_split)
+    trainset = stage.limit(ds.rows(train_split), train_limit, seed)
     needs = [f"{n}@{o}" if o else n for n, o in specs if o or stage.registry.info(n).trainable]
     if needs and not trainset:
         raise DataError(ds.where, None, "split", f"{', '.join(needs)} need a '{train_split}' split to compile on "
@@ -62,9 +64,11 @@ def split_folds(stage, ds, specs, *, split: str, train_split: str, limit: int | 
     return [Fold(split, trainset, evalset)]
 
 
-def group_folds(stage, ds, specs, *, limit: int | None, seed: int) -> tuple[list[Fold], list[str]]:
+def group_folds(stage, ds, specs, *, limit: int | None, seed: int,
+                train_limit: int | None = None) -> tuple[list[Fold], list[str]]:
     """The leave-one-group-out plan over every labelled row (all splits pooled; ``limit``: a
-    seeded sample first): one fold per group, in file order. Returns ``(folds, groups)``.
+    seeded sample first): one fold per group, in file order, each fold's training rows a seeded
+    sample of ``train_limit`` (stratified over the groups). Returns ``(folds, groups)``.
 
     Raises:
         ArgumentError: no group key, every row its own group, fewer than 3 groups.
@@ -75,7 +79,7 @@ def group_folds(stage, ds, specs, *, limit: int | None, seed: int) -> tuple[list
     examples = stage.limit(ds.examples, limit, seed)
     groups = groups_of(stage, examples, ds.where)
     key = stage.group_key
-    folds = [Fold(g, [ex for ex in examples if str(getattr(ex, key)) != g],
+    folds = [Fold(g, stage.limit([ex for ex in examples if str(getattr(ex, key)) != g], train_limit, seed),
                   [ex for ex in examples if str(getattr(ex, key)) == g]) for g in groups]
     if any(stage.registry.info(n).trainable for n, _ in specs):
         for f in folds:
@@ -89,18 +93,20 @@ def _library_noise(w: warnings.WarningMessage) -> bool:
 
 
 def run_folds(stage, strategy: str, optimizer: str | None, folds: list[Fold], *, lm, seed: int, n_boot: int,
-              repeats: int, label: str, progress: bool, tracing, on_fold=None) -> list[FoldResult]:
+              repeats: int, label: str, progress: bool, tracing, on_fold=None, fit_calls: int = 0) -> list[FoldResult]:
     """Compile ``strategy`` (``@optimizer``) on each fold's train rows and score it on its test rows.
 
     Args:
         lm: the run's ``dspy.LM`` (None when no strategy calls one); an LM-free strategy runs without.
         tracing: ``tracing(name)`` -> context manager around each evaluation (the callbacks' LM traces).
         on_fold: called with ``(k, fold)`` before each fold (a progress display).
-        progress: a progress bar per evaluation (single split).
+        progress: a progress bar per evaluation (single split), and one of the fit or compile in
+            model calls (``fit_calls``: their projection) when it calls a model.
 
     Returns:
         one :class:`FoldResult` per fold, in order.
     """
+    from personalign._verbs.cost import calls_bar
     from personalign.compile_service import compile_program
     from personalign.compile_service import summary as compile_summary
     from personalign.evaluation import evaluate_repeats
@@ -113,8 +119,10 @@ def run_folds(stage, strategy: str, optimizer: str | None, folds: list[Fold], *,
         t0 = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            program, info = compile_program(stage, strategy, optimizer, fold.train, lm=lm, seed=seed)
             many = len(folds) > 1
+            phase = "compiling" if optimizer else "fitting"
+            with calls_bar(f"{label} {phase} (model calls)", fit_calls, progress and not many):
+                program, info = compile_program(stage, strategy, optimizer, fold.train, lm=lm, seed=seed)
             with tracing(label) as traces:
                 report = evaluate_repeats(stage, program, fold.test, lm=lm if uses_lm else None, n_boot=n_boot,
                                           seed=seed, progress=progress and not many,
@@ -130,4 +138,9 @@ def compile_calls(info: dict | None) -> int:
     return int((info or {}).get("actual_lm_calls") or (info or {}).get("lm_calls") or 0)
 
 
-__all__ = ["Fold", "FoldResult", "compile_calls", "group_folds", "run_folds", "split_folds"]
+def compile_cached(info: dict | None) -> int:
+    """Model calls a cache answered while compiling (its ``cached_lm_calls``; 0 for none)."""
+    return int((info or {}).get("cached_lm_calls") or 0)
+
+
+__all__ = ["Fold", "FoldResult", "compile_cached", "compile_calls", "group_folds", "run_folds", "split_folds"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from personalign._verbs.cost import announce, measured, project_run
 from personalign._verbs.evaluate import load_program, program_model
 from personalign._verbs.reports import PredictReport
 from personalign.errors import ArgumentError
@@ -45,7 +46,7 @@ def _check_out(out: str | Path, data: Path, program: Path, st) -> Path:
 
 def predict(stage, program: str | Path, data: str | Path, *, out: str | Path | None = None, lm: Any = None,
             api_base: str | None = None, lm_kwargs: dict | None = None, callbacks: Any = (),
-            progress: bool = False) -> PredictReport:
+            progress: bool = False, on_cost: Any = None) -> PredictReport:
     """Run a saved program of ``stage`` on every row of the unlabelled JSONL ``data`` and, with
     ``out``, write one JSON object per row there atomically (a failed or interrupted run writes
     nothing). Rows need the signature's inputs (and a unit rule's unit fields), an optional string
@@ -57,7 +58,9 @@ def predict(stage, program: str | Path, data: str | Path, *, out: str | Path | N
         :class:`PredictReport`: ``rows`` (per row ``{"line", "id", <output field>, "score",
         "decision", "error"}``), and in ``data``: ``stage, program, strategy, data, data_sha256, out,
         n, positives`` (binary stages), ``failures, lm_calls, seconds, lm, rule`` (the compiled
-        decision rule in words, None without one).
+        decision rule in words, None without one). ``progress``: the cost line and a progress bar on
+        stderr; ``on_cost``: called with the projected model calls (:class:`personalign.Cost`)
+        before the first one, instead of the line.
 
     Raises:
         ConfigurationError: no saved program there; a program of another stage; ``out`` the input
@@ -86,9 +89,10 @@ def predict(stage, program: str | Path, data: str | Path, *, out: str | Path | N
                                          "data": str(data), "data_sha256": sha, "lm": model.name},
                   data=str(data), data_sha256=sha, lm=model.name, strategy=strategy)
     cbs.check(run)
+    examples = [ex for _, ex in rows]
     result: dict[str, Any] = {}
-    with cbs.run(run, result):
-        examples = [ex for _, ex in rows]
+    with cbs.run(run, result), measured(model.name):
+        announce(project_run("predict", strategy, prog, examples, lm=model.lm, model=model.name), on_cost, progress)
         outcome = run_program(prog, examples, inputs=st.inputs, output=None, lm=model.lm, description=strategy,
                               progress=progress)
         field = st.output
@@ -111,6 +115,7 @@ def predict(stage, program: str | Path, data: str | Path, *, out: str | Path | N
         result.update({"stage": st.name, "program": str(where), "strategy": strategy, "data": str(data),
                        "data_sha256": sha, "out": None if out is None else str(out), "n": len(preds),
                        "failures": outcome.failures, "lm_calls": outcome.lm_calls,
+                       "cached_lm_calls": outcome.cached_calls,
                        "seconds": round(outcome.seconds, 3), "lm": model.name, "rule": _rule_text(prog),
                        "predictions": preds})
         if st.kind == "binary":

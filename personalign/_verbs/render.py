@@ -75,11 +75,18 @@ def render_table(result: dict):
             cells.append("-" if value is None or value != value else f"{value:.3f}")
         if binary:
             cells += [f"{row['precision']:.3f}", f"{row['recall']:.3f}", f"{row['yes_rate']:.1%}"]
-        cells += [f"{row['lm_calls']}+{row.get('compile_lm_calls', 0)}", f"{row['seconds']:.1f}", str(row["failures"]),
+        cells += [calls_cell(row), f"{row['seconds']:.1f}", str(row["failures"]),
                   *_vs_first(row)]
         table.add_row(*cells, *([share_text(row)] if result.get("human") else []))
     _add_human(table, result, cols)
     return table
+
+
+def calls_cell(row: dict) -> str:
+    """``"20+511"`` (model calls of evaluation + compile), ``"20+511 (+40 cached)"`` when a cache
+    answered some (:class:`personalign.lm.CallCounter`)."""
+    cached = int(row.get("cached_lm_calls") or 0) + int(row.get("compile_cached_lm_calls") or 0)
+    return f"{row['lm_calls']}+{row.get('compile_lm_calls', 0)}" + (f" (+{cached} cached)" if cached else "")
 
 
 def _add_human(table, result: dict, cols: list[str]) -> None:
@@ -135,7 +142,7 @@ def groups_renderables(result: dict) -> list:
                      fmt_ci(row["pooled"]["value"], row["pooled"]["ci"], row["pooled"].get("range")),
                      f"{row['worst']['value']:.3f} ({row['worst']['group']})",
                      "(reference)" if not vs else fmt_ci(vs["diff"], vs["ci"], vs["range"], "+"),
-                     "-" if not vs else p_cell(vs), f"{row['lm_calls']}+{row['compile_lm_calls']}",
+                     "-" if not vs else p_cell(vs), calls_cell(row),
                      f"{row['seconds']:.1f}", *([share_text(row)] if result.get("human") else []))
     _add_human(head, result, cols)
     out.append(head)
@@ -178,8 +185,8 @@ def notes(result: dict) -> list[str]:
 
     out += [human_note(result)] if result.get("human") else []
     out.append(f"reproducible: the same data, seed ({result.get('seed')}) and model give the same figures (LM calls "
-               "at temperature 0, in a fixed order; bootstrap seeded); what varies run to run is the seconds and the LM "
-               "call counts (0 when the DSPy cache already holds a call)")
+               "at temperature 0, in a fixed order; bootstrap seeded); what varies run to run is the seconds and how "
+               "many model calls a cache answered (shown apart: +N cached)")
     if result.get("complete") is False:
         out.append("partial result: not every strategy has run yet")
     return out
@@ -221,13 +228,15 @@ def compile_summary_line(name: str, compile_info: dict | None) -> str | None:
 
 def eval_line(out: dict, *, metric: str, kind: str, positive_name: str) -> str:
     """``STRATEGY on SPLIT (n=N): f1 0.512 [0.40, 0.61], precision ..., LM calls N, failures N (...)``."""
+    from personalign.lm import calls_text
+
     line = (f"{out['strategy']} on {out['split']} (n={out['n']}): {metric} "
             f"{fmt_ci(out[metric], out.get(metric + '_ci'), out.get(metric + '_range'))}")
     if kind == "binary":
         line += (f", precision {out['precision']:.3f}, recall {out['recall']:.3f}, "
                  f"{positive_name}-rate {out['yes_rate']:.1%}")
     res = out.get("resampling") or {}
-    line += f", LM calls {out['lm_calls']}, failures {out['failures']}"
+    line += f", LM calls {calls_text(out['lm_calls'], out.get('cached_lm_calls') or 0)}, failures {out['failures']}"
     if res:
         n = res["n_clusters"]
         line += f" (intervals resample {res['unit']}: {n} top-level cluster{'s' if n != 1 else ''})"

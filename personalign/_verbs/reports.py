@@ -127,7 +127,10 @@ class PredictReport(Report):
     def renderables(self) -> list:
         d = self.data
         failed = bool(d["n"]) and d["failures"] == d["n"]
-        line = f"{d['strategy']} on {d['n']} rows of {d['data']}: failures {d['failures']}, LM calls {d['lm_calls']}"
+        from personalign.lm import calls_text
+
+        line = (f"{d['strategy']} on {d['n']} rows of {d['data']}: failures {d['failures']}, "
+                f"LM calls {calls_text(d['lm_calls'], d.get('cached_lm_calls') or 0)}")
         if d.get("positives") is not None:
             line += f", {d.get('positive_name', 'positive')} {d['positives']}"
         if failed:

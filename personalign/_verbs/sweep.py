@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from personalign._verbs.cost import announce, measured, project_sweep
 from personalign._verbs.inputs import load_data, resolve_model
 from personalign._verbs.reports import SweepReport
 from personalign.errors import ArgumentError
@@ -16,7 +17,7 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
           lm: Any = None, api_base: str | None = None, lm_kwargs: dict | None = None, seed: int = 0,
           limit: int | None = None, n_boot: int = 1000, heartbeat: int = 10, grace: int = 40, export: bool = True,
           max_failures: int | None = None, sampler=None, pruner=None, callbacks: Any = (),
-          progress: bool = False) -> SweepReport:
+          train_limit: int | None = None, progress: bool = False, on_cost: Any = None) -> SweepReport:
     """Run (or resume) an Optuna sweep of ``stage``: each trial samples a strategy and its
     settings from the search space, compiles it on the train rows by the one compile path, and is
     scored by the stage's set objective on ``split`` in minibatches (a pruner stops trials below
@@ -39,6 +40,10 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
         export: save the best trial's program. max_failures: stop after this many failed trials
             (default max(3, n_trials // 2)). sampler / pruner: Optuna's (default multivariate TPE
             seeded per trial; the space's pruner, MedianPruner).
+        train_limit: trials compile on a sample of that many training rows (seed 0, stratified).
+        progress: the cost line and each trial's line on stderr. on_cost: called with the
+            projected model calls (:class:`personalign.Cost`: the trials to run, each at most the
+            most costly configuration of the space) before the first trial, instead of the line.
 
     Returns:
         :class:`SweepReport`: ``best`` (``number``, ``value``, ``params``, ``report``), the counts
@@ -48,6 +53,7 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
         ConfigurationError: a bad argument, space, storage or model; a study created with other data.
         DataError: unreadable data, an empty split, a strategy the training rows cannot fit.
     """
+    from personalign.lm import default_model
     from personalign.settings import default_sweep_storage
     from personalign.stages import resolve_stage
     from personalign.sweeps.runner import Sweep, default_study_name
@@ -58,8 +64,9 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
     for arg, value in (("n_trials", n_trials), ("n_jobs", n_jobs), ("n_boot", n_boot), ("heartbeat", heartbeat)):
         if value < 1:
             raise ArgumentError(arg, f"must be >= 1, got {value}")
-    if limit is not None and limit < 1:
-        raise ArgumentError("limit", f"must be >= 1, got {limit}")
+    for arg, value in (("limit", limit), ("train_limit", train_limit)):
+        if value is not None and value < 1:
+            raise ArgumentError(arg, f"must be >= 1, got {value}")
     if grace <= heartbeat:
         raise ArgumentError("grace", f"must be longer than the heartbeat interval ({heartbeat} s), got {grace}")
     st = resolve_stage(stage)
@@ -69,14 +76,21 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
     name = check_study_name(study_name) if study_name is not None else default_study_name(
         st.name, ds.path or Path("examples"), split, sp)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    lm_name = lm if isinstance(lm, str) or lm is None else str(getattr(lm, "model", type(lm).__name__))
+
+    def cost(splits, trials: int, model_lm) -> None:  # before the first trial
+        name = (lm_name or default_model()) if splits.uses_lm else None
+        announce(project_sweep(st, sp, splits.trainset, splits.evalset, trials, lm=model_lm, model=name, seed=seed),
+                 on_cost, progress)
+
     run = Sweep(stage=st, space=sp, data=ds, split=split, train_split=train_split, n_trials=n_trials, storage=url,
                 study_name=name, n_jobs=n_jobs, seed=seed,
                 model=lambda needed: resolve_model(lm, needed=needed, api_base=api_base, lm_kwargs=lm_kwargs),
-                lm_name=lm if isinstance(lm, str) or lm is None else str(getattr(lm, "model", type(lm).__name__)),
-                callbacks=Callbacks(callbacks), limit=limit,
+                lm_name=lm_name, callbacks=Callbacks(callbacks), limit=limit, train_limit=train_limit, cost=cost,
                 n_boot=n_boot, progress=progress, heartbeat_interval=heartbeat, grace_period=grace, export=export,
                 max_failures=max_failures, sampler=sampler, pruner=pruner)
-    result = {"started": started, **run.run()}
+    with measured((lm_name or default_model()) if any(st.registry.info(n).uses_lm for n in sp.strategies) else None):
+        result = {"started": started, **run.run()}
     return SweepReport(stage=st.name, data=result, best=result.get("best"))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-from personalign._verbs.folds import FoldResult, compile_calls
+from personalign._verbs.folds import FoldResult, compile_cached, compile_calls
 
 HIDDEN = frozenset({"correct", "gold_positive", "predicted_positive", "scores", "cluster_levels", "error_at"})
 
@@ -90,7 +90,8 @@ class SplitTable(_Table):
         hidden = HIDDEN | ({"predictions_by_repeat"} if report.get("repeats", 1) == 1 else set())
         row = {"name": name, **{k: v for k, v in report.items() if k not in hidden}, "objective": objective,
                "uses_lm": info.uses_lm,
-               "compile_lm_calls": compile_calls(fold.compile_info), "seconds": fold.seconds,
+               "compile_lm_calls": compile_calls(fold.compile_info),
+               "compile_cached_lm_calls": compile_cached(fold.compile_info), "seconds": fold.seconds,
                "compile": fold.compile_info, "compile_summary": fold.compile_summary, "warnings": fold.warnings,
                **row_arrays(done)}
         if reference:
@@ -144,6 +145,8 @@ class GroupTable(_Table):
         row = summarize_strategy(self.stage, name, per_fold, self.examples, n_boot=self.n_boot, seed=self.seed)
         row.update(uses_lm=info.uses_lm, lm_calls=sum(f.report["lm_calls"] for f in done),
                    compile_lm_calls=sum(compile_calls(f.compile_info) for f in done),
+                   cached_lm_calls=sum(f.report.get("cached_lm_calls", 0) for f in done),
+                   compile_cached_lm_calls=sum(compile_cached(f.compile_info) for f in done),
                    failures=sum(f.report["failures"] for f in done),
                    seconds=round(sum(f.seconds for f in done), 3), repeats=done[0].report["repeats"],
                    repeat_note=done[0].report["repeat_note"], warnings=sorted({w for f in done for w in f.warnings}))

@@ -16,8 +16,10 @@ import typer
 
 from personalign import __version__
 from personalign.cli._options import (
+    CONFIRM_OVER_DEFAULT,
     ApiBaseOpt,
     CacheDirOpt,
+    ConfirmOverOpt,
     DataOpt,
     JsonOpt,
     LimitOpt,
@@ -31,7 +33,9 @@ from personalign.cli._options import (
     SplitOpt,
     StageArg,
     TrackingOpt,
+    TrainLimitOpt,
     TrainSplitOpt,
+    YesOpt,
 )
 from personalign.cli._usage import OneLineUsageGroup
 from personalign.errors import find_personalign_error
@@ -94,13 +98,13 @@ def _root(
 @app.command()
 def doctor(
     json_out: JsonOpt = False,
-    bench: bool = typer.Option(False, "--bench", help="Also measure prompt and generation tokens/s here."),
+    bench: bool = typer.Option(False, "--bench", help="Also measure prompt and generation tokens/s here, and the seconds of a forward pass and of a typed call (kept in the cache dir's speed.json: the time estimate of a run's cost line)."),
     lm: str = typer.Option("local/qwen2.5-coder-1.5b-instruct", "--lm", help="Local model for --bench."),
     cache_dir: CacheDirOpt = None,
     rehash: bool = typer.Option(False, "--rehash", help="Re-hash every model file even when its stamp says it is verified."),
     full: bool = typer.Option(False, "--full", help="Also check the wiring: litellm routes local/... with JSON-schema support, DSPy's cache, llama.cpp's system info (imports them: slower)."),
 ) -> None:
-    """Versions, backend, model files (sha256; assembled into the model cache if missing), threads, cache dir; with --bench, tokens/s."""
+    """Versions, backend, model files (sha256; assembled into the model cache if missing), threads, cache dir; with --bench, tokens/s and seconds per model call."""
     from personalign.cli._doctor import run_doctor
 
     run_doctor(json_out=json_out, bench=bench, lm=lm, cache_dir=cache_dir, rehash=rehash, full=full)
@@ -137,13 +141,16 @@ def compare(
     cv: Optional[str] = typer.Option(None, "--cv", help="'groups': leave-one-group-out over every labelled row (all splits pooled): each strategy is fitted on all groups but one and scored on it; headline: the mean per-group figure, with the pooled figure and the worst group."),
     results: Optional[Path] = typer.Option(None, "--results", help="Also write the run record (command, git commit, versions, model and data sha256, figures with intervals) to FILE, e.g. benchmarks/results/demo.json; the file's stem is the record's name (lower-case letters, digits, hyphens)."),
     html: bool = typer.Option(False, "--html", help="Also write the run's results page (`personalign view`): one offline HTML file beside the result JSON."),
+    train_limit: TrainLimitOpt = None,
+    confirm_over: ConfirmOverOpt = CONFIRM_OVER_DEFAULT,
+    yes: YesOpt = False,
 ) -> None:
     """Compare strategies of a stage on one split against the human labels (table, JSON, PNG, MLflow)."""
     from personalign.cli._commands import run_compare
 
     run_compare(stage=stage, data=data, split=split, train_split=train_split, strategies=strategies,
                 model=(lm, api_base, lm_kwargs), seed=seed, n_boot=n_boot, limit=limit, cv=cv, repeats=repeats,
-                temperature=temperature, json_out=json_out, html=html,
+                temperature=temperature, json_out=json_out, html=html, train_limit=train_limit, cost=(confirm_over, yes),
                 tracking=dict(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track,
                               results=results))
 
@@ -165,12 +172,16 @@ def compile_(
     tracking_uri: TrackingOpt = None,
     no_track: NoTrackOpt = False,
     json_out: JsonOpt = False,
+    train_limit: TrainLimitOpt = None,
+    confirm_over: ConfirmOverOpt = CONFIRM_OVER_DEFAULT,
+    yes: YesOpt = False,
 ) -> None:
     """Compile a strategy of a stage; save program.json (+ weights) and a readable prompt.md."""
     from personalign.cli._commands import run_compile
 
     run_compile(stage=stage, strategy=strategy, optimizer=optimizer, data=data, train_split=train_split,
-                model=(lm, api_base, lm_kwargs), seed=seed, out=out, json_out=json_out,
+                model=(lm, api_base, lm_kwargs), seed=seed, out=out, json_out=json_out, train_limit=train_limit,
+                cost=(confirm_over, yes),
                 tracking=dict(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track))
 
 
@@ -191,12 +202,14 @@ def eval_(
     tracking_uri: TrackingOpt = None,
     no_track: NoTrackOpt = False,
     json_out: JsonOpt = False,
+    confirm_over: ConfirmOverOpt = CONFIRM_OVER_DEFAULT,
+    yes: YesOpt = False,
 ) -> None:
     """Evaluate a saved program on a labelled split (binary stages: F1 with 95% CI, precision, recall, yes-rate, LM calls)."""
     from personalign.cli._commands import run_eval
 
     run_eval(stage=stage, program=program, data=data, split=split, model=(lm, api_base, lm_kwargs), seed=seed,
-             n_boot=n_boot, limit=limit, json_out=json_out,
+             n_boot=n_boot, limit=limit, json_out=json_out, cost=(confirm_over, yes),
              tracking=dict(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track))
 
 

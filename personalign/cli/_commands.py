@@ -8,7 +8,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from personalign.cli._options import callbacks, model_args
+from personalign.cli._options import callbacks, cost_hook, model_args
 from personalign.cli._output import print_json
 
 
@@ -54,14 +54,14 @@ def run_stages(*, json_out: bool) -> None:
 
 
 def run_compare(*, stage, data, split, train_split, strategies, model, seed, n_boot, limit, cv, repeats, temperature,
-                json_out, tracking, html: bool = False) -> None:
+                json_out, tracking, html: bool = False, train_limit=None, cost=()) -> None:
     import personalign
     from personalign.settings import runs_dir
 
     report = personalign.compare(stage, strategies, data, split=split, train_split=train_split, cv=cv,
                                  **model_args(*model), seed=seed, n_boot=n_boot, limit=limit, repeats=repeats,
                                  temperature=temperature, out_dir=runs_dir() / "compare", callbacks=callbacks(**tracking),
-                                 progress=not json_out)
+                                 progress=not json_out, train_limit=train_limit, on_cost=cost_hook(*cost))
     result = report.to_dict()
     page = None
     if html and result.get("result_file"):
@@ -92,7 +92,8 @@ def run_compare(*, stage, data, split, train_split, strategies, model, seed, n_b
     _say(lines)
 
 
-def run_compile(*, stage, strategy, optimizer, data, train_split, model, seed, out, json_out, tracking) -> None:
+def run_compile(*, stage, strategy, optimizer, data, train_split, model, seed, out, json_out, tracking,
+                train_limit=None, cost=()) -> None:
     import personalign
     from personalign.data import check_out_dir
     from personalign.settings import runs_dir
@@ -104,18 +105,20 @@ def run_compile(*, stage, strategy, optimizer, data, train_split, model, seed, o
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         out = runs_dir() / "programs" / f"{st.name}-{name.replace('@', '-')}-{stamp}"
     compiled = personalign.compile(stage, strategy, data, optimizer=optimizer, train_split=train_split,
-                                   **model_args(*model), seed=seed, out=out, callbacks=callbacks(**tracking))
+                                   **model_args(*model), seed=seed, out=out, callbacks=callbacks(**tracking),
+                                   train_limit=train_limit, progress=not json_out, on_cost=cost_hook(*cost))
     if json_out:
         print_json(compiled.to_dict(), default=str)
         return
     _say([str(compiled)])
 
 
-def run_eval(*, stage, program: Path, data, split, model, seed, n_boot, limit, json_out, tracking) -> None:
+def run_eval(*, stage, program: Path, data, split, model, seed, n_boot, limit, json_out, tracking, cost=()) -> None:
     import personalign
 
     report = personalign.evaluate(stage, program, data, split=split, **model_args(*model), seed=seed, n_boot=n_boot,
-                                  limit=limit, callbacks=callbacks(**tracking), progress=not json_out)
+                                  limit=limit, callbacks=callbacks(**tracking), progress=not json_out,
+                                  on_cost=cost_hook(*cost))
     for warning in report.data.get("warnings", []):
         sys.stderr.write(warning + "\n")
     if json_out:

@@ -108,5 +108,7 @@ def run_doctor(*, json_out: bool, bench: bool, lm: str, cache_dir: Path | None, 
                       f"{m['file']}\nsha256 {m['sha256']} (verified: {m['verified_by']})\n{m['description']}")
     table.add_row("versions", ", ".join(f"{k} {v}" for k, v in info["versions"].items() if v))
     for b in info.get("bench", []):
-        table.add_row(f"bench {b['model']}", f"prompt {b['prompt_tokens_per_s']} tok/s, generation {b['gen_tokens_per_s']} tok/s")
+        table.add_row(f"bench {b['model']}", f"prompt {b['prompt_tokens_per_s']} tok/s, generation {b['gen_tokens_per_s']} tok/s; "
+                      f"{b['seconds_per_forward_pass']} s per forward pass, {b['seconds_per_generation']} s per typed "
+                      f"call (kept in {b['kept_in']} for the cost line of a run)")
     console.print(table)

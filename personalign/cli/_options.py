@@ -46,6 +46,18 @@ TrackingOpt = Annotated[Optional[str], typer.Option("--tracking-uri",
                                                     help="MLflow tracking URI (default sqlite:///runs/mlflow.db).")]
 NoTrackOpt = Annotated[bool, typer.Option("--no-track", help="Do not log to MLflow.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+TrainLimitOpt = Annotated[Optional[int], typer.Option(
+    "--train-limit", min=1, help="Fit or compile each strategy on a seeded random sample of N training rows, "
+                                 "stratified over the stage's groups, as --limit samples the evaluation rows. Recorded "
+                                 "in the result.")]
+CONFIRM_OVER_DEFAULT = 600.0
+ConfirmOverOpt = Annotated[float, typer.Option(
+    "--confirm-over", min=0.0, envvar="PERSONALIGN_CONFIRM_OVER", metavar="SECONDS",
+    help="Before the first model call a line says how many model calls the run makes at most and, when this model's "
+         "speed is known (`personalign doctor --bench`, or an earlier run), about how long they take. When that "
+         "estimate passes SECONDS, ask first at a terminal (never when stdin is not one: CI, pipes). "
+         "Env PERSONALIGN_CONFIRM_OVER; 'inf' never asks.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Never ask before running (see --confirm-over).")]
 
 
 def model_args(lm: str | None, api_base: str | None, lm_kwargs: str | None) -> dict:
@@ -53,6 +65,14 @@ def model_args(lm: str | None, api_base: str | None, lm_kwargs: str | None) -> d
     from personalign.cli._checks import parse_lm_kwargs
 
     return {"lm": lm, "api_base": api_base, "lm_kwargs": parse_lm_kwargs(lm_kwargs)}
+
+
+def cost_hook(confirm_over: float = CONFIRM_OVER_DEFAULT, yes: bool = False):
+    """The verbs' ``on_cost`` from the flags: the cost line on stderr, and a question at a terminal
+    when the estimate passes ``--confirm-over`` (:func:`personalign.cost_gate`)."""
+    from personalign import cost_gate
+
+    return cost_gate(confirm_over, assume_yes=yes)
 
 
 def callbacks(*, cache_dir: Path | None = None, no_cache: bool = False, tracking_uri: str | None = None,
@@ -69,6 +89,7 @@ def callbacks(*, cache_dir: Path | None = None, no_cache: bool = False, tracking
     return out
 
 
-__all__ = ["ApiBaseOpt", "CacheDirOpt", "DataOpt", "JsonOpt", "LIMIT_HELP", "LM_HELP", "LimitOpt", "LmKwargsOpt",
-           "LmOpt", "NBootOpt", "NoCacheOpt", "NoTrackOpt", "ProgramLmOpt", "STAGE_HELP", "SeedOpt", "SplitOpt",
-           "StageArg", "TrackingOpt", "TrainSplitOpt", "callbacks", "model_args"]
+__all__ = ["ApiBaseOpt", "CONFIRM_OVER_DEFAULT", "CacheDirOpt", "ConfirmOverOpt", "DataOpt", "JsonOpt", "LIMIT_HELP",
+           "LM_HELP", "LimitOpt", "LmKwargsOpt", "LmOpt", "NBootOpt", "NoCacheOpt", "NoTrackOpt", "ProgramLmOpt",
+           "STAGE_HELP", "SeedOpt", "SplitOpt", "StageArg", "TrackingOpt", "TrainLimitOpt", "TrainSplitOpt", "YesOpt",
+           "callbacks", "cost_hook", "model_args"]

@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from personalign.cli._checks import api_base_option, lm_option
-from personalign.cli._options import callbacks, model_args
+from personalign.cli._options import CONFIRM_OVER_DEFAULT, ConfirmOverOpt, YesOpt, callbacks, cost_hook, model_args
 from personalign.cli._output import print_json, print_jsonl
 
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
@@ -100,6 +100,8 @@ def batch(
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Disable the LM cache."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object (the summary; the rows too without --out)."),
+    confirm_over: ConfirmOverOpt = CONFIRM_OVER_DEFAULT,
+    yes: YesOpt = False,
 ) -> None:
     """Run a saved program of any stage on unlabelled rows: one prediction per row (output field, score, decision, error)."""
     import personalign
@@ -108,7 +110,7 @@ def batch(
         out = None
     report = personalign.predict(stage, program, data, out=out, **model_args(lm, api_base, None),
                                  callbacks=callbacks(cache_dir=cache_dir, no_cache=no_cache, no_track=True),
-                                 progress=out is not None and not json_out)
+                                 progress=out is not None and not json_out, on_cost=cost_hook(confirm_over, yes))
     result, rows = report.to_dict(), report.rows
     failed = bool(result["n"]) and result["failures"] == result["n"]  # a script can tell: exit 1
     if json_out:

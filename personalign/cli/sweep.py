@@ -13,8 +13,10 @@ import typer
 
 from personalign.cli._output import print_json
 from personalign.cli._options import (
+    CONFIRM_OVER_DEFAULT,
     ApiBaseOpt,
     CacheDirOpt,
+    ConfirmOverOpt,
     JsonOpt,
     LmKwargsOpt,
     LmOpt,
@@ -23,7 +25,10 @@ from personalign.cli._options import (
     NoTrackOpt,
     StageArg,
     TrackingOpt,
+    TrainLimitOpt,
+    YesOpt,
     callbacks,
+    cost_hook,
     model_args,
 )
 
@@ -68,6 +73,9 @@ def sweep(
     tracking_uri: TrackingOpt = None,
     no_track: NoTrackOpt = False,
     json_out: JsonOpt = False,
+    train_limit: TrainLimitOpt = None,
+    confirm_over: ConfirmOverOpt = CONFIRM_OVER_DEFAULT,
+    yes: YesOpt = False,
 ) -> None:
     """Optuna sweep over a stage's strategies, optimizers and settings; resumable, parallel, pruned, tracked.
 
@@ -82,7 +90,8 @@ def sweep(
                                n_jobs=n_jobs, split=split, train_split=train_split, **model_args(lm, api_base, lm_kwargs),
                                seed=seed, limit=limit, n_boot=n_boot, heartbeat=heartbeat, grace=grace, export=export,
                                callbacks=callbacks(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
-                                                   no_track=no_track), progress=True)
+                                                   no_track=no_track), progress=True, train_limit=train_limit,
+                               on_cost=cost_hook(confirm_over, yes))
     result = report.to_dict()
     if json_out:
         print_json(result, default=str)

@@ -36,6 +36,7 @@ __all__ = [
     "MODELS",
     "LocalSettings",
     "CallCounter",
+    "calls_text",
     "check_cache_dir",
     "configure_cache",
     "configure_local",
@@ -60,6 +61,10 @@ def __getattr__(name: str):
         from personalign.lm.speed import bench_model
 
         return bench_model
+    if name in ("CallCounter", "calls_text"):
+        from personalign.lm import calls
+
+        return getattr(calls, name)
     if name == "LocalSettings":
         from personalign.lm._engine import LocalSettings
 
@@ -307,43 +312,3 @@ def use(lm) -> Iterator[Any]:
 
     with dspy.context(lm=lm, adapter=adapter_for(lm.model)):
         yield lm
-
-
-class CallCounter:
-    """Counts LM calls that reached a model (cache hits excluded) inside a ``with`` block.
-
-    Uses DSPy's usage tracker, which records one usage entry per non-cached call.
-    ``calls`` is an int; ``tokens`` maps model -> {prompt_tokens, completion_tokens}.
-    """
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.tokens: dict[str, dict[str, int]] = {}
-        self._cm = None
-
-    def __enter__(self) -> "CallCounter":
-        import dspy
-
-        self._cm = dspy.track_usage()
-        self._tracker = self._cm.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._collect()
-        self._cm.__exit__(*exc)
-
-    def _collect(self) -> None:
-        data = getattr(self._tracker, "usage_data", {}) or {}
-        self.calls = sum(len(v) for v in data.values())
-        self.tokens = {
-            model: {
-                "prompt_tokens": int(sum((e.get("prompt_tokens") or 0) for e in entries)),
-                "completion_tokens": int(sum((e.get("completion_tokens") or 0) for e in entries)),
-            }
-            for model, entries in data.items()
-        }
-
-    def snapshot(self) -> int:
-        """Calls so far (inside the block)."""
-        self._collect()
-        return self.calls

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 from personalign.errors import ContextWindowError, ModelFileError
+from personalign.lm.calls import count_call  # every forward pass outside DSPy's LM counts as a model call
 from personalign.lm._models import LocalModelSpec, get_spec, model_file
 from personalign.lm._schema import (  # noqa: F401  (part of this module's API: callers import them from here)
     _max_chars,
@@ -266,10 +268,11 @@ class LocalEngine:
 
         tokens = self._prompt_tokens(prompt)
         with self.lock:
-            prefix = self._start(tokens)
+            t0, prefix = time.perf_counter(), self._start(tokens)
             self.llm.n_tokens = prefix
             self.llm.eval(tokens[prefix:])
             logits = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.llm.n_vocab(),)).astype(np.float64)
+        count_call(self.spec.model_string, seconds=time.perf_counter() - t0, prompt_tokens=len(tokens) - prefix)
         return self._candidate_logprobs(logits, candidates)
 
     def next_token_logprobs_hidden(self, prompt: str | list[int], candidates: list[str]):
@@ -290,7 +293,7 @@ class LocalEngine:
 
         tokens = self._prompt_tokens(prompt) if isinstance(prompt, str) else self._check_fits(list(prompt))
         with self.lock:
-            prefix = self._start(tokens)
+            t0, prefix = time.perf_counter(), self._start(tokens)
             self.llm.n_tokens = prefix
             if prefix < len(tokens) - 1:
                 self.llm.eval(tokens[prefix:-1])
@@ -304,6 +307,7 @@ class LocalEngine:
                 logits = logits.astype(np.float64)
             finally:
                 llama_cpp.llama_set_embeddings(ctx, False)
+        count_call(self.spec.model_string, seconds=time.perf_counter() - t0, prompt_tokens=len(tokens) - prefix)
         return self._candidate_logprobs(logits, candidates), hidden
 
     def _prompt_tokens(self, prompt: str) -> list[int]:

@@ -27,7 +27,7 @@ def _make_handler():
     from litellm import CustomLLM
     from litellm.types.utils import Choices, Message, ModelResponse, Usage
 
-    from personalign.lm._engine import get_engine, schema_from_response_format
+    from personalign.lm._engine import schema_from_response_format
 
     class LocalLlamaHandler(CustomLLM):
         """litellm custom handler for ``local/NAME`` models (sync and async)."""
@@ -36,6 +36,8 @@ def _make_handler():
                        model_response: ModelResponse, print_verbose, encoding, api_key, logging_obj,
                        optional_params: dict, acompletion=None, litellm_params=None, logger_fn=None,
                        headers=None, timeout=None, client=None) -> ModelResponse:
+            from personalign.lm._engine import get_engine  # looked up per call: a test may serve a stand-in
+
             name = model.split("/", 1)[1] if model.startswith(PROVIDER + "/") else model
             engine = get_engine(f"{PROVIDER}/{name}")
             params = dict(optional_params or {})

@@ -17,6 +17,9 @@ run) asking for the same prompt makes no forward pass. A result is served from
    ``Llama.eval`` with embeddings on, giving its logits and hidden state together
    (:meth:`personalign.lm._engine.LocalEngine.next_token_logprobs_hidden`).
 
+Every request is a model call (:mod:`personalign.lm.calls`): the engine counts the passes it makes;
+a pass served from memory or disk is counted apart, as cached (once per key in a counter).
+
 **Key** (:func:`pass_key`): the sha256 of ``{"pass": PASS_VERSION, "model_sha256": the model
 file's verified sha256, "tokens": the exact prompt tokens (the model's own chat template and
 tokenizer), "position": the index of the token read (the last), "answers": [YES, NO]}`` -- an
@@ -130,11 +133,17 @@ def _engine(model: str):
     return engines.get_engine(model)
 
 
-def _remembered(key: str, value: tuple[float, np.ndarray], how: str | None) -> YesNoPass:
+def _remembered(key: str, value: tuple[float, np.ndarray], how: str | None, model: str | None = None) -> YesNoPass:
+    from personalign.lm.calls import count_cached, count_computed
+
     with _lock:
         _memory_cache()[key] = value
         if how is not None:
             _counts[how] += 1
+    if how == "computed":
+        count_computed(key)  # the engine counted the pass as a model call
+    elif how is not None:
+        count_cached(model, key)
     return YesNoPass(value[0], value[1].astype(np.float64), how != "computed")
 
 
@@ -158,21 +167,25 @@ def yes_no_pass(model: str, messages: Sequence[dict]) -> YesNoPass:
         hit = _memory_cache().get(key)
         if hit is not None:
             _counts["memory"] += 1
-            return YesNoPass(hit[0], hit[1].astype(np.float64), True)
+    if hit is not None:
+        from personalign.lm.calls import count_cached
+
+        count_cached(model, key)  # a cached model call, once per key in a run step
+        return YesNoPass(hit[0], hit[1].astype(np.float64), True)
     disk = store()
     with engine.lock:  # one pass per key: a thread asking for the same prompt waits, then finds it
         with _lock:
             hit = _memory_cache().get(key)
         if hit is not None:
-            return _remembered(key, hit, "memory")
+            return _remembered(key, hit, "memory", model)
         found = decode(disk.get(key), engine.llm.n_embd()) if disk is not None else None
         if found is not None:
-            return _remembered(key, found, "disk")
+            return _remembered(key, found, "disk", model)
         lp, hidden = engine.next_token_logprobs_hidden(tokens, list(YES + NO))
         value = (margin_of(lp), hidden.astype(np.float32))
         if disk is not None:
             disk.set(key, encode(*value))
-        return _remembered(key, value, "computed")
+        return _remembered(key, value, "computed", model)
 
 
 def remember(model: str, messages: Sequence[dict], margin: float, hidden) -> None:

@@ -72,6 +72,7 @@ def cached_yes_no_margin(model: str, messages: Sequence[dict]) -> float:
     margin is kept in this process's memory and DSPy's cache (wherever
     :func:`personalign.lm.configure_cache` points it; memory only when the cache is off), keyed by
     the messages, the model and the endpoint's ``api_base``. A rerun computes no margin twice.
+    A margin a cache answers is a cached model call (:func:`personalign.lm.calls.count_cached`).
 
     Raises: as :func:`yes_no_margin`.
     """
@@ -88,16 +89,23 @@ def cached_yes_no_margin(model: str, messages: Sequence[dict]) -> float:
     request = {"personalign": "yes_no_margin/1", "model": model, "messages": list(messages), "weights": None}
     if endpoint:
         request["api_base"] = endpoint
+    from personalign.lm.calls import count_cached, count_computed
+
     memo = json.dumps(request, sort_keys=True, default=str)
     with _served_lock:
-        if memo in _served:
-            return _served[memo]
+        hit = _served.get(memo)
+    if hit is not None:
+        count_cached(model, memo)  # a margin a cache answered: counted apart, once per run step
+        return hit
     cache = getattr(dspy, "cache", None)
     value = cache.get(request) if cache is not None else None
     if not isinstance(value, float):
-        value = float(yes_no_margin(model, messages))
+        value = float(yes_no_margin(model, messages))  # the endpoint call counts itself
+        count_computed(memo)
         if cache is not None:
             cache.put(request, value)
+    else:
+        count_cached(model, memo)
     with _served_lock:
         _served[memo] = value
     return value

@@ -234,7 +234,13 @@ def yes_no_margin(lm, messages: Sequence[dict], *, top_logprobs: int = 20) -> fl
     Raises:
         ConfigurationError: the endpoint returned no ``top_logprobs`` (one line naming it).
     """
+    import time
+
+    from personalign.lm.calls import count_call
+
+    t0 = time.perf_counter()
     resp = _call(lm, list(messages), max_tokens=1, logprobs=True, top_logprobs=top_logprobs)
+    count_call(lm.model, seconds=time.perf_counter() - t0)  # a forward pass through the endpoint: a model call
     choice = resp.choices[0]
     lp = getattr(choice, "logprobs", None)
     content = (lp.get("content") if isinstance(lp, dict) else getattr(lp, "content", None)) if lp else None

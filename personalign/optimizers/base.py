@@ -35,6 +35,7 @@ class CompileResult:
         score_after / score_after_ci: the same for the compiled program.
         projected_lm_calls: the upper bound announced before running (None: not projected).
         actual_lm_calls: LM calls counted while compiling, scoring included (None: not counted).
+        cached_lm_calls: calls a cache answered while compiling (set by the compile service).
         seed: the seed the optimizer ran with.
         objective: name of the stage's set objective the compile chose on (``f1``, ``f2``, ...;
             :mod:`personalign.stages.objective`); None when no dev selection ran.
@@ -57,6 +58,7 @@ class CompileResult:
     score_after_ci: list[float] | None = None
     projected_lm_calls: int | None = None
     actual_lm_calls: int | None = None
+    cached_lm_calls: int | None = None
     seed: int | None = None
     objective: str | None = None
     dev_objective_before: float | None = None

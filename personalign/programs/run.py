@@ -31,7 +31,9 @@ class EvalOutcome:
         scores: one per example: the strategy's score when it has one, else None.
         failures: number of examples that failed after all retries.
         errors: one line per failure (example index and error).
-        lm_calls: LM calls that reached a model (cache hits excluded).
+        lm_calls: model calls that reached a model: DSPy LM calls and forward passes
+            (:class:`personalign.lm.CallCounter`).
+        cached_calls: model calls a cache answered instead (DSPy's cache, a forward-pass cache).
         seconds: wall time of the run.
         error_at: the failures' errors by example index.
     """
@@ -43,6 +45,7 @@ class EvalOutcome:
     lm_calls: int = 0
     seconds: float = 0.0
     error_at: dict[int, str] = field(default_factory=dict)
+    cached_calls: int = 0
 
 
 def filled_predictions(gold: Sequence[bool], predictions: Sequence[bool | None]) -> list[bool]:
@@ -50,16 +53,18 @@ def filled_predictions(gold: Sequence[bool], predictions: Sequence[bool | None])
     return [(not g) if p is None else bool(p) for g, p in zip(gold, predictions)]
 
 
-def _progress(description: str, total: int, enabled: bool):
+def progress_bar(description: str, total: int, enabled: bool):
+    """The run's rich progress display on stderr (``--json`` output on stdout stays one JSON
+    object): description, bar, done/total, elapsed and remaining time; ``enabled`` False: silent.
+    Evaluation's bars (here) and fitting and compiling's (counted in model calls) look alike."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
 
-    # Progress goes to stderr so that --json output on stdout stays one JSON object.
-    progress = Progress(
+    return Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), disable=not enabled, transient=False,
+        TimeRemainingColumn(), console=Console(stderr=True), disable=not enabled, transient=False,
     )
-    return progress
 
 
 def run_program(
@@ -99,7 +104,7 @@ def run_program(
     errors: list[str] = []
     error_at: dict[int, str] = {}
     counter = CallCounter()
-    with counter, _progress(description, len(examples), progress) as bar:
+    with counter, progress_bar(description, len(examples), progress) as bar:
         task = bar.add_task(description, total=len(examples))
         if hasattr(program, "predict_batch"):
             with use(lm) if lm is not None else contextlib.nullcontext():
@@ -135,7 +140,8 @@ def run_program(
                 if on_example is not None:
                     on_example(i)
     failures = sum(p is None for p in preds)
-    return EvalOutcome(preds, scores, failures, errors, counter.calls, time.perf_counter() - start, error_at)
+    return EvalOutcome(preds, scores, failures, errors, counter.calls, time.perf_counter() - start, error_at,
+                       counter.cached)
 
 
 def score_of(value: Any) -> float:
@@ -203,4 +209,4 @@ def evaluate_metric(program, examples: Sequence, metric, *, seed: int = 0, n_boo
     return out
 
 
-__all__ = ["EvalOutcome", "evaluate_metric", "filled_predictions", "run_program", "score_of"]
+__all__ = ["EvalOutcome", "evaluate_metric", "filled_predictions", "progress_bar", "run_program", "score_of"]

@@ -40,7 +40,8 @@ class SweepData:
     uses_lm: bool
 
 
-def load_splits(stage, ds, split: str, train_split: str, limit: int | None, strategies: list[str]) -> SweepData:
+def load_splits(stage, ds, split: str, train_split: str, limit: int | None, strategies: list[str], *,
+                train_limit: int | None = None) -> SweepData:
     """The rows of a sweep, from its loaded data ``ds`` (:class:`personalign._verbs.inputs.Data`).
     ``split == "dev"`` without a ``dev`` split: whole groups held out of ``train_split`` by the
     same function compile holds its dev set out with (:func:`personalign.compile_service.dev_split`,
@@ -48,7 +49,8 @@ def load_splits(stage, ds, split: str, train_split: str, limit: int | None, stra
     strategy of the space is checked against those rows by the check compile runs
     (:func:`personalign.compile_service.check_fit`). The evaluation split is sampled to ``limit``
     rows stratified over the stage's groups, then shuffled, both with seed 0 (independent of
-    ``--seed``: every worker and resume prunes on the same minibatches).
+    ``--seed``: every worker and resume prunes on the same minibatches); the rows trials compile
+    on, to ``train_limit`` the same way (after the dev groups are held out).
 
     Raises:
         DataError: an empty evaluation or train split; a strategy the train rows cannot fit (names
@@ -71,6 +73,7 @@ def load_splits(stage, ds, split: str, train_split: str, limit: int | None, stra
     if not trainset:
         raise DataError(ds.where, None, "split", f"sweeps compile on the '{train_split}' split, which has no "
                                                  f"examples (splits present: {present})")
+    trainset = stage.limit(trainset, train_limit, 0)  # --train-limit: seed 0, as --limit (every worker the same rows)
     where = f"'{train_split}' less the dev groups" if held else f"'{train_split}'"
     for name in strategies:
         check_fit(stage, name, trainset, ds.where, where,

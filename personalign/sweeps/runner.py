@@ -61,7 +61,7 @@ class Sweep:
                  storage: str, study_name: str, n_jobs: int, seed: int, model, lm_name: str | None, callbacks,
                  limit: int | None,
                  n_boot: int, progress: bool, heartbeat_interval: int, grace_period: int, export: bool,
-                 max_failures: int | None, sampler=None, pruner=None):
+                 max_failures: int | None, sampler=None, pruner=None, train_limit: int | None = None, cost=None):
         self.stage, self.space, self.data, self.split, self.train_split = stage, space, data, split, train_split
         self.n_trials, self.storage_url, self.study_name = n_trials, storage, study_name
         self.n_jobs, self.seed, self.resolve_model = n_jobs, seed, model
@@ -70,6 +70,8 @@ class Sweep:
         self.heartbeat_interval, self.grace_period, self.export = heartbeat_interval, grace_period, export
         self.max_failures = max_failures if max_failures is not None else max(3, n_trials // 2)
         self.sampler, self.pruner = sampler, pruner
+        self.train_limit = train_limit
+        self.cost = cost  # cost(splits, trials to run, lm): before the first trial (the cost line)
         self.worker = worker_id()
         self.callbacks = callbacks
         self._lock = threading.Lock()
@@ -105,7 +107,8 @@ class Sweep:
                                      f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
         identity = {"stage": self.stage.name, "data_sha256": self.splits.data_sha256, "split": self.split,
                     "train_split": self.train_split, "space_sha256": self.space.sha256, "limit": self.limit,
-                    "lm": self.lm_name if self.splits.uses_lm else None}
+                    "lm": self.lm_name if self.splits.uses_lm else None,
+                    **({"train_limit": self.train_limit} if self.train_limit is not None else {})}
         attrs = study.user_attrs
         if "identity" in attrs and attrs["identity"] != identity:
             diff = sorted(k for k in identity if attrs["identity"].get(k) != identity[k])
@@ -175,7 +178,7 @@ class Sweep:
 
         t0 = time.perf_counter()
         self.splits = load_splits(self.stage, self.data, self.split, self.train_split, self.limit,
-                                  self.space.strategies)
+                                  self.space.strategies, train_limit=self.train_limit)
         if self.splits.uses_lm:  # the model's name now; the model itself once the run's inputs are checked
             from personalign.lm import default_model
 
@@ -183,7 +186,8 @@ class Sweep:
         params = {"stage": self.stage.name, "data": self.data.label, "data_sha256": self.splits.data_sha256,
                   "split": self.split, "train_split": self.train_split, "n_trials": self.n_trials,
                   "n_jobs": self.n_jobs, "seed": self.seed, "lm": self.lm_name, "study": self.study_name,
-                  "storage": redact_url(self.storage_url), "space": self.space.raw, "limit": self.limit}
+                  "storage": redact_url(self.storage_url), "space": self.space.raw, "limit": self.limit,
+                  **({"train_limit": self.train_limit} if self.train_limit is not None else {})}
         self.run_info = RunInfo("sweep", self.stage, params=params, data=self.data.label,
                                 data_sha256=self.splits.data_sha256, lm=self.lm_name, split=self.split,
                                 tags={"personalign.study": self.study_name, "personalign.worker": self.worker})
@@ -204,6 +208,8 @@ class Sweep:
         missing = self.budget.missing(trials)
         result: dict[str, Any] = {}
         with self.callbacks.run(self.run_info, result):
+            if self.cost is not None:  # the run's inputs and cache checked; no trial yet
+                self.cost(self.splits, max(0, missing), lm)
             self._optimize(study, missing)
             result.update(self._result(study, before, missing, t0))
             for key in ("program_json", "prompt_file"):

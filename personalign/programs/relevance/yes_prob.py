@@ -66,7 +66,8 @@ class YesProbability(RelevanceScorer):
             scale), unless ``model`` is given explicitly.
 
     Cost: one prompt evaluation (no generation) per pair, shared with ``lm-probe`` and the
-    ensembles; not counted as a DSPy LM call.
+    ensembles: a model call (a forward pass, :mod:`personalign.lm.calls`), shown as cached when a
+    cache answers it.
 
     Raises:
         ConfigurationError: an endpoint that returns no ``top_logprobs``, unknown model.
