@@ -231,10 +231,22 @@ def _check_data_option(path: Path) -> Path:
 
 
 def _stage_files(st) -> list[Path]:
-    """The file a stage was read from (its ``.toml``, or the ``file.py`` of ``file.py:ATTR``), if any."""
+    """The files a stage was read from: its ``.toml`` (or the ``file.py`` of ``file.py:ATTR``) and
+    the ``file.py`` of every code reference its stage file makes (``metric = "my_task.py:score"``)."""
     ref = str(getattr(st, "ref", None) or "")
     left = ref.rpartition(":")[0] if ref.rpartition(":")[0].endswith(".py") else ref
-    return [Path(left)] if left and Path(left).is_file() else []
+    files = [Path(left)] if left and Path(left).is_file() else []
+    spec = getattr(st, "spec", None)
+    if files and files[0].suffix == ".toml" and hasattr(spec, "model_dump"):
+        stack = [spec.model_dump()]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, (dict, list)):
+                stack.extend(item.values() if isinstance(item, dict) else item)
+            elif isinstance(item, str) and item.rpartition(":")[0].endswith(".py"):
+                code = files[0].parent / item.rpartition(":")[0]
+                files += [code] if code.is_file() else []
+    return files
 
 
 def _check_accuracy(row: dict, correct: list[float], folds: list[str] | None, path) -> None:

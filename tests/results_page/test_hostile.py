@@ -34,9 +34,12 @@ def _refused(proc, *expected: str) -> str:
 @pytest.fixture
 def old_run(single_split, own_task_copy, tmp_path) -> Path:
     """A result without ``rows`` (the page rebuilds them from the data file it names) in ``tmp_path``,
-    beside a copy of its stage file and data file (the run record names ``compare stage.toml``)."""
-    for name in ("stage.toml", "data.jsonl"):
+    beside a copy of its stage file and data file (the run record names ``compare stage.toml``); the
+    stage file names a strategy in ``my_task.py`` beside it."""
+    for name in ("stage.toml", "data.jsonl", "my_task.py"):
         shutil.copy(own_task_copy / name, tmp_path / name)
+    with (tmp_path / "stage.toml").open("a") as fh:
+        fh.write('\n[strategies]\nmine = "my_task.py:WordOverlap"\n')
     result = old_result(single_split[1])
     result["data"] = "data.jsonl"
     path = tmp_path / "old.json"
@@ -62,7 +65,7 @@ def test_out_that_is_the_result_file_is_refused(new_run, tmp_path):
     assert _snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("out", ["data.jsonl", "stage.toml"])
+@pytest.mark.parametrize("out", ["data.jsonl", "stage.toml", "my_task.py"])
 def test_out_that_is_the_data_or_stage_file_the_page_reads_is_refused(old_run, tmp_path, out):
     (tmp_path / "sub").mkdir()
     ok = _run_view(old_run.name, "--out", "sub/page.html", cwd=tmp_path)  # the same run with another --out works
