@@ -12,7 +12,7 @@ import typer
 def view(
     result: Path = typer.Argument(..., metavar="RESULT.json", help="A compare result file (runs/compare/*.json).",
                                   show_default=False),
-    out: Optional[Path] = typer.Option(None, "--out", help="The HTML file to write (default: beside the result, .html)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="The HTML file to write (default: beside the result, .html); never a file the page reads (result, data, stage)."),
     open_: bool = typer.Option(False, "--open", help="Open the page in the default browser once written."),
     data: Optional[Path] = typer.Option(None, "--data", help="The run's data file, for a result written before rows were "
                                         "recorded whose data path no longer resolves (checked against its sha256)."),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from personalign.errors import DataError
+from personalign.results_page.checks import check_data_file
 
 __all__ = ["page_rows", "row_fields", "strategy_arrays", "with_rows", "rows_from_data", "check_rows", "number"]
 
@@ -161,10 +162,12 @@ def rows_from_data(result: dict, *, result_path: str | Path | None = None, data:
     report's first 20 errors (single split).
 
     Returns:
-        ``{"rows", "row_fields", "strategies": [{"scores", "correct", "row_errors"}, ...]}``.
+        ``{"rows", "row_fields", "strategies": [{"scores", "correct", "row_errors"}, ...], "files"}``
+        (``files``: the data file and the stage's file, when it has one: what was read).
 
     Raises:
-        DataError: the data file is missing, changed since the run (its sha256 differs from
+        DataError: the data file is missing, a FIFO, device or socket (naming the result file and
+            its field ``data``), changed since the run (its sha256 differs from
             ``data_sha256``), or does not reproduce the result (row count, or accuracy per strategy).
         ConfigurationError: the stage cannot be found (:func:`_stage_for`).
     """
@@ -178,6 +181,10 @@ def rows_from_data(result: dict, *, result_path: str | Path | None = None, data:
     if path is None:
         raise DataError(recorded, None, None, f"data file of {where} not found (from {Path.cwd()}); the rows cannot "
                                               "be rebuilt without it (pass --data PATH)")
+    if data is not None:
+        path = _check_data_option(path)
+    else:
+        path = check_data_file(path, where)
     sha = file_sha256(path)
     if result.get("data_sha256") and sha != result["data_sha256"]:
         raise DataError(path, None, None, f"changed since the run (sha256 {sha[:12]}, the result recorded "
@@ -196,7 +203,8 @@ def rows_from_data(result: dict, *, result_path: str | Path | None = None, data:
         examples = st.limit(examples, n if n < len(examples) else None, seed)
     if len(examples) != n:
         raise DataError(path, None, None, f"has {len(examples)} rows for the result's {n}: not the data it was run on")
-    out = {"rows": page_rows(st, examples, folds), "row_fields": row_fields(st), "strategies": []}
+    out = {"rows": page_rows(st, examples, folds), "row_fields": row_fields(st), "strategies": [],
+           "files": [path, *_stage_files(st)]}
     gold = [st.is_positive(st.gold(ex)) for ex in examples] if st.kind == "binary" else None
     for s in result["strategies"]:
         preds = s.get("predictions") or []
@@ -209,6 +217,36 @@ def rows_from_data(result: dict, *, result_path: str | Path | None = None, data:
         arrays = strategy_arrays({"errors": [] if folds else s.get("errors")})
         out["strategies"].append({**arrays, "correct": correct, "scores": None})
     return out
+
+
+def _check_data_option(path: Path) -> Path:
+    """``--data``'s file: a regular file or a data folder (never a FIFO or device: ArgumentError)."""
+    from personalign.data.files import check_input
+    from personalign.errors import ArgumentError
+
+    try:
+        return check_input(path, allow_dir=True)
+    except DataError as exc:
+        raise ArgumentError("data", f"{path}: {exc.problem}") from None
+
+
+def _stage_files(st) -> list[Path]:
+    """The files a stage was read from: its ``.toml`` (or the ``file.py`` of ``file.py:ATTR``) and
+    the ``file.py`` of every code reference its stage file makes (``metric = "my_task.py:score"``)."""
+    ref = str(getattr(st, "ref", None) or "")
+    left = ref.rpartition(":")[0] if ref.rpartition(":")[0].endswith(".py") else ref
+    files = [Path(left)] if left and Path(left).is_file() else []
+    spec = getattr(st, "spec", None)
+    if files and files[0].suffix == ".toml" and hasattr(spec, "model_dump"):
+        stack = [spec.model_dump()]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, (dict, list)):
+                stack.extend(item.values() if isinstance(item, dict) else item)
+            elif isinstance(item, str) and item.rpartition(":")[0].endswith(".py"):
+                code = files[0].parent / item.rpartition(":")[0]
+                files += [code] if code.is_file() else []
+    return files
 
 
 def _check_accuracy(row: dict, correct: list[float], folds: list[str] | None, path) -> None:
@@ -231,7 +269,8 @@ def _check_accuracy(row: dict, correct: list[float], folds: list[str] | None, pa
 def with_rows(result: dict, *, result_path: str | Path | None = None, data: str | Path | None = None,
               stage=None) -> dict[str, Any]:
     """``result`` with the rows contract: checked when present (:func:`check_rows`), else rebuilt
-    from the data file (:func:`rows_from_data`). Returns a new dict; ``result`` is not changed."""
+    from the data file (:func:`rows_from_data`; then ``rows_files`` lists the files read, as text).
+    Returns a new dict; ``result`` is not changed."""
     where = result_path or "result"
     if "rows" in result:
         check_rows(result, where)
@@ -239,4 +278,5 @@ def with_rows(result: dict, *, result_path: str | Path | None = None, data: str 
     built = rows_from_data(result, result_path=result_path, data=data, stage=stage)
     strategies = [{**s, **b} for s, b in zip(result["strategies"], built["strategies"])]
     return {**result, "rows": built["rows"], "row_fields": built["row_fields"], "strategies": strategies,
-            "rows_source": "rebuilt from the data file (result written before rows were recorded)"}
+            "rows_source": "rebuilt from the data file (result written before rows were recorded)",
+            "rows_files": [str(p) for p in built["files"]]}
