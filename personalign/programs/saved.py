@@ -11,11 +11,13 @@ Layout of a saved program directory::
                       ``{"format", "stage", "strategy", "state_keys", "lm", "compile", "data",
                       "data_sha256", "metrics", "versions", "weights": {file: sha256}}``.
     *.npz / dirs      the strategy's weights, written by its ``save_weights(dir)`` (npz with
-                      ``allow_pickle=False`` or safetensors).
+                      ``allow_pickle=False`` or safetensors), listed in ``weights``.
+    prompt.md         a readable export (``extra_files``): never read on load, not listed.
 
 :func:`load_program` is the one validated loader: the metadata against its schema, the state
-against the strategy's own (keys, JSON types, ``__init__`` annotations, finite numbers), weight
-files against their sha256, and npz arrays (:mod:`personalign.programs._weights`) by name,
+against the strategy's own (keys, JSON types, ``__init__`` annotations, finite numbers), the format
+version and every listed file (inside the folder, its sha256: :mod:`personalign.programs.integrity`),
+and npz arrays (:mod:`personalign.programs._weights`) by name,
 shape, dtype and finiteness. Every problem is a one-line :class:`~personalign.errors.DataError` naming the file
 and the key. Programs saved by earlier versions (top-level ``stage``/``strategy``/``state``) load too.
 :func:`save_program` is atomic: a save onto an existing program directory replaces it whole.
