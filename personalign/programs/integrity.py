@@ -73,11 +73,10 @@ def check_listed_files(directory: Path, listed: dict[str, str], path: Path) -> N
 
     Raises:
         DataError: naming ``path`` and ``metadata.personalign.weights.<file>``: a path outside the
-            folder (absolute, ``..``, a symlink out), ``program.json`` itself, a malformed digest,
+            folder (absolute, ``..``, a symlink out), ``path`` (``program.json``) itself, a malformed digest,
             a missing file or one that is not a regular file, a different sha256.
     """
     from personalign.data.digest import file_sha256
-    from personalign.programs.saved import PROGRAM_FILE
 
     for name, digest in listed.items():
         key = f"metadata.personalign.weights.{name}"
@@ -85,8 +84,8 @@ def check_listed_files(directory: Path, listed: dict[str, str], path: Path) -> N
         if target is None:
             raise DataError(path, None, key, "not a file inside the program folder (a relative path with no '..' "
                                              "and no symlink out); a saved program reads only its own files")
-        if name == PROGRAM_FILE:
-            raise DataError(path, None, key, f"{PROGRAM_FILE} cannot list itself")
+        if target.resolve() == path.resolve():
+            raise DataError(path, None, key, f"{path.name} cannot list itself")
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
             raise DataError(path, None, key, "expected a sha256 (64 lowercase hex digits)")
         if not target.is_file():

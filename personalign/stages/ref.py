@@ -309,5 +309,5 @@ def _shown(value: Any) -> str:
 
 
 __all__ = ["BUILTIN_DIR", "ENTRY_POINT_GROUP", "STRATEGY_GROUP", "all_stages", "builtin_names", "builtin_stage",
-           "check_ref", "check_same_stage", "declare_stage", "installed_entry_points", "is_file_ref", "load_stage_file", "resolve_ref",
-           "resolve_stage", "stage_for_program", "stage_ref_of"]
+           "check_ref", "check_same_stage", "declare_stage", "installed_entry_points", "is_file_ref",
+           "load_stage_file", "resolve_ref", "resolve_stage", "stage_for_program", "stage_ref_of"]

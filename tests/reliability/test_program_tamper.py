@@ -83,6 +83,7 @@ CASES = {
     "absolute path": (_listed("/etc/hostname"), "metadata.personalign.weights./etc/hostname",
                       "inside the program folder"),
     "symlink out": (_symlink_out, "metadata.personalign.weights.w.npz", "inside the program folder"),
+    "program.json listed": (_listed("program.json"), "metadata.personalign.weights.program.json", "itself"),
     "malformed digest": (_listed("prompt.md", "abc"), "metadata.personalign.weights.prompt.md", "sha256"),
     "format 99": (_format(99), "metadata.personalign.format", "unknown format version 99"),
     "format as a string": (_format("2"), "metadata.personalign.format", "expected an integer"),
