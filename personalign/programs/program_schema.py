@@ -108,9 +108,11 @@ class ProgramMetadata(BaseModel):
     ``lm`` and ``compile``/``metrics`` are records of how the program was made; ``lm`` is a default
     only when it names an embedded model (:func:`choose_model`). ``stage_ref`` names the stage a
     program was compiled for when that stage is not built in (a file or ``module:attr``): such a
-    program loads only when the caller passes that same reference as its stage (a built-in stage
-    name is not enough: the program was compiled against the referenced code, which loading never
-    imports). ``signature`` is the stage's signature at compile time
+    program loads only when the caller passes that stage (a built-in stage name is not enough: the
+    program was compiled against the referenced code, which loading never imports;
+    :func:`personalign.stages.ref.check_same_stage`). ``format`` (an integer, 1 to :data:`FORMAT`)
+    and ``weights`` (files inside the program folder with their sha256) are checked by
+    :mod:`personalign.programs.integrity`. ``signature`` is the stage's signature at compile time
     (:meth:`~personalign.stages.Stage.signature_record`), checked when the program loads."""
 
     model_config = ConfigDict(extra="forbid")

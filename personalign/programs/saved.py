@@ -11,11 +11,13 @@ Layout of a saved program directory::
                       ``{"format", "stage", "strategy", "state_keys", "lm", "compile", "data",
                       "data_sha256", "metrics", "versions", "weights": {file: sha256}}``.
     *.npz / dirs      the strategy's weights, written by its ``save_weights(dir)`` (npz with
-                      ``allow_pickle=False`` or safetensors).
+                      ``allow_pickle=False`` or safetensors), listed in ``weights``.
+    prompt.md         a readable export (``extra_files``): never read on load, not listed.
 
 :func:`load_program` is the one validated loader: the metadata against its schema, the state
-against the strategy's own (keys, JSON types, ``__init__`` annotations, finite numbers), weight
-files against their sha256, and npz arrays (:mod:`personalign.programs._weights`) by name,
+against the strategy's own (keys, JSON types, ``__init__`` annotations, finite numbers), the format
+version and every listed file (inside the folder, its sha256: :mod:`personalign.programs.integrity`),
+and npz arrays (:mod:`personalign.programs._weights`) by name,
 shape, dtype and finiteness. Every problem is a one-line :class:`~personalign.errors.DataError` naming the file
 and the key. Programs saved by earlier versions (top-level ``stage``/``strategy``/``state``) load too.
 :func:`save_program` is atomic: a save onto an existing program directory replaces it whole.
@@ -144,12 +146,13 @@ def save_program(program, directory: str | Path, *, stage: str, strategy: str, l
     try:
         if hasattr(program, "save_weights") and getattr(program, "fitted", True):
             program.save_weights(tmp)
+        weights = _weight_files(tmp)  # the files the program reads back; not the readable extras
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text)
         meta: dict[str, Any] = {"format": FORMAT, "stage": stage, "stage_ref": stage_ref or stage,
                                 "strategy": strategy, "lm": lm,
                                 "compile": compile_info, "metrics": metrics, "versions": package_versions(),
-                                "weights": _weight_files(tmp)}
+                                "weights": weights}
         if rule is not None:
             meta["decision_rule"] = rule
         if signature is not None:
@@ -218,6 +221,9 @@ def _read_document(directory: str | Path) -> tuple[Path, dict[str, Any], dict[st
             {k: v for k, v in doc.items() if k != "metadata"}
         if isinstance(keys, list) and (missing := [k for k in keys if k not in doc]):
             raise DataError(path, None, f"state.{missing[0]}", "missing")
+    from personalign.programs.integrity import check_format
+
+    check_format(ours, path, where)
     try:
         meta = ProgramMetadata.model_validate(ours).model_dump()
     except ValidationError as exc:
@@ -311,16 +317,6 @@ def validate_state(program, state: dict, path: Path) -> None:
     check_values(program, state, path)  # ranges, strict types where the fresh state holds None
 
 
-def _check_weight_hashes(directory: Path, meta: dict, path: Path) -> None:
-    for name, digest in (meta.get("weights") or {}).items():
-        wpath = directory / name
-        if not wpath.is_file():
-            raise DataError(wpath, None, None, f"weights file missing (listed in {path.name})")
-        if _sha256(wpath) != digest:
-            raise DataError(wpath, None, None, f"weights file does not match its sha256 in {path.name} "
-                                               "(corrupt, or replaced after the save)")
-
-
 def load_program(directory: str | Path, *, stage=None):
     """Load and validate a program saved by :func:`save_program`. Returns ``(program, metadata)``.
 
@@ -336,8 +332,11 @@ def load_program(directory: str | Path, *, stage=None):
     """
     from personalign.stages.ref import stage_for_program
 
+    from personalign.programs.integrity import check_listed_files
+
     path, doc, meta = _read_document(directory)
     st = stage_for_program(meta, stage, path)
+    check_listed_files(path.parent, meta["weights"], path)  # every strategy: a listed file is checked
     registry = st.registry
     try:
         program = registry.create(meta["strategy"])
@@ -354,7 +353,6 @@ def load_program(directory: str | Path, *, stage=None):
     except Exception as exc:  # noqa: BLE001 -- any failure of a strategy's load_state is bad input
         raise DataError(path, None, "state", f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}") from None
     if hasattr(program, "load_weights") and state.get("fitted", True):
-        _check_weight_hashes(path.parent, meta, path)
         try:
             program.load_weights(path.parent)
         except PersonalignError:

@@ -237,6 +237,7 @@ def stage_for_program(meta: dict, stage: Any, path: Any):
         st = resolve_stage(stage)
         if st.name != meta["stage"]:
             raise ConfigurationError(f"{path} is a saved {meta['stage']} program, not a {st.name} program")
+        check_same_stage(str(recorded), stage_ref_of(st), path)
     elif is_file_ref(str(recorded)):
         raise ConfigurationError(f"{path} is a program of stage '{meta['stage']}' declared in {recorded}; "
                                  "personalign does not import a file named by a saved program: pass the stage "
@@ -253,10 +254,60 @@ def stage_for_program(meta: dict, stage: Any, path: Any):
     return st
 
 
+def _ref_kind(ref: str) -> str:
+    """``"toml"``, ``"file"`` (``file.py:ATTR``), ``"module"`` (``module:ATTR``) or ``"name"``
+    (a built-in or entry-point name); ``"?"`` for anything else."""
+    if ref.endswith(".toml"):
+        return "toml"
+    left, sep, attr = ref.rpartition(":")
+    if sep:
+        if not left or not attr.isidentifier():
+            return "?"
+        return "file" if left.endswith(".py") or "/" in left or "\\" in left else \
+            ("module" if all(p.isidentifier() for p in left.split(".")) else "?")
+    return "name" if ref and not is_file_ref(ref) else "?"
+
+
+def check_same_stage(recorded: str, caller: str, path: Any) -> None:
+    """A program recorded for the stage reference ``recorded`` is loaded with the caller's stage
+    reference ``caller`` (:func:`stage_ref_of`): the same kind of reference (a name, a stage file, a
+    ``file.py:ATTR``, a ``module:ATTR``); a name or module the same string; a file the same file, or
+    one with the same folder and file name (``own_task/stage.toml``: the project was moved or
+    copied) and the same ``ATTR``. Nothing is imported or read; the stage's name and signature are
+    checked by :func:`stage_for_program`. A consistency check (only the caller's stage is ever
+    used), not a security boundary.
+
+    Raises:
+        DataError: naming ``metadata.personalign.stage_ref``.
+    """
+    field = "metadata.personalign.stage_ref"
+    kind, want = _ref_kind(recorded), _ref_kind(caller)
+    problem = (f"the program was compiled for the stage {recorded!r:.160}, not {caller!r:.160}: pass that stage, "
+               "or compile the program again for this one")
+    if kind == "?":
+        raise DataError(path, None, field, f"{recorded!r:.160} is not a stage reference (a stage name, a stage "
+                                           ".toml, 'file.py:ATTR' or 'module:ATTR')")
+    if kind != want:
+        raise DataError(path, None, field, problem)
+    if kind in ("name", "module"):
+        if recorded != caller:
+            raise DataError(path, None, field, problem)
+        return
+    old, _, old_attr = recorded.rpartition(":") if kind == "file" else (recorded, "", "")
+    new, _, new_attr = caller.rpartition(":") if kind == "file" else (caller, "", "")
+    old_path, new_path = Path(old).expanduser(), Path(new).expanduser()
+    try:
+        same = old_path.resolve() == new_path.resolve()
+    except (OSError, RuntimeError, ValueError):
+        same = False
+    if old_attr != new_attr or not (same or old_path.parts[-2:] == new_path.parts[-2:]):
+        raise DataError(path, None, field, problem)
+
+
 def _shown(value: Any) -> str:
     return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 __all__ = ["BUILTIN_DIR", "ENTRY_POINT_GROUP", "STRATEGY_GROUP", "all_stages", "builtin_names", "builtin_stage",
-           "check_ref", "declare_stage", "installed_entry_points", "is_file_ref", "load_stage_file", "resolve_ref",
-           "resolve_stage", "stage_for_program", "stage_ref_of"]
+           "check_ref", "check_same_stage", "declare_stage", "installed_entry_points", "is_file_ref",
+           "load_stage_file", "resolve_ref", "resolve_stage", "stage_for_program", "stage_ref_of"]

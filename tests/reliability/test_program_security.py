@@ -219,9 +219,11 @@ def test_stage_ref_loads_only_when_the_caller_passes_that_stage(tmp_path):
                  lambda d: d["metadata"]["personalign"].__setitem__("stage_ref", "my_stages.py:STAGE"))
     with pytest.raises(ConfigurationError, match="my_stages.py:STAGE"):  # not passed: refused, nothing imported
         load_program(prog)
-    # the caller names the built-in stage: it loads through that stage, and the file's reference is not imported
-    program, meta = load_program(prog, stage="relevance")
-    assert meta["stage_ref"] == "my_stages.py:STAGE" and "my_stages" not in sys.modules
+    # the caller names the built-in stage: not the stage the program records (docs/reliability.md), refused by
+    # the recorded field, and the file's reference is not imported
+    with pytest.raises(DataError, match="metadata.personalign.stage_ref") as ei:
+        load_program(prog, stage="relevance")
+    assert "my_stages.py:STAGE" in str(ei.value) and "my_stages" not in sys.modules
     with pytest.raises(ConfigurationError):  # the caller names the file: it must exist (it is the caller's code)
         load_program(prog, stage=str(tmp_path / "my_stages.py") + ":STAGE")
 
