@@ -162,7 +162,8 @@ def test_compare_relevance_demo_end_to_end_with_mlflow(tmp_path):
     parent = client.get_run(out["mlflow_run_id"])
     assert parent.data.params["stage"] == "relevance"
     children = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-    assert {c.info.run_name for c in children} == {"all-yes", "zero-shot", "minilm-cosine"}
+    assert {c.info.run_name for c in children} == {f"{s} · compare relevance" for s in ("all-yes", "zero-shot",
+                                                                                        "minilm-cosine")}
     for c in children:
         assert "f1" in c.data.metrics and "f1_range_low" in c.data.metrics and c.info.status == "FINISHED"
     assert parent.data.tags["personalign.version.dspy"] and parent.data.tags["personalign.git_commit"]

@@ -88,7 +88,14 @@ def test_compare_through_the_server_decides_as_the_embedded_engine(server, tmp_p
                       f"F1 embedded {a['f1']:.3f} vs server {b['f1']:.3f}")
     print("\n" + "\n".join(report))  # the decision comparison (pytest -s / CI log)
     for a, b in zip(full["e"]["strategies"], full["s"]["strategies"]):
-        assert a["predictions"] == b["predictions"], report
+        if a["name"] != "yes-prob":  # generated answers: the same decisions
+            assert a["predictions"] == b["predictions"], report
+            continue
+        # a margin: the embedded engine reads it from the shared one-token pass (lm.forward), the server
+        # from its top_logprobs; llama.cpp rounds the two batch shapes differently (within 0.05 nats:
+        # the test below), so a pair on the fitted threshold may fall either side of it
+        diffs = [abs(x - y) for x, y in zip(a["scores"], b["scores"]) if x is not None and y is not None]
+        assert len(diffs) == len(a["predictions"]) and max(diffs) <= 0.1, (diffs, report)
 
 
 def test_compile_through_the_server_calibrates_on_its_logprobs(server, tmp_path):
