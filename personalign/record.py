@@ -60,6 +60,14 @@ def group_noun(group_key: str) -> str:
     return group_key.removesuffix("_id") or group_key
 
 
+def plural(noun: str) -> str:
+    """English plural of a group noun, for labels: ``"prompt"`` -> ``"prompts"``, ``"family"`` ->
+    ``"families"``, ``"class"`` -> ``"classes"``."""
+    if noun.endswith("y") and noun[-2:-1] not in tuple("aeiou"):
+        return noun[:-1] + "ies"
+    return noun + ("es" if noun.endswith(("s", "x", "z", "ch", "sh")) else "s")
+
+
 def cv_tag(group_key: str) -> str:
     """Figure-key tag of leave-one-``group_key``-out: ``"prompt_id"`` -> ``"lopo"``, ``"topic"`` -> ``"loto"``."""
     return "lo" + "".join(w[0] for w in group_noun(group_key).split("_") if w) + "o"
@@ -242,5 +250,5 @@ def mlflow_tags(record: dict) -> dict[str, str]:
     return tags
 
 
-__all__ = ["PACKAGES", "slug", "group_noun", "cv_tag", "versions", "git_commit", "machine", "model_info", "data_info", "figure", "validate",
+__all__ = ["PACKAGES", "slug", "group_noun", "plural", "cv_tag", "versions", "git_commit", "machine", "model_info", "data_info", "figure", "validate",
            "run_record", "write_record", "write_json", "mlflow_tags"]

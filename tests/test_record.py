@@ -104,3 +104,10 @@ def test_slug_makes_any_stage_or_study_name_a_record_name():
     for text in ("compare-My_Stage", "sweep-study 1/2", "___"):
         assert NAME.match(slug(text)), slug(text)
     assert slug("sweep-My_Study") == "sweep-my-study"
+
+
+def test_group_nouns_are_pluralised_in_english():
+    from personalign.record import plural
+
+    assert [plural(n) for n in ("prompt", "family", "topic", "class", "day")] == [
+        "prompts", "families", "topics", "classes", "days"]

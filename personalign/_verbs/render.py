@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from personalign.record import group_noun
+from personalign.record import group_noun, plural
 
 
 def fmt_ci(value, ci, rng=None, sign: str = "") -> str:
@@ -128,7 +128,7 @@ def groups_renderables(result: dict) -> list:
 
     key, ng = result.get("metric", "f1"), result["n_groups"]
     gk = group_noun(result["group_key"])
-    title = (f"{result['stage']}: leave-one-{gk}-out over {ng} {gk}s (n={result['n']}"
+    title = (f"{result['stage']}: leave-one-{gk}-out over {ng} {plural(gk)} (n={result['n']}"
              + (f", lm {result['lm']})" if result.get("lm") else ")"))
     head = Table(title=title)
     cols = ["strategy", f"mean per-{gk} {key} (headline)", f"pooled {key}", f"worst {gk}",
@@ -174,8 +174,8 @@ def notes(result: dict) -> list[str]:
     first = result["strategies"][0] if result["strategies"] else None
     units = sorted({(g.get("resampling") or {}).get("unit", "item") for r in result["strategies"] for g in r["by_group"]})
     out = [f"headline: the mean of the {ng} per-{gk} {key}s, each on a {gk} the strategy was not fitted on; "
-           + (f"interval: percentile bootstrap over {gk}s ({result['n_boot']} resamples)" if ng >= 5 else
-              f"fewer than 5 {gk}s: the range of the per-{gk} figures, no percentile interval"),
+           + (f"interval: percentile bootstrap over {plural(gk)} ({result['n_boot']} resamples)" if ng >= 5 else
+              f"fewer than 5 {plural(gk)}: the range of the per-{gk} figures, no percentile interval"),
            f"pooled: {key} of all out-of-{gk} predictions together; per-{gk} intervals resample {', '.join(units)}"]
     if first and len(result["strategies"]) > 1:
         from personalign.metrics.paired import p_note

@@ -12,7 +12,7 @@ from typing import Any
 def result_figures(result: dict) -> list[dict]:
     """The run-record figures of a compare result: leave-one-group-out (headline mean per-group
     metric, pooled, worst group; per group) or single split (labelled as such)."""
-    from personalign.record import cv_tag, figure, group_noun
+    from personalign.record import cv_tag, figure, group_noun, plural
 
     out, stage, key = [], result["stage"], result.get("metric", "f1")
     for row in result.get("strategies", []):
@@ -20,7 +20,7 @@ def result_figures(result: dict) -> list[dict]:
         if result.get("cv") == "groups":
             h, gk, ng = row["headline"], result["group_key"], result["n_groups"]
             unit, rng = group_noun(gk), h.get("range")
-            note = None if h["ci"] else f"{ng} {unit}s (< 5): no interval" + (
+            note = None if h["ci"] else f"{ng} {plural(unit)} (< 5): no interval" + (
                 f"; per-{unit} range [{rng[0]:.3f}, {rng[1]:.3f}]" if rng else "")
             base = f"{stage}.{cv_tag(gk)}.{name}.{key}"
             out.append(figure(f"{base}_mean", f"{name}: mean per-{unit} {key}, leave-one-{unit}-out", h["value"],

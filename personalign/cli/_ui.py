@@ -101,9 +101,11 @@ def check_store(uri: str) -> None:
 
 
 def run_ui(*, tracking_uri: str | None, port: str | int) -> None:
-    """Replace this process with the MLflow UI server (Ctrl-C stops it), after printing the URL of
-    the experiment's runs page (:func:`personalign.tracking.runs_page_url`: the runs list with
-    personalign's metric columns, not MLflow's GenAI overview).
+    """Run the MLflow UI server until Ctrl-C or SIGTERM, after printing the URL of the experiment's
+    runs page (:func:`personalign.tracking.runs_page_url`: the runs list with personalign's metric
+    columns, not MLflow's GenAI overview). The server runs in its own process group, stopped whole
+    when this command stops: ``mlflow server`` leaves its workers (uvicorn, huey consumers) running
+    when only its own process is signalled.
 
     Raises:
         ConfigurationError: a bad ``--port``; a URI :func:`check_store` refuses.
@@ -118,4 +120,30 @@ def run_ui(*, tracking_uri: str | None, port: str | int) -> None:
     url = runs_page_url(uri, f"http://{LOOPBACK}:{number}")
     sys.stderr.write(f"MLflow UI for {redact(uri)}, offline; Ctrl-C stops. Open:\n  {url}\n")
     sys.stderr.flush()
-    os.execve(argv[0], argv, env)
+    import subprocess
+
+    server = subprocess.Popen(argv, env=env, start_new_session=True)
+    try:
+        server.wait()
+    finally:
+        _stop_group(server)
+
+
+def _stop_group(server, grace: float = 10.0) -> None:
+    """SIGTERM to the server's process group, SIGKILL after ``grace`` seconds."""
+    import signal
+    import subprocess
+
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(server.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            server.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        try:  # the leader is gone; its workers may not be
+            os.killpg(server.pid, 0)
+        except ProcessLookupError:
+            return

@@ -132,7 +132,7 @@ def page_html(result: dict, *, source: str | None = None) -> str:
 <body>
 <header><h1>{html.escape(str(result.get("stage")))} <span class="kind">compare · {html.escape(kind)} · n={html.escape(str(result.get("n")))}</span></h1>
 <dl class="meta">{_meta(result, source)}</dl>
-<nav><a href="#summary">Summary</a><a href="#groups">Per group</a><a href="#chart">Chart</a><a href="#rows">Rows</a></nav></header>
+<nav><a href="#summary">Summary</a>{'' if groups is None else '<a href="#groups">Per group</a>'}<a href="#chart">Chart</a><a href="#rows">Rows</a></nav></header>
 <main>
 <section id="summary"><h2>Summary</h2>{_table_html(summary, "summary-table")}</section>
 {group_section}

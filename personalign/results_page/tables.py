@@ -13,7 +13,7 @@ from typing import Any
 
 from personalign.metrics.cluster import format_figure, resampling_note
 from personalign.metrics.paired import comparison_test, p_header, p_note, p_parts, describe_test
-from personalign.record import group_noun
+from personalign.record import group_noun, plural
 
 __all__ = ["WIDE_GROUPS", "summary_table", "group_table", "cell", "figure_cell", "p_cell", "is_cv", "human_note",
            "share_text", "human_entries", "SHARE_COLUMN"]
@@ -121,11 +121,11 @@ def _cv_summary(result: dict) -> dict[str, Any]:
                   [figure_cell(vs["diff"], vs.get("ci"), vs.get("range"), "+"), p_cell(vs)])
         rows.append(cells + ([cell(share_text(r))] if result.get("human") else []))
     rows += _human_rows(result, cols)
-    title = f"{result.get('stage')}: leave-one-{gk}-out over {ng} {gk}s (n={result.get('n')}" + \
+    title = f"{result.get('stage')}: leave-one-{gk}-out over {ng} {plural(gk)} (n={result.get('n')}" + \
         (f", lm {result['lm']})" if result.get("lm") else ")")
     notes = [f"headline: the mean of the {ng} per-{gk} {key}s, each on a {gk} the strategy was not fitted on; "
-             + (f"interval: percentile bootstrap over {gk}s ({result.get('n_boot')} resamples)" if (ng or 0) >= 5 else
-                f"fewer than 5 {gk}s: the range of the per-{gk} figures, no percentile interval"),
+             + (f"interval: percentile bootstrap over {plural(gk)} ({result.get('n_boot')} resamples)" if (ng or 0) >= 5 else
+                f"fewer than 5 {plural(gk)}: the range of the per-{gk} figures, no percentile interval"),
              f"pooled: {key} of all out-of-{gk} predictions together"
              + ("; precision, recall and rate are of the pooled predictions" if binary else "")]
     notes += [p_note(result), human_note(result)]

@@ -112,3 +112,23 @@ def test_ui_starts_without_reaching_the_network(tmp_path):
     assert not log.exists() or log.read_text() == "", log.read_text()
     assert "cost map" not in output, output[-2000:]
     assert not (tmp_path / "mlartifacts").exists() and not (tmp_path / "mlruns").exists()
+
+
+def test_stopping_the_ui_stops_the_servers_whole_process_group():
+    """mlflow server leaves its workers running when only its own process is signalled (a fresh
+    user found 7 huey consumers spinning after `kill`): the command stops the whole group."""
+    import os
+    import subprocess
+
+    from personalign.cli._ui import _stop_group
+
+    server = subprocess.Popen(["sh", "-c", "sleep 300 & sleep 300 & wait"], start_new_session=True)
+    try:
+        _stop_group(server, grace=5.0)
+        with pytest.raises(ProcessLookupError):
+            os.killpg(server.pid, 0)  # no process of the group is left
+    finally:
+        try:
+            os.killpg(server.pid, 9)
+        except ProcessLookupError:
+            pass
