@@ -77,15 +77,24 @@ def load_rows(path: str | Path, *, spec) -> list:
             raise DataError(path, line, None, "expected a JSON object")
         for key in ("id", "split", *inputs):
             if key not in rec:
-                raise DataError(path, line, key, "missing")
+                raise DataError(path, line, key, "missing" + _misspelt(key, rec))
             if not isinstance(rec[key], str):
                 raise DataError(path, line, key, f"expected a string, got {type(rec[key]).__name__}")
         if spec.label not in rec:
-            raise DataError(path, line, spec.label, "missing (the stage's label field)")
+            raise DataError(path, line, spec.label, "missing (the stage's label field)" + _misspelt(spec.label, rec))
         check_value(rec[spec.label], typ, path, line, spec.label)
         check_group_fields(rec, required, path, line)
         out.append(dspy.Example(**rec).with_inputs(*inputs))
     return out
+
+
+def _misspelt(key: str, rec: dict) -> str:
+    """``"; the row has 'lable' (a misspelling of 'label'?)"`` when a key of ``rec`` is close to the
+    missing ``key`` (difflib), else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(key, [k for k in rec if isinstance(k, str)], n=1, cutoff=0.75)
+    return f"; the row has '{close[0]}' (a misspelling of '{key}'?)" if close else ""
 
 
 def loader_for(spec):

@@ -228,3 +228,17 @@ def test_group_key_of_a_stage_file_row_must_be_a_string_or_an_integer(tmp_path, 
     data = _rows(tmp_path / "g.jsonl", lambda rows: rows[2].__setitem__("topic", value))
     refused_cleanly(tmp_path, "compare", str(STAGE), "--data", str(data), "--strategies", "majority", "--no-track",
                     needles=("g.jsonl:3", "field 'topic'"))
+
+
+def test_a_misspelt_required_key_is_named(tmp_path):
+    """A row whose label key is misspelt ('follws') is refused as missing the label, and the line
+    names the key it does have (issue 37: the unknown key was not named)."""
+    rows = [json.loads(x) for x in DATA.read_text().splitlines()][:3]
+    rows[1]["follws"] = rows[1].pop("follows")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc, _ = run_cli(tmp_path, "stage", "validate", str(STAGE), "--data", str(bad))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == ("error: bad.jsonl:2: field 'follows': missing (the stage's label field); "
+                                   "the row has 'follws' (a misspelling of 'follows'?)").replace("bad.jsonl", str(bad)), \
+        proc.stderr
