@@ -129,7 +129,34 @@ def check_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
             f"cache dir {path} is not writable ({exc.strerror or exc}); pass --cache-dir DIR, set "
             "PERSONALIGN_CACHE_DIR, or --no-cache"
         ) from None
+    _check_cache_files(path)
     return path
+
+
+def _check_cache_files(path: Path) -> None:
+    """DSPy's disk cache (diskcache's ``FanoutCache``: shard directories ``000``, ``001``, ... each
+    holding an SQLite ``cache.db``) is opened only if what exists of it has the right kind: a FIFO
+    would block SQLite, a directory would crash it.
+
+    Raises:
+        CacheDirError: one line naming the entry and what it is.
+    """
+    import stat
+
+    entries = [(path / "cache.db", stat.S_ISREG, "a regular file")]
+    for shard in sorted(path.glob("[0-9][0-9][0-9]")):
+        entries += [(shard, stat.S_ISDIR, "a directory"), (shard / "cache.db", stat.S_ISREG, "a regular file")]
+    for entry, ok, kind in entries:
+        try:
+            mode = entry.stat().st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise CacheDirError(f"cache dir {path}: {entry.name} cannot be read ({exc.strerror or exc}); "
+                                "pass another --cache-dir, or --no-cache") from None
+        if not ok(mode):
+            raise CacheDirError(f"cache dir {path}: {entry.relative_to(path)} is not {kind} (DSPy's disk cache "
+                                "could not open it); remove it, pass another --cache-dir, or --no-cache")
 
 
 def configure_cache(cache_dir: str | os.PathLike | None = None, *, enabled: bool = True) -> Path | None:

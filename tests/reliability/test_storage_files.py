@@ -155,3 +155,25 @@ def test_trial_problem_checks_every_dimension():
     assert "state" in trial_problem(trial({"strategy": "majority"}, state=TrialState.PRUNED), space)
     trusted, refused = trusted_trials([trial({"strategy": "majority"}), trial({"strategy": "minilm-logreg"})], space)
     assert len(trusted) == 1 and list(refused.values()) == ["parameter minilm-logreg.C missing"]
+
+
+@pytest.mark.parametrize("layout", ["shard file a FIFO", "shard a FIFO", "top file a directory"])
+def test_cache_dir_entries_of_the_wrong_kind_are_one_line(tmp_path, layout):
+    """DSPy's disk cache under --cache-dir (diskcache shards 000, 001, ... with cache.db): a FIFO
+    would block SQLite and a directory crash it; refused before anything opens it (fresh attack)."""
+    import os
+
+    from personalign.lm import CacheDirError, check_cache_dir
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    if layout == "shard file a FIFO":
+        (cache / "000").mkdir()
+        os.mkfifo(cache / "000" / "cache.db")
+    elif layout == "shard a FIFO":
+        os.mkfifo(cache / "000")
+    else:
+        (cache / "cache.db").mkdir()
+    with pytest.raises(CacheDirError, match="is not a (regular file|directory)") as exc:
+        check_cache_dir(cache)
+    assert "\n" not in str(exc.value)
