@@ -294,8 +294,17 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
     except RuntimeError as exc:  # DSPy's settings belong to another thread: run untraced
         yield {"traced": 0, "limit": 0, "capped": False, "trace_ids": [], "calls": [], "off": str(exc)[:200]}
         return
+    from mlflow.dspy.callback import MlflowCallback
+
+    # Inside any dspy.context (a CallCounter, dspy.track_usage) DSPy reads a snapshot of its settings
+    # taken when that block began: the callbacks configured above would not be seen. The block's
+    # own context names them.
+    current = list(dspy.settings.callbacks)
+    ml = next((c for c in current if isinstance(c, MlflowCallback)), None) or MlflowCallback()
+    others = [c for c in current if c is not counter and not isinstance(c, MlflowCallback)]
     try:
-        with mlflow.tracing.configure(span_processors=[_redact_span]):
+        with mlflow.tracing.configure(span_processors=[_redact_span]), \
+                dspy.context(callbacks=[counter, *others, ml], track_usage=True):
             yield counter.stats
     finally:
         mlflow.dspy.autolog(disable=True, silent=True)
