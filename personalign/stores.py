@@ -60,7 +60,6 @@ def check_reachable(url: str, timeout: float = REACH_TIMEOUT_S) -> None:
     Raises:
         ConfigurationError: one line naming the URL (password hidden), what happened and the bound.
     """
-    import socket
     import urllib.error
     import urllib.request
 
@@ -71,15 +70,20 @@ def check_reachable(url: str, timeout: float = REACH_TIMEOUT_S) -> None:
     except urllib.error.HTTPError:
         return  # it answered: a server is there
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, (socket.timeout, TimeoutError)):
-            why = f"no answer within {timeout:g} s"
-        elif isinstance(reason, ConnectionRefusedError):
-            why = "connection refused"
-        else:
-            why = (getattr(reason, "strerror", None) or str(reason) or type(reason).__name__).splitlines()[0][:120]
+        why = _why(getattr(exc, "reason", exc), timeout)
         raise ConfigurationError(f"MLflow tracking server {shown(url)} cannot be reached ({why}); "
                                  f"start it, or {HINT}") from None
+
+
+def _why(reason, timeout: float) -> str:
+    """Why a connection failed, in a few words: a timeout, a refusal, or the system's message."""
+    import socket
+
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return f"no answer within {timeout:g} s"
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused"
+    return (getattr(reason, "strerror", None) or str(reason) or type(reason).__name__).splitlines()[0][:120]
 
 
 DB_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}  # SQLAlchemy dialects MLflow takes
@@ -105,10 +109,7 @@ def check_db_reachable(url: str, timeout: float = REACH_TIMEOUT_S) -> None:
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as exc:
-        why = (f"no answer within {timeout:g} s" if isinstance(exc, (socket.timeout, TimeoutError))
-               else "connection refused" if isinstance(exc, ConnectionRefusedError)
-               else (exc.strerror or type(exc).__name__))
-        raise ConfigurationError(f"MLflow tracking database {shown(url)} cannot be reached ({why}); "
+        raise ConfigurationError(f"MLflow tracking database {shown(url)} cannot be reached ({_why(exc, timeout)}); "
                                  f"start it, or {HINT}") from None
 
 
