@@ -12,58 +12,53 @@ against human labels. The public API is this module:
 * tracking, injected as callbacks -- :class:`RunCallback`, :class:`MLflowCallback`,
   :class:`RecordCallback`, :class:`ConfigureCache`.
 
-Importing it is cheap: it sets offline defaults and defines the verbs; heavy libraries load when
-first used.
+Importing it is cheap: it sets offline defaults; each public name is imported from its module on
+first use (``personalign.compare`` imports the verbs, never dspy), after the library versions are
+checked (:func:`personalign._versions.check_versions`; the console script checks them first).
 """
 
 from personalign._env import apply_offline_defaults
-from personalign._versions import check_versions
 
 apply_offline_defaults()
-check_versions()  # one line and exit 2 on an untested dspy/optuna/mlflow/litellm release
 
 __version__ = "0.1.0"
 
-from personalign._verbs import (  # noqa: E402  (after the offline defaults)
-    CompiledProgram,
-    ComparisonReport,
-    Cost,
-    EvalReport,
-    PredictReport,
-    Report,
-    SweepReport,
-    compare,
-    compile,
-    cost_gate,
-    evaluate,
-    load_program,
-    predict,
-    predict_relevance,
-    sweep,
-)
-from personalign.errors import ArgumentError, ConfigurationError, DataError, Declined, PersonalignError  # noqa: E402
-from personalign.tracking import (  # noqa: E402
-    Callbacks,
-    ConfigureCache,
-    MLflowCallback,
-    RecordCallback,
-    RunCallback,
-    RunInfo,
-)
-
-_STAGES = ("Objective", "Stage", "StageSpec", "declare_stage", "get_objective", "resolve_stage")
+#: public name -> the module defining it; each is imported on first use (PEP 562), so that
+#: ``import personalign`` -- and the console script's start, which a Ctrl-C may interrupt -- stays
+#: short (:mod:`personalign._launch`).
+_PUBLIC = {
+    **dict.fromkeys(("CompiledProgram", "ComparisonReport", "Cost", "EvalReport", "PredictReport", "Report",
+                     "SweepReport", "compare", "compile", "cost_gate", "evaluate", "load_program", "predict",
+                     "predict_relevance", "sweep"), "personalign._verbs"),
+    **dict.fromkeys(("ArgumentError", "ConfigurationError", "DataError", "Declined", "PersonalignError"),
+                    "personalign.errors"),
+    **dict.fromkeys(("Callbacks", "ConfigureCache", "MLflowCallback", "RecordCallback", "RunCallback", "RunInfo"),
+                    "personalign.tracking"),
+    **dict.fromkeys(("Objective", "Stage", "StageSpec", "declare_stage", "get_objective", "resolve_stage"),
+                    "personalign.stages"),
+}
 
 
 def __getattr__(name: str):
-    """The stage names (:mod:`personalign.stages`), imported on first use (pydantic)."""
-    if name in _STAGES:
-        import personalign.stages as stages
+    """A public name (:data:`_PUBLIC`), imported from its module on first use and kept. The first
+    one checks the library versions first (:func:`personalign._versions.check_versions`: one line
+    and exit 2 on an untested dspy/optuna/mlflow/litellm release)."""
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'personalign' has no attribute {name!r}")
+    import importlib
 
-        return getattr(stages, name)
-    raise AttributeError(f"module 'personalign' has no attribute {name!r}")
+    from personalign._versions import check_versions
+
+    check_versions()
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
-__all__ = ["ArgumentError", "Callbacks", "CompiledProgram", "ComparisonReport", "ConfigurationError", "ConfigureCache",
-           "Cost", "DataError", "Declined", "EvalReport", "MLflowCallback", "PersonalignError", "PredictReport",
-           "RecordCallback", "Report", "RunCallback", "RunInfo", "SweepReport", "__version__", "compare", "compile",
-           "cost_gate", "evaluate", "load_program", "predict", "predict_relevance", "sweep", *_STAGES]
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})
+
+
+__all__ = ["__version__", *sorted(_PUBLIC)]

@@ -1,3 +1,3 @@
-from personalign.cli import main
+from personalign._launch import main
 
 main()

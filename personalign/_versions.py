@@ -3,7 +3,7 @@
 personalign calls into DSPy, Optuna, MLflow and litellm internals that change between releases
 (DSPy announced the removal of the custom-engine ``complete_legacy()`` path in 3.5, for one).
 ``make setup`` installs through ``constraints.txt``; this module holds the *ranges* the suite passed
-on, and :func:`check_versions` — run once at ``import personalign`` — refuses an installed version
+on, and :func:`check_versions` — run once before the first command or public name (``personalign._launch``, ``personalign.__getattr__``) — refuses an installed version
 outside them with one line, before a half-compatible library fails somewhere deep inside a run.
 
 Reading versions uses :mod:`importlib.metadata` only (no library is imported; about a millisecond).

@@ -108,6 +108,12 @@ def note_partial(exc: BaseException, *paths) -> None:
         exc.partial_files = [*getattr(exc, "partial_files", []), *kept]
 
 
+def note_killed_runs(exc: BaseException, *run_ids: str) -> None:
+    """Record on an interrupt the MLflow runs it closed as KILLED, so the CLI's one line says so
+    only when there were some (``exc.killed_runs``, a list of run ids)."""
+    exc.killed_runs = [*getattr(exc, "killed_runs", []), *run_ids]
+
+
 def find_in_chain(exc: BaseException | None, kind: type[E]) -> E | None:
     """The first exception of type ``kind`` in ``exc``'s cause/context chain (``exc`` included), or None."""
     seen: set[int] = set()
@@ -129,4 +135,4 @@ def find_personalign_error(exc: BaseException | None) -> PersonalignError | None
 
 __all__ = ["ArgumentError", "CacheDirError", "ConfigurationError", "ContextWindowError", "DataError", "Declined",
            "Interrupted", "ModelFileError", "PersonalignError", "UnknownModelError", "UsageProblem", "find_in_chain",
-           "find_personalign_error", "located", "note_partial"]
+           "find_personalign_error", "located", "note_killed_runs", "note_partial"]

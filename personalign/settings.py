@@ -29,6 +29,10 @@ N_CTX_MIN, N_CTX_MAX = 512, 32768  # >= a prompt, a demo and an answer; <= the e
 THREADS_MAX = 1024
 SEED_MAX = 2**32 - 1  # llama.cpp seeds are uint32
 MAX_TRACES_MAX = 1_000_000
+#: upper bounds of the counts a command takes: a bootstrap holds an (n_boot, rows) int64 array
+#: (20,000 x 2,000 rows: 320 MB); a study of more trials than this is a typo, not a plan
+N_BOOT_MAX = 20_000
+N_TRIALS_MAX = 100_000
 
 
 @lru_cache(maxsize=1)

@@ -173,13 +173,23 @@ def check_sqlite_file(path: Path, *, what: str = "MLflow tracking store") -> Non
 def check_tracking_uri(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
     """Check an MLflow tracking URI before MLflow touches it (bounded: ``timeout`` for a server,
     :data:`SQLITE_BUSY_TIMEOUT_S` for an SQLite file); also bounds MLflow's HTTP client
-    (:func:`bound_mlflow_http`). Other schemes are left to MLflow.
+    (:func:`bound_mlflow_http`). A store directory (a path or ``file://``) is left to MLflow.
 
     Raises:
-        ConfigurationError: an unreachable server or an unusable SQLite file (one line).
+        ConfigurationError: an unreachable server, an unusable SQLite file, or a scheme other than a
+            path, ``file``, ``sqlite``, ``http(s)`` and the databases of :data:`DB_PORTS` (``databricks``
+            and plugin schemes need credentials and endpoints looked up over the network); one line.
     """
     bound_mlflow_http()
     scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
+    if uri.strip().lower() in ("databricks", "databricks-uc", "uc"):  # MLflow's profile-less URIs, not paths
+        scheme = uri.strip().lower()
+    if scheme not in ("", "file", "sqlite", "http", "https") and scheme.split("+", 1)[0] not in DB_PORTS:
+        # databricks, uc, a plugin's scheme: credentials and endpoints MLflow would look up over the
+        # network (a Databricks URI waits ~20 s and warns before it fails); personalign runs offline
+        raise ConfigurationError(f"MLflow tracking URI {shown(uri)!r}: unsupported scheme '{scheme}'; use an MLflow "
+                                 "server (http://HOST:PORT), sqlite:///PATH, a store directory, or a database "
+                                 f"(postgresql://, mysql://, mssql://); or {HINT.split(', or ')[-1]}")
     if scheme in ("http", "https"):
         check_reachable(uri, timeout)
     elif scheme.split("+", 1)[0] in DB_PORTS:

@@ -64,8 +64,13 @@ def _fake_distribution(tmp_path: Path, name: str, version: str) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("argv", [["-c", "import personalign"], ["-m", "personalign", "--version"]])
-def test_untested_major_at_import_is_one_line_and_exit_2(tmp_path, argv):
+@pytest.mark.parametrize("argv", [["-c", "import personalign; personalign.compare"],
+                                  ["-c", "from personalign import Stage"],
+                                  ["-c", "from personalign._launch import main; main()", "--version"],
+                                  ["-m", "personalign", "--version"]])
+def test_untested_major_at_first_use_is_one_line_and_exit_2(tmp_path, argv):
+    """Checked before the first public name is imported and before the command line starts (not at
+    ``import personalign`` itself, which stays short for the console script's Ctrl-C)."""
     shadow = _fake_distribution(tmp_path, "dspy", "4.0.0")
     env = {k: v for k, v in os.environ.items() if k != _versions.ALLOW_ENV}
     env["PYTHONPATH"] = os.pathsep.join([str(shadow), str(ROOT), env.get("PYTHONPATH", "")])

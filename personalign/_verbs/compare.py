@@ -7,7 +7,7 @@ from typing import Any
 
 from personalign._verbs.cost import announce, measured, project_compare
 from personalign._verbs.folds import group_folds, run_folds, split_folds
-from personalign._verbs.inputs import (check_capabilities, load_data, names_of, parse_strategies, resolve_model,
+from personalign._verbs.inputs import (check_capabilities, check_counts, load_data, names_of, parse_strategies, resolve_model,
                                       with_module)
 from personalign._verbs.reports import ComparisonReport
 from personalign.errors import ArgumentError, note_partial
@@ -61,12 +61,7 @@ def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "va
     from personalign.tracking.callbacks import Callbacks, RunInfo
 
     st = resolve_stage(stage)
-    for arg, value in (("n_boot", n_boot), ("repeats", repeats)):
-        if value < 1:
-            raise ArgumentError(arg, f"must be >= 1, got {value}")
-    for arg, value in (("limit", limit), ("train_limit", train_limit)):
-        if value is not None and value < 1:
-            raise ArgumentError(arg, f"must be >= 1, got {value}")
+    check_counts(n_boot=n_boot, repeats=repeats, limit=limit, train_limit=train_limit)
     if cv not in (None, "groups"):
         raise ArgumentError("cv", f"must be 'groups' (leave-one-group-out), got {cv!r}")
     if isinstance(strategies, (list, tuple)):

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from personalign._verbs.cost import announce, calls_bar, measured, project_compile
-from personalign._verbs.inputs import check_capabilities, check_design, load_data, resolve_model, with_module
+from personalign._verbs.inputs import check_capabilities, check_counts, check_design, load_data, resolve_model, with_module
 from personalign._verbs.reports import CompiledProgram
 from personalign.errors import ArgumentError
 
@@ -54,6 +54,7 @@ def compile(stage, strategy: Any = None, data: Any = None, *, optimizer: str | N
     from personalign.stages import resolve_stage
     from personalign.tracking.callbacks import Callbacks, Candidate
 
+    check_counts(train_limit=train_limit)
     st = resolve_stage(stage)
     if strategy is not None and not isinstance(strategy, str):
         st, strategy = with_module(st, strategy)
@@ -61,8 +62,6 @@ def compile(stage, strategy: Any = None, data: Any = None, *, optimizer: str | N
     info = check_design(st, strategy, optimizer, saving=out is not None)
     target = check_out_dir(Path(out)) if out is not None else None
     ds = load_data(st, data)
-    if train_limit is not None and train_limit < 1:
-        raise ArgumentError("train_limit", f"must be >= 1, got {train_limit}")
     trainset = st.limit(ds.split(train_split), train_limit, seed)
     if info.trainable:
         st.check_fittable(trainset, ds.where, train_split)

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from personalign._verbs.cost import announce, measured, project_run
-from personalign._verbs.inputs import Model, load_data, resolve_model
+from personalign._verbs.inputs import Model, check_counts, load_data, resolve_model
 from personalign._verbs.reports import EvalReport
 from personalign.errors import ArgumentError, ConfigurationError
 
@@ -91,8 +91,7 @@ def evaluate(stage, program: Any, data: Any, *, split: str = "val", lm: Any = No
     from personalign.tracking.callbacks import Callbacks, Candidate, RunInfo
 
     st = resolve_stage(stage)
-    if n_boot < 1:
-        raise ArgumentError("n_boot", f"must be >= 1, got {n_boot}")
+    check_counts(n_boot=n_boot)
     where = Path(program) if isinstance(program, (str, Path)) else None
     if where is not None:
         prog, meta = load_program(where, stage=st, with_metadata=True)

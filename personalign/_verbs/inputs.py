@@ -61,6 +61,28 @@ class Data:
         return [ex for ex in self.examples if split_of(ex) == name]
 
 
+def check_counts(**counts: int | None) -> None:
+    """Refuse a count argument out of its range, before anything is loaded or written: each must be
+    an integer >= 1 (None: not given); ``n_boot`` at most :data:`personalign.settings.N_BOOT_MAX`,
+    ``n_trials`` at most :data:`~personalign.settings.N_TRIALS_MAX`.
+
+    Raises:
+        ArgumentError: naming the argument (the CLI names its flag: ``--n-boot must be ...``).
+    """
+    from personalign.settings import N_BOOT_MAX, N_TRIALS_MAX
+
+    highest = {"n_boot": N_BOOT_MAX, "n_trials": N_TRIALS_MAX}
+    for arg, value in counts.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ArgumentError(arg, f"must be an integer, got {value!r}")
+        if value < 1:
+            raise ArgumentError(arg, f"must be >= 1, got {value}")
+        if arg in highest and value > highest[arg]:
+            raise ArgumentError(arg, f"must be at most {highest[arg]:,}, got {value:,}")
+
+
 def load_data(stage, data: Any) -> Data:
     """``data`` (a path or a list of ``dspy.Example``) for ``stage``, loaded once.
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from personalign._verbs.cost import announce, measured, project_sweep
-from personalign._verbs.inputs import load_data, resolve_model
+from personalign._verbs.inputs import check_counts, load_data, resolve_model
 from personalign._verbs.reports import SweepReport
 from personalign.errors import ArgumentError
 
@@ -61,12 +61,9 @@ def sweep(stage, data: Any, *, space: str | Path | None = None, n_trials: int = 
     from personalign.sweeps.space import SearchSpace
     from personalign.tracking.callbacks import Callbacks
 
-    for arg, value in (("n_trials", n_trials), ("n_jobs", n_jobs), ("n_boot", n_boot), ("heartbeat", heartbeat)):
-        if value < 1:
-            raise ArgumentError(arg, f"must be >= 1, got {value}")
-    for arg, value in (("limit", limit), ("train_limit", train_limit)):
-        if value is not None and value < 1:
-            raise ArgumentError(arg, f"must be >= 1, got {value}")
+    check_counts(n_trials=n_trials, n_jobs=n_jobs, n_boot=n_boot, limit=limit, train_limit=train_limit)
+    if heartbeat < 1:
+        raise ArgumentError("heartbeat", f"must be >= 1, got {heartbeat}")
     if grace <= heartbeat:
         raise ArgumentError("grace", f"must be longer than the heartbeat interval ({heartbeat} s), got {grace}")
     st = resolve_stage(stage)

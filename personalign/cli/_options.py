@@ -38,7 +38,8 @@ LmKwargsOpt = Annotated[Optional[str], typer.Option(
          '"extra_body": {"repeat_penalty": 1.0}}\' (env PERSONALIGN_LM_KWARGS).')]
 SEED_MAX = 2**32 - 1  # personalign.settings.SEED_MAX (llama.cpp seeds are uint32); kept light here, tested equal
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=SEED_MAX, help="Seed of every stochastic step.")]
-NBootOpt = Annotated[int, typer.Option("--n-boot", min=1, help="Bootstrap resamples for the 95% CIs.")]
+N_BOOT_MAX, N_TRIALS_MAX = 20_000, 100_000  # personalign.settings.N_BOOT_MAX / N_TRIALS_MAX; kept light here, tested equal
+NBootOpt = Annotated[int, typer.Option("--n-boot", min=1, max=N_BOOT_MAX, help="Bootstrap resamples for the 95% CIs.")]
 LimitOpt = Annotated[Optional[int], typer.Option("--limit", min=1, help=LIMIT_HELP)]
 CacheDirOpt = Annotated[Optional[Path], typer.Option("--cache-dir", help="DSPy cache directory (default runs/cache).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Disable the LM cache.")]
@@ -90,6 +91,6 @@ def callbacks(*, cache_dir: Path | None = None, no_cache: bool = False, tracking
 
 
 __all__ = ["ApiBaseOpt", "CONFIRM_OVER_DEFAULT", "CacheDirOpt", "ConfirmOverOpt", "DataOpt", "JsonOpt", "LIMIT_HELP",
-           "LM_HELP", "LimitOpt", "LmKwargsOpt", "LmOpt", "NBootOpt", "NoCacheOpt", "NoTrackOpt", "ProgramLmOpt",
+           "LM_HELP", "N_BOOT_MAX", "N_TRIALS_MAX", "LimitOpt", "LmKwargsOpt", "LmOpt", "NBootOpt", "NoCacheOpt", "NoTrackOpt", "ProgramLmOpt",
            "STAGE_HELP", "SeedOpt", "SplitOpt", "StageArg", "TrackingOpt", "TrainLimitOpt", "TrainSplitOpt", "YesOpt",
            "callbacks", "cost_hook", "model_args"]

@@ -150,11 +150,14 @@ def exit_code(exc: KeyboardInterrupt) -> int:
 
 
 def message(exc: KeyboardInterrupt) -> str:
-    """The one stderr line of an interrupted command; it names the files that keep a partial
-    result (``"complete": false``) only when the command wrote one
-    (:func:`personalign.errors.note_partial`)."""
+    """The one stderr line of an interrupted command; it counts the MLflow runs closed as KILLED
+    (:func:`personalign.errors.note_killed_runs`) and names the files that keep a partial result
+    (``"complete": false``, :func:`personalign.errors.note_partial`) only when there were some."""
     name = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
-    line = f"interrupted ({name}): open MLflow runs closed as KILLED, no complete result written"
+    line = f"interrupted ({name}): no complete result written"
+    killed = list(dict.fromkeys(getattr(exc, "killed_runs", None) or ()))
+    if killed:
+        line += f"; {len(killed)} open MLflow {'run' if len(killed) == 1 else 'runs'} closed as KILLED"
     partial = list(dict.fromkeys(getattr(exc, "partial_files", None) or ()))
     if partial:
         line += f"; the partial result (\"complete\": false) is in {', '.join(partial)}"

@@ -20,6 +20,7 @@ from personalign.cli._options import (
     JsonOpt,
     LmKwargsOpt,
     LmOpt,
+    N_TRIALS_MAX,
     NBootOpt,
     NoCacheOpt,
     NoTrackOpt,
@@ -42,7 +43,7 @@ def sweep(
     data: Path = typer.Option(..., "--data", help="The stage's labelled JSONL with train and evaluation splits."),
     space: Optional[Path] = typer.Option(None, "--space", help="Search space, TOML or YAML (default: the stage's; "
                                                                 "see examples/sweep_relevance.toml)."),
-    n_trials: int = typer.Option(20, "--n-trials", min=1, help="Total COMPLETE+PRUNED trials wanted in the study; "
+    n_trials: int = typer.Option(20, "--n-trials", min=1, max=N_TRIALS_MAX, help="Total COMPLETE+PRUNED trials wanted in the study; "
                                                                 "a rerun runs only the missing ones. Fewer completed "
                                                                 "at the end: exit 1."),
     storage: Optional[str] = typer.Option(None, "--storage", help=_STORAGE_HELP),

@@ -7,7 +7,9 @@ parameters are checked against this invocation's search space before they are tr
 * :func:`check_study_compatible` -- before any trial runs, the stored distributions agree with
   the space's (otherwise Optuna itself refuses mid-run, with a traceback);
 * :func:`trusted_trials` -- best-trial selection and export use only the COMPLETE trials whose
-  value is a finite number and whose parameters are a point of the space (:func:`trial_problem`).
+  value is a finite number, whose parameters are a point of the space and whose ``report`` (the
+  figures an exported program records as its ``metrics``) is figures (:func:`trial_problem`,
+  :func:`report_problem`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,54 @@ def trial_problem(trial, space: SearchSpace) -> str | None:
         return str(exc)
     if extra := sorted(set(params) - used):
         return f"parameter {extra[0]!r} is not sampled by the search space"
+    return report_problem(trial.user_attrs.get("report"), space.stage.objective.name, value)
+
+
+MAX_TEXT = 1000  # characters of a string inside a report (a group name, a unit)
+MAX_DEPTH = 6
+
+
+def report_problem(report: Any, objective: str, value: float) -> str | None:
+    """Why a trial's ``report`` user attribute is not figures this invocation may record (None:
+    it is, or there is none): an object whose top-level values are numbers (finite; not text),
+    None, lists of them (an interval, a range) or objects (per-group figures, the resampling),
+    with strings only inside objects (group names) and as ``objective`` (the objective's name);
+    its ``objective`` figure, when present, is the trial's value."""
+    import math
+
+    if report is None:
+        return None
+    if not isinstance(report, dict):
+        return f"report is {type(report).__name__}, not an object"
+
+    def leaf_problem(x: Any, where: str, depth: int, text_ok: bool) -> str | None:
+        if depth > MAX_DEPTH:
+            return f"report {where} is nested deeper than {MAX_DEPTH}"
+        if x is None or isinstance(x, bool):
+            return None
+        if isinstance(x, (int, float)):
+            return None if math.isfinite(x) else f"report {where} = {x!r} is not finite"
+        if isinstance(x, str):
+            return None if text_ok and len(x) <= MAX_TEXT else f"report {where} is text ({x[:40]!r}), not a figure"
+        if isinstance(x, list):
+            return next((p for i, v in enumerate(x) if (p := leaf_problem(v, f"{where}[{i}]", depth + 1, text_ok))), None)
+        if isinstance(x, dict):
+            return next((p for k, v in x.items()
+                         if (p := None if isinstance(k, str) else f"report {where} has a key that is not text")
+                         or (p := leaf_problem(v, f"{where}.{k}", depth + 1, True))), None)
+        return f"report {where} is {type(x).__name__}"
+
+    for key, x in report.items():
+        if key == "objective":
+            if x != objective:
+                return f"report objective {x!r:.60} is not this sweep's objective {objective!r}"
+            continue
+        if problem := leaf_problem(x, str(key)[:60], 1, False):
+            return problem
+    figure = report.get(objective)
+    if figure is not None and (isinstance(figure, bool) or not isinstance(figure, (int, float))
+                               or not math.isclose(figure, value, rel_tol=1e-9, abs_tol=1e-12)):
+        return f"report {objective} = {figure!r:.60} is not the trial's value {value!r}"
     return None
 
 
@@ -97,4 +147,4 @@ def check_study_compatible(trials: list, space: SearchSpace, study: str) -> None
                                          f"parameter {name!r} is {theirs!r:.100}); pass another --study-name")
 
 
-__all__ = ["check_study_compatible", "trial_problem", "trusted_trials"]
+__all__ = ["check_study_compatible", "report_problem", "trial_problem", "trusted_trials"]

@@ -22,6 +22,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from personalign.errors import note_killed_runs
 from personalign.redaction import redact
 
 WORKER_TAG = "personalign.worker"
@@ -198,6 +199,8 @@ class Tracker:
             yield self
         except BaseException as exc:
             status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+            if status == "KILLED":
+                note_killed_runs(exc, self.run_id)
             raise
         finally:
             run_id = self.run_id

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import DEMO, ROOT, cli_env
 
-INTERRUPT_LINE = "interrupted (SIGINT): open MLflow runs closed as KILLED, no complete result written"
+INTERRUPT_LINE = "interrupted (SIGINT): no complete result written"  # no MLflow run was open
 
 CASES = {
     "negative --limit": (["compare", "relevance", "--data", str(DEMO), "--limit", "-5"],
@@ -23,6 +23,10 @@ CASES = {
     "unknown option": (["compare", "relevance", "--bogus"], "error: No such option: --bogus", "compare --help"),
     "unknown root option": (["--bogus"], "error: No such option: --bogus", "(try 'personalign --help')"),
     "unknown command": (["nosuch"], "error: No such command 'nosuch'", "(try 'personalign --help')"),
+    "--n-boot too large": (["compare", "relevance", "--data", str(DEMO), "--n-boot", "1000000000000"],
+                           "error: Invalid value for '--n-boot'", "(try 'personalign compare --help')"),
+    "--n-trials too large": (["sweep", "relevance", "--data", str(DEMO), "--n-trials", "99999999999"],
+                             "error: Invalid value for '--n-trials'", "(try 'personalign sweep --help')"),
     "not an integer": (["sweep", "relevance", "--n-trials", "x"], "error: Invalid value for '--n-trials'",
                        "sweep --help"),
 }
@@ -42,8 +46,8 @@ cli.main(sys.argv[1:])
 """
 
 
-#: The console script's own code (``personalign = personalign.cli:main``), named as it is installed.
-ENTRY = "import sys; sys.argv[0] = 'personalign'; from personalign.cli import main; main()"
+#: The console script's own code (``personalign = personalign._launch:main``), named as it is installed.
+ENTRY = "import sys; sys.argv[0] = 'personalign'; from personalign._launch import main; main()"
 
 
 def _run(args: list[str], tmp_path, *, code: str = ENTRY) -> subprocess.CompletedProcess:
@@ -86,3 +90,11 @@ def test_seed_flag_takes_what_the_environment_takes():
     from personalign.settings import SEED_MAX as SETTINGS_SEED_MAX
 
     assert SEED_MAX == SETTINGS_SEED_MAX
+
+
+def test_count_bounds_are_the_settings_bounds():
+    """The CLI's --n-boot / --n-trials bounds (kept light in cli/_options) are the library's."""
+    from personalign import settings
+    from personalign.cli import _options
+
+    assert (_options.N_BOOT_MAX, _options.N_TRIALS_MAX) == (settings.N_BOOT_MAX, settings.N_TRIALS_MAX)

@@ -157,6 +157,30 @@ def test_trial_problem_checks_every_dimension():
     assert len(trusted) == 1 and list(refused.values()) == ["parameter minilm-logreg.C missing"]
 
 
+@pytest.mark.parametrize("report, why", [
+    ({"f1": "hacked", "objective": "f1"}, "is text"),
+    ({"f1": 0.5, "precision": "1.0"}, "is text"),
+    ({"f1": 0.5, "f1_ci": [0.1, float("nan")]}, "is not finite"),
+    ({"f1": 0.5, "objective": "accuracy"}, "not this sweep's objective"),
+    ({"f1": 0.99, "objective": "f1"}, "is not the trial's value"),
+    ({"f1": 0.5, "resampling": {"unit": [[[[[[[1]]]]]]]}}, "nested deeper"),
+    ({"f1": 0.5, "lm_calls": {"n": float("inf")}}, "is not finite"),
+    ("0.5", "not an object"),
+])
+def test_a_trial_whose_report_is_not_figures_is_untrusted(report, why):
+    """A forged trial with valid parameters cannot carry text or non-finite figures into the
+    exported program's ``metrics`` (the fresh attack of issue 38)."""
+    space = _space(SPACE)
+    dist = {"strategy": CategoricalDistribution(["majority"])}
+    forged = create_trial(params={"strategy": "majority"}, distributions=dist, value=0.5, user_attrs={"report": report})
+    assert why in trial_problem(forged, space)
+    real = {"n": 9, "f1": 0.5, "f1_ci": None, "f1_range": [0.4, 0.6], "f1_by_group": {"p1": 0.4, "p2": 0.6},
+            "resampling": {"unit": "prompt_id", "n_clusters": 2, "n_boot": 1000}, "objective": "f1",
+            "cluster_levels": {"names": ["prompt_id"], "levels": [["p1", "p2"]]}, "lm_calls": 0, "seconds": 1.5}
+    fine = create_trial(params={"strategy": "majority"}, distributions=dist, value=0.5, user_attrs={"report": real})
+    assert trial_problem(fine, space) is None
+
+
 @pytest.mark.parametrize("layout", ["shard file a FIFO", "shard a FIFO", "top file a directory"])
 def test_cache_dir_entries_of_the_wrong_kind_are_one_line(tmp_path, layout):
     """DSPy's disk cache under --cache-dir (diskcache shards 000, 001, ... with cache.db): a FIFO
