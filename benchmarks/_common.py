@@ -137,9 +137,9 @@ def compare_groups(stage: str, strategies: str, data, *, save, **kwargs) -> dict
 def write_cv_results(name: str, result: dict, *, title: str, command: str, stage: str) -> dict:
     """Write a leave-one-group-out compare result (``personalign.compare(..., cv="groups")``,
     partial or complete) as ``benchmarks/results/<name>.json``: its figures and resampling from
-    :func:`personalign._verbs.results.result_record`, ``extra`` gaining the groups, the per-strategy
+    :func:`personalign.results.result_record`, ``extra`` gaining the groups, the per-strategy
     rows without predictions and ``complete``. Returns the record written."""
-    from personalign._verbs.results import result_record
+    from personalign.results import result_record
 
     rec = result_record({**result, "uses_lm": bool(result.get("lm"))}, command=command)
     rows = [{k: v for k, v in r.items() if k != "predictions"} for r in result["strategies"]]

@@ -36,7 +36,7 @@ def rerender(name: str) -> int:
     from datetime import datetime, timezone
 
     from _common import RESULTS
-    from personalign._verbs.groups import result_figures
+    from personalign.results import result_figures
     from personalign.record import write_record
 
     path = RESULTS / f"{name}.json"

@@ -143,13 +143,13 @@ def rule_rows(train, test, m_train, m_test):
 
 def summarize(per_fold: dict[str, dict], tests: dict[str, list], names: list[str], *, n_boot: int,
               seed: int) -> dict[str, dict]:
-    """The leave-one-group-out rows of :mod:`personalign._verbs.groups` (one place for the figures of a
+    """The leave-one-group-out rows of :mod:`personalign.results` (one place for the figures of a
     LOGO run): per strategy the mean per-prompt F1 with its interval over resampled prompts -- or,
     below 5 prompts, no interval and the range of the per-prompt F1s -- the pooled F1, the worst
     prompt, each prompt's F1 with its interval over users (two levels of
     :mod:`personalign.metrics.cluster`); each row's per-prompt differences to ``style-rank`` (mean,
     range or interval, exact sign-flip p, Holm-adjusted over the rows)."""
-    from personalign._verbs.groups import add_holm, paired_groups, summarize_strategy
+    from personalign.results import add_holm, paired_groups, summarize_strategy
     from personalign.evaluation import stage_report
     from personalign.stages import resolve_stage
     STAGE = resolve_stage("relevance")

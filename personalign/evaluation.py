@@ -336,6 +336,21 @@ def evaluate_repeats(stage, program, examples: Sequence, *, lm=None, repeats: in
             "predictions_by_repeat": [r["predictions"] for r in runs]}
 
 
+NUMBER_FIELDS = frozenset({
+    "n", "n_train", "n_groups", "n_boot", "n_clusters", "n_resamples", "n_items", "seed", "repeats", "failures",
+    "lm_calls", "cached_lm_calls", "compile_lm_calls", "compile_cached_lm_calls", "seconds", "precision", "recall",
+    "yes_rate", "gold_yes_rate", "accuracy", "f1", "objective", "value", "diff", "a", "b", "c", "se", "mde", "p_value",
+    "p_holm", "p_min", "share_of_human", "n_annotators", "min_annotators", "rows", "rows_covered"})
+"""The fields of a comparison's strategy rows and human row that hold a number (or null), wherever
+they appear in the row (``vs_first.paired_test.p_value``, ``by_group.0.cached_lm_calls``): the
+report's figures (:func:`stage_report`, :func:`evaluate_stage`, :func:`paired_comparison`, McNemar's
+discordant counts ``b`` / ``c``), the verbs' cost fields (``compile_lm_calls``, ``*cached_lm_calls``)
+and the human ceiling's counts; plus the stage's metric, by its name. One place for the results
+page's check (:func:`personalign.results_page.checks.check_figures`); a numeric field a result
+gains and this set lacks fails ``tests/results_page/test_number_fields.py``. ``diff`` may also be
+the object of a comparison (``vs_first.diff``)."""
+
+
 def jsonable(value: Any) -> Any:
     """``value`` as JSON values: pydantic models dumped, dicts (keys as text) and lists/tuples
     converted item by item, anything else not JSON as its text."""
@@ -351,4 +366,4 @@ def jsonable(value: Any) -> Any:
 
 
 __all__ = ["EvalOutcome", "run_program", "evaluate_metric", "score_of", "fatal_lm_error", "filled_predictions", "stage_report", "stage_clusters", "across_groups", "paired_comparison", "objective_test",
-           "evaluate_stage", "evaluate_repeats", "output_values", "jsonable", "PersonalignError"]
+           "evaluate_stage", "evaluate_repeats", "output_values", "jsonable", "PersonalignError", "NUMBER_FIELDS"]

@@ -24,14 +24,14 @@ LAYERS = {
     4: {"optimizers"},
     5: {"compile_service", "evaluation", "judge_validation", "tracking"},
     6: {"sweeps", "runners", "labels", "results_page"},
-    7: {"_verbs"},
+    7: {"_verbs", "results"},
     8: {"cli", "testing", "__main__", ""},
 }
 LAYER = {name: level for level, names in LAYERS.items() for name in names}
 MAX_LINES = 400
 PUBLIC = {"personalign", "personalign.errors", "personalign.stages", "personalign.tracking", "personalign.data",
           "personalign.lm", "personalign.runners", "personalign.settings", "personalign.record",
-          "personalign.redaction", "personalign.labels", "personalign.results_page"}
+          "personalign.redaction", "personalign.labels", "personalign.results_page", "personalign.results"}
 """What the command line may import from: the package's public API (each module's ``__all__``)."""
 
 
@@ -48,22 +48,30 @@ def _module_name(path: Path) -> tuple[str, str]:
 MODULES = {_module_name(p)[0] for p in ROOT.rglob("*.py")}
 
 
+def _file_imports(path: Path, pkg: str = "") -> list[tuple[int, str, list[str]]]:
+    """(line, imported module, imported names) of every import of personalign in the file at
+    ``path`` (``pkg``: the package a relative import is relative to)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] == "personalign":
+                out.append((node.lineno, target, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name, []) for a in node.names if a.name.split(".")[0] == "personalign")
+    return out
+
+
 def _imports() -> list[tuple[str, int, str, list[str]]]:
     """(importing module, line, imported module, imported names) for every import of personalign."""
     out = []
     for path in sorted(ROOT.rglob("*.py")):
         mod, pkg = _module_name(path)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
-                if target.split(".")[0] == "personalign":
-                    out.append((mod, node.lineno, target, [a.name for a in node.names]))
-            elif isinstance(node, ast.Import):
-                out.extend((mod, node.lineno, a.name, []) for a in node.names if a.name.split(".")[0] == "personalign")
+        out += [(mod, *found) for found in _file_imports(path, pkg)]
     return out
 
 
@@ -149,13 +157,19 @@ def test_stage_packages_do_not_import_each_other():
     assert cross == []
 
 
+REEXPORTS_VERBS = ("", "results")
+"""The public modules that re-export the verbs' package ``_verbs``: the root (the verbs, their
+reports) and :mod:`personalign.results` (a result's record and leave-one-group-out figures)."""
+
+
 def test_no_private_name_crosses_a_package():
     """A ``_private`` module or name is used only inside its own top-level package (the root's
     ``_env``, ``_paths`` and ``_versions`` excepted, and the verbs' package ``_verbs``, which the
-    root re-exports)."""
+    root and :mod:`personalign.results` re-export)."""
     leaks = []
     for src, line, tgt, names in IMPORTS:
-        if _top(src) == _top(tgt) or (_top(tgt) in ("_verbs", "_env", "_paths", "_versions") and _top(src) == ""):
+        if _top(src) == _top(tgt) or (_top(tgt) in ("_env", "_paths", "_versions") and _top(src) == "") or (
+                _top(tgt) == "_verbs" and _top(src) in REEXPORTS_VERBS):
             continue
         private_module = any(_private(p) for p in tgt.split(".")[1:]) and _top(tgt) not in ("_env", "_paths",
                                                                                                  "_versions")
@@ -163,6 +177,41 @@ def test_no_private_name_crosses_a_package():
         if private_module or private_names:
             leaks.append(f"{src}:{line} imports {tgt} {private_names or ''}")
     assert leaks == []
+
+
+BENCHMARKS = ROOT.parent / "benchmarks"
+BENCHMARK_PRIVATE_KNOWN = {
+    "personalign.lm._engine": "the engine's own timings (batched_decode, lm_overhead, prefix_reuse)",
+    "personalign.lm._batch": "the batched decoder measured directly (batched_decode)",
+    "personalign.runners._common": "mean_ci (respond, perspectives)",
+    "personalign.programs.relevance.ensemble": "_probe_member, the +probe rows (relevance_newprompt)",
+    "personalign.optimizers.decision": "_best_value, the threshold search (relevance_newprompt)",
+    "personalign.programs.relevance.ranked": "_groups, the ranking's groups (relevance)",
+}
+"""Private personalign modules and names benchmarks/ still reach into, each with what for: a list
+to shrink, never to grow (a stale entry fails too)."""
+
+
+def _benchmark_private_imports() -> dict[str, list[str]]:
+    """Imported module -> ``file:line`` of each import in benchmarks/ of a private personalign
+    module (a ``_name`` part) or of a private name from one."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(BENCHMARKS.rglob("*.py")):
+        for line, tgt, names in _file_imports(path):
+            if any(_private(p) for p in tgt.split(".")[1:]) or any(_private(n) for n in names):
+                found.setdefault(tgt, []).append(f"{path.relative_to(BENCHMARKS.parent)}:{line}")
+    return found
+
+
+def test_benchmarks_import_no_private_personalign_module():
+    """benchmarks/ use the public API (:mod:`personalign`, :mod:`personalign.results`, ...): no
+    ``personalign._private`` package at all, and deeper private modules or names only as listed in
+    :data:`BENCHMARK_PRIVATE_KNOWN`."""
+    found = _benchmark_private_imports()
+    top_private = [f"{w} imports {tgt}" for tgt, where in found.items() if _private(_top(tgt)) for w in where]
+    assert top_private == []
+    assert {t: w for t, w in found.items() if t not in BENCHMARK_PRIVATE_KNOWN} == {}
+    assert set(BENCHMARK_PRIVATE_KNOWN) - set(found) == set(), "no longer imported: drop from BENCHMARK_PRIVATE_KNOWN"
 
 
 def test_the_command_line_imports_only_the_public_api():

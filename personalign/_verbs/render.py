@@ -48,7 +48,7 @@ def render_table(result: dict):
     from rich.table import Table
 
     from personalign.metrics.paired import p_header
-    from personalign.results_page.tables import SHARE_COLUMN, share_text
+    from personalign.results_page.tables import SHARE_COLUMN, lm_calls_text, share_text
 
     binary = result.get("kind", "binary") == "binary"
     key = result.get("metric", "f1")
@@ -75,18 +75,11 @@ def render_table(result: dict):
             cells.append("-" if value is None or value != value else f"{value:.3f}")
         if binary:
             cells += [f"{row['precision']:.3f}", f"{row['recall']:.3f}", f"{row['yes_rate']:.1%}"]
-        cells += [calls_cell(row), f"{row['seconds']:.1f}", str(row["failures"]),
+        cells += [lm_calls_text(row), f"{row['seconds']:.1f}", str(row["failures"]),
                   *_vs_first(row)]
         table.add_row(*cells, *([share_text(row)] if result.get("human") else []))
     _add_human(table, result, cols)
     return table
-
-
-def calls_cell(row: dict) -> str:
-    """``"20+511"`` (model calls of evaluation + compile), ``"20+511 (+40 cached)"`` when a cache
-    answered some (:class:`personalign.lm.CallCounter`)."""
-    cached = int(row.get("cached_lm_calls") or 0) + int(row.get("compile_cached_lm_calls") or 0)
-    return f"{row['lm_calls']}+{row.get('compile_lm_calls', 0)}" + (f" (+{cached} cached)" if cached else "")
 
 
 def _add_human(table, result: dict, cols: list[str]) -> None:
@@ -122,7 +115,7 @@ def groups_renderables(result: dict) -> list:
     from rich.table import Table
 
     from personalign.metrics.paired import p_header
-    from personalign.results_page.tables import SHARE_COLUMN, share_text
+    from personalign.results_page.tables import SHARE_COLUMN, lm_calls_text, share_text
 
     out: list = []
 
@@ -142,7 +135,7 @@ def groups_renderables(result: dict) -> list:
                      fmt_ci(row["pooled"]["value"], row["pooled"]["ci"], row["pooled"].get("range")),
                      f"{row['worst']['value']:.3f} ({row['worst']['group']})",
                      "(reference)" if not vs else fmt_ci(vs["diff"], vs["ci"], vs["range"], "+"),
-                     "-" if not vs else p_cell(vs), calls_cell(row),
+                     "-" if not vs else p_cell(vs), lm_calls_text(row),
                      f"{row['seconds']:.1f}", *([share_text(row)] if result.get("human") else []))
     _add_human(head, result, cols)
     out.append(head)
@@ -164,32 +157,9 @@ def groups_renderables(result: dict) -> list:
         if row.get("warnings"):
             out.append(f"{row['name']}: {len(row['warnings'])} note(s) from fitting, in the results file "
                        "(strategies[].warnings)")
-    return out + notes(result)
+    from personalign.results_page.tables import cv_notes
 
-
-def notes(result: dict) -> list[str]:
-    """What each figure is and what its interval resamples (printed under the tables)."""
-    key, ng = result.get("metric", "f1"), result["n_groups"]
-    gk = group_noun(result["group_key"])
-    first = result["strategies"][0] if result["strategies"] else None
-    units = sorted({(g.get("resampling") or {}).get("unit", "item") for r in result["strategies"] for g in r["by_group"]})
-    out = [f"headline: the mean of the {ng} per-{gk} {key}s, each on a {gk} the strategy was not fitted on; "
-           + (f"interval: percentile bootstrap over {plural(gk)} ({result['n_boot']} resamples)" if ng >= 5 else
-              f"fewer than 5 {plural(gk)}: the range of the per-{gk} figures, no percentile interval"),
-           f"pooled: {key} of all out-of-{gk} predictions together; per-{gk} intervals resample {', '.join(units)}"]
-    if first and len(result["strategies"]) > 1:
-        from personalign.metrics.paired import p_note
-
-        out.append(p_note(result) + "; MDE = (1.96 + 0.84) × SE of the difference over resampled groups")
-    from personalign.results_page.tables import human_note
-
-    out += [human_note(result)] if result.get("human") else []
-    out.append(f"reproducible: the same data, seed ({result.get('seed')}) and model give the same figures (LM calls "
-               "at temperature 0, in a fixed order; bootstrap seeded); what varies run to run is the seconds and how "
-               "many model calls a cache answered (shown apart: +N cached)")
-    if result.get("complete") is False:
-        out.append("partial result: not every strategy has run yet")
-    return out
+    return out + cv_notes(result)
 
 
 def single_renderables(result: dict) -> list:

@@ -19,20 +19,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from personalign.errors import ArgumentError, DataError
+from personalign.evaluation import NUMBER_FIELDS
 
-__all__ = ["check_figures", "check_data_file", "check_not_an_input", "KINDS", "NUMBER_FIELDS", "INTERVAL_FIELDS"]
+__all__ = ["check_figures", "check_data_file", "check_not_an_input", "KINDS", "NUMBER_FIELDS", "INTERVAL_FIELDS",
+           "FREE_FIELDS"]
 
 KINDS = ("binary", "multiclass", "scored")
 """The stage kinds a result may record (``StageSpec.kind``); the page's tables differ by kind."""
-
-NUMBER_FIELDS = frozenset({
-    "n", "n_train", "n_groups", "n_boot", "n_clusters", "seed", "repeats", "failures", "lm_calls",
-    "compile_lm_calls", "seconds", "precision", "recall", "yes_rate", "gold_yes_rate", "accuracy", "f1",
-    "objective", "value", "diff", "a", "b", "se", "mde", "p_value", "p_holm", "p_min", "share_of_human",
-    "n_annotators", "min_annotators", "rows_covered"})
-"""Fields that hold a number (or null) wherever they appear in a strategy row or the human row
-(plus the result's metric, e.g. ``accuracy`` or a scored stage's metric name). ``diff`` may also
-be the object of a comparison (``vs_first.diff``), which is then checked in turn."""
 
 INTEGER_FIELDS = frozenset({"n", "seed"})
 """Fields the page turns into an int (the row count, the sampling seed)."""
@@ -40,8 +33,9 @@ INTEGER_FIELDS = frozenset({"n", "seed"})
 INTERVAL_FIELDS = ("ci", "range")
 """Fields (also as a ``_ci`` / ``_range`` suffix) holding null or ``[low, high]``, two numbers."""
 
-_SKIP = frozenset({"compile", "run_record", "predictions", "scores", "correct", "row_errors", "errors", "warnings",
-                   "config", "details", "groups", "group", "name", "metric", "against", "unit", "test", "statistic"})
+FREE_FIELDS = frozenset({"compile", "run_record", "predictions", "scores", "correct", "row_errors", "errors",
+                         "warnings", "config", "details", "groups", "group", "name", "metric", "against", "unit", "test",
+                         "statistic"})
 """Fields not checked as figures: free values (``compile.details``), per-row arrays (the grid
 reads those with :func:`personalign.results_page.rows.number`, tolerating anything) and names."""
 
@@ -76,7 +70,7 @@ def _walk(obj: Any, path: str, numbers: frozenset, where) -> None:
         return
     for key, value in obj.items():
         field = f"{path}.{key}" if path else str(key)
-        if not isinstance(key, str) or key in _SKIP:
+        if not isinstance(key, str) or key in FREE_FIELDS:
             continue
         if key in INTERVAL_FIELDS or key.endswith(("_ci", "_range")):
             _interval(value, field, where)
@@ -95,7 +89,8 @@ def _walk(obj: Any, path: str, numbers: frozenset, where) -> None:
 
 def check_figures(result: dict, where: str | os.PathLike = "result") -> None:
     """Check ``result``'s figures before the page formats them: in every strategy row and the human
-    row, the fields of :data:`NUMBER_FIELDS` and the result's ``metric`` are a finite number or
+    row, the fields of :data:`personalign.evaluation.NUMBER_FIELDS` (the result's own list, imported
+    here) and the result's ``metric`` are a finite number or
     null, intervals (:data:`INTERVAL_FIELDS`) null or two numbers, ``*_by_group`` values numbers;
     the top-level ``n`` (a whole number >= 0), ``seed``, ``n_groups``, ``n_train``, ``gold_yes_rate``
     likewise; ``kind`` one of :data:`KINDS` (default ``binary``), ``cv`` null or ``"groups"``,

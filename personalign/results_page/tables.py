@@ -16,7 +16,7 @@ from personalign.metrics.paired import comparison_test, p_header, p_note, p_part
 from personalign.record import group_noun, plural
 
 __all__ = ["WIDE_GROUPS", "summary_table", "group_table", "cell", "figure_cell", "p_cell", "is_cv", "human_note",
-           "share_text", "human_entries", "SHARE_COLUMN"]
+           "share_text", "human_entries", "SHARE_COLUMN", "lm_calls_text", "cv_notes"]
 
 
 def cell(text: Any, sub: str | None = None, cls: str = "") -> dict[str, Any]:
@@ -56,8 +56,18 @@ def _binary_cells(row: dict) -> list[dict]:
             cell("-" if row.get("yes_rate") is None else f"{row['yes_rate']:.1%}")]
 
 
+def lm_calls_text(row: dict) -> str:
+    """A row's ``LM calls eval+compile`` cell, the command line's and the page's: ``"20+511"``
+    (model calls of evaluation + compile), ``"20+511 (+40 cached)"`` when a cache answered some
+    (:func:`personalign.lm.calls_text`; :class:`personalign.lm.CallCounter`)."""
+    from personalign.lm import calls_text
+
+    cached = int(row.get("cached_lm_calls") or 0) + int(row.get("compile_cached_lm_calls") or 0)
+    return calls_text(f"{row.get('lm_calls', 0)}+{row.get('compile_lm_calls', 0)}", cached)
+
+
 def _cost_cells(row: dict) -> list[dict]:
-    return [cell(f"{row.get('lm_calls', 0)}+{row.get('compile_lm_calls', 0)}"),
+    return [cell(lm_calls_text(row)),
             cell(_num(row.get("seconds"), ".1f")), cell(row.get("failures", 0), cls="bad" if row.get("failures") else "")]
 
 
@@ -123,15 +133,32 @@ def _cv_summary(result: dict) -> dict[str, Any]:
     rows += _human_rows(result, cols)
     title = f"{result.get('stage')}: leave-one-{gk}-out over {ng} {plural(gk)} (n={result.get('n')}" + \
         (f", lm {result['lm']})" if result.get("lm") else ")")
-    notes = [f"headline: the mean of the {ng} per-{gk} {key}s, each on a {gk} the strategy was not fitted on; "
-             + (f"interval: percentile bootstrap over {plural(gk)} ({result.get('n_boot')} resamples)" if (ng or 0) >= 5 else
-                f"fewer than 5 {plural(gk)}: the range of the per-{gk} figures, no percentile interval"),
-             f"pooled: {key} of all out-of-{gk} predictions together"
-             + ("; precision, recall and rate are of the pooled predictions" if binary else "")]
-    notes += [p_note(result), human_note(result)]
+    return {"title": title, "columns": cols, "rows": rows,
+            "notes": cv_notes(result, pooled_rates=binary) + _row_notes(result)}
+
+
+def cv_notes(result: dict, *, pooled_rates: bool = False) -> list[str]:
+    """The lines under a leave-one-group-out table, the command line's and the page's: what the
+    headline, the pooled figure and their intervals are (what the per-group intervals resample),
+    the p and its MDE, the human row, what is reproducible, a partial result; ``pooled_rates``
+    (the page's binary table) says its precision, recall and rate are of the pooled predictions."""
+    key, ng = result.get("metric", "f1"), result.get("n_groups")
+    gk = group_noun(result["group_key"])
+    units = sorted({(g.get("resampling") or {}).get("unit", "item") for r in result["strategies"] for g in r["by_group"]})
+    out = [f"headline: the mean of the {ng} per-{gk} {key}s, each on a {gk} the strategy was not fitted on; "
+           + (f"interval: percentile bootstrap over {plural(gk)} ({result.get('n_boot')} resamples)" if (ng or 0) >= 5
+              else f"fewer than 5 {plural(gk)}: the range of the per-{gk} figures, no percentile interval"),
+           f"pooled: {key} of all out-of-{gk} predictions together; per-{gk} intervals resample {', '.join(units)}"
+           + ("; precision, recall and rate are of the pooled predictions" if pooled_rates else "")]
+    p = p_note(result)
+    out += [p + "; MDE = (1.96 + 0.84) × SE of the difference over resampled groups"] if p else []
+    out += [human_note(result)] if result.get("human") else []
+    out.append(f"reproducible: the same data, seed ({result.get('seed')}) and model give the same figures (LM calls "
+               "at temperature 0, in a fixed order; bootstrap seeded); what varies run to run is the seconds and how "
+               "many model calls a cache answered (shown apart: +N cached)")
     if result.get("complete") is False:
-        notes.append("partial result: not every strategy has run yet")
-    return {"title": title, "columns": cols, "rows": rows, "notes": [n for n in notes if n] + _row_notes(result)}
+        out.append("partial result: not every strategy has run yet")
+    return out
 
 
 def _human_rows(result: dict, columns: list[str]) -> list[list[dict]]:

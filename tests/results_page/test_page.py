@@ -89,6 +89,31 @@ def test_summary_table_has_the_cli_columns_and_figures(single_split, cv_groups):
     assert style[1]["text"] == f"{cv_groups[0]['strategies'][-1]['headline']['value']:.3f}"
 
 
+def test_lm_calls_and_the_cv_notes_are_the_command_lines(single_split, cv_groups):
+    """The LM-calls cell shows the cached count as the command line does, and the leave-one-group-out
+    notes under the page's table are the ones it prints (one formatter each)."""
+    from personalign.results_page.tables import cv_notes
+
+    for contract in (single_split[0], cv_groups[0]):
+        result = json.loads(json.dumps(contract))
+        result["strategies"][1].update(lm_calls=20, compile_lm_calls=511, cached_lm_calls=30, compile_cached_lm_calls=10)
+        page = summary_table(result)
+        col = page["columns"].index("LM calls eval+compile")
+        first = result["strategies"][0]
+        assert page["rows"][0][col]["text"] == f"{first['lm_calls']}+{first['compile_lm_calls']}"  # no cache, no "+0"
+        assert page["rows"][1][col]["text"] == "20+511 (+40 cached)"
+        cli = comparison_renderables(result)[0]
+        assert list(next(c for c in cli.columns if c.header == "LM calls eval+compile").cells)[:2] == [
+            page["rows"][0][col]["text"], "20+511 (+40 cached)"]
+    cli = " ".join(str(ComparisonReport("relevance", cv_groups[0])).split())
+    page_notes = summary_table(cv_groups[0])["notes"]
+    shared = cv_notes(cv_groups[0])
+    assert any(n.startswith("reproducible:") for n in shared) and any("MDE" in n for n in shared)
+    for note in shared:
+        assert " ".join(note.split()) in cli
+        assert any(n.startswith(note) for n in page_notes), note  # the page's pooled line adds what its rates are of
+
+
 def test_five_thousand_rows_render_quickly_and_stay_small(single_split, tmp_path):
     result = big_result(single_split[0])
     t0 = time.perf_counter()
