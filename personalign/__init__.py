@@ -23,6 +23,17 @@ apply_offline_defaults()
 
 __version__ = "0.1.0"
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what type checkers and the API docs (mkdocstrings) read; at run time: __getattr__
+    from personalign._verbs import (CompiledProgram, ComparisonReport, Cost, EvalReport, PredictReport, Report,
+                                    SweepReport, compare, compile, cost_gate, evaluate, load_program, predict,
+                                    predict_relevance, sweep)
+    from personalign.errors import ArgumentError, ConfigurationError, DataError, Declined, PersonalignError
+    from personalign.stages import Objective, Stage, StageSpec, declare_stage, get_objective, resolve_stage
+    from personalign.tracking import (Callbacks, ConfigureCache, MLflowCallback, RecordCallback, RunCallback,
+                                      RunInfo)
+
 #: public name -> the module defining it; each is imported on first use (PEP 562), so that
 #: ``import personalign`` -- and the console script's start, which a Ctrl-C may interrupt -- stays
 #: short (:mod:`personalign._launch`).

@@ -111,7 +111,8 @@ def note_partial(exc: BaseException, *paths) -> None:
 def note_killed_runs(exc: BaseException, *run_ids: str) -> None:
     """Record on an interrupt the MLflow runs it closed as KILLED, so the CLI's one line says so
     only when there were some (``exc.killed_runs``, a list of run ids)."""
-    exc.killed_runs = [*getattr(exc, "killed_runs", []), *run_ids]
+    if run_ids:
+        exc.killed_runs = [*getattr(exc, "killed_runs", []), *run_ids]
 
 
 def find_in_chain(exc: BaseException | None, kind: type[E]) -> E | None:

@@ -25,7 +25,7 @@ LAYERS = {
     5: {"compile_service", "evaluation", "judge_validation", "tracking"},
     6: {"sweeps", "runners", "labels", "results_page"},
     7: {"_verbs", "results"},
-    8: {"cli", "testing", "__main__", ""},
+    8: {"cli", "testing", "__main__", "_launch", ""},
 }
 LAYER = {name: level for level, names in LAYERS.items() for name in names}
 MAX_LINES = 400
@@ -162,17 +162,20 @@ REEXPORTS_VERBS = ("", "results")
 reports) and :mod:`personalign.results` (a result's record and leave-one-group-out figures)."""
 
 
+ROOT_PRIVATE = ("_env", "_paths", "_versions", "_launch")
+
+
 def test_no_private_name_crosses_a_package():
     """A ``_private`` module or name is used only inside its own top-level package (the root's
-    ``_env``, ``_paths`` and ``_versions`` excepted, and the verbs' package ``_verbs``, which the
-    root and :mod:`personalign.results` re-export)."""
+    ``_env``, ``_paths``, ``_versions`` and ``_launch`` -- the console script, also run by
+    ``python -m personalign`` -- excepted, and the verbs' package ``_verbs``, which the root and
+    :mod:`personalign.results` re-export)."""
     leaks = []
     for src, line, tgt, names in IMPORTS:
-        if _top(src) == _top(tgt) or (_top(tgt) in ("_env", "_paths", "_versions") and _top(src) == "") or (
+        if _top(src) == _top(tgt) or (_top(tgt) in ROOT_PRIVATE and _top(src) in ("", "__main__")) or (
                 _top(tgt) == "_verbs" and _top(src) in REEXPORTS_VERBS):
             continue
-        private_module = any(_private(p) for p in tgt.split(".")[1:]) and _top(tgt) not in ("_env", "_paths",
-                                                                                                 "_versions")
+        private_module = any(_private(p) for p in tgt.split(".")[1:]) and _top(tgt) not in ROOT_PRIVATE
         private_names = [n for n in names if _private(n)]
         if private_module or private_names:
             leaks.append(f"{src}:{line} imports {tgt} {private_names or ''}")

@@ -38,7 +38,8 @@ class RunInfo:
         data: the data file (or ``"examples (a list of N)"``); data_sha256: its digest.
         lm: the model string (None when nothing calls a model).
         split: the split it scores (or compiles on); strategy: the one strategy of compile / eval.
-        state: hooks keep per-run state here (an MLflow run id), keyed by their own name.
+        state: hooks keep per-run state here (an MLflow run id), keyed by their own name; on an
+            interrupt, ``state["killed_runs"]`` lists the tracked runs a hook closed as KILLED.
     """
 
     command: str
@@ -175,11 +176,15 @@ class Callbacks(RunCallback):
         try:
             yield run
         except BaseException as exc:
-            from personalign.errors import PersonalignError
+            from personalign.errors import PersonalignError, note_killed_runs
 
             status = "KILLED" if isinstance(exc, KeyboardInterrupt) else \
                 "REFUSED" if isinstance(exc, PersonalignError) else "FAILED"
-            self.on_run_end(run, result, status)
+            try:
+                self.on_run_end(run, result, status)
+            finally:
+                if status == "KILLED":  # the runs a hook closed as KILLED (``state["killed_runs"]``)
+                    note_killed_runs(exc, *run.state.get("killed_runs", ()))
             raise
         self.on_run_end(run, result, "FINISHED")
 

@@ -214,6 +214,7 @@ class MLflowCallback(RunCallback):
                 getattr(self, f"_summary_{run.command.split()[0]}", lambda r, res: None)(run, result)
         finally:
             self.tracker.end(run_id, "FAILED" if status == "REFUSED" else status)
+            run.state["killed_runs"] = list(dict.fromkeys(self.tracker.killed))  # the interrupt's line counts them
         if status == "REFUSED":  # bad input found while working: no run is left for it in the UI
             self.tracker.client().delete_run(run_id)
 

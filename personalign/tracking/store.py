@@ -22,7 +22,6 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-from personalign.errors import note_killed_runs
 from personalign.redaction import redact
 
 WORKER_TAG = "personalign.worker"
@@ -78,6 +77,7 @@ class Tracker:
         self._artifact_root = runs_dir() / "mlartifacts"
         self._ready = False
         self.closed_orphans: list[str] = []  # runs of killed predecessors closed when the store was opened
+        self.killed: list[str] = []  # runs this tracker closed as KILLED (an interrupt): the CLI's line counts them
         from personalign.stores import check_tracking_uri  # before any work, with no side effect: a dead
 
         check_tracking_uri(self.tracking_uri)  # server or a bad store file is refused when nothing is written yet
@@ -199,8 +199,6 @@ class Tracker:
             yield self
         except BaseException as exc:
             status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
-            if status == "KILLED":
-                note_killed_runs(exc, self.run_id)
             raise
         finally:
             run_id = self.run_id
@@ -211,6 +209,8 @@ class Tracker:
     def _end_active(self, mlflow, run_id: str, status: str) -> None:
         """``mlflow.end_run(status)`` of the active run ``run_id``; when MLflow's fluent state fails
         (an interrupt landed inside a store call), close the run by id on a fresh client."""
+        if status == "KILLED":
+            self.killed.append(run_id)
         try:
             mlflow.end_run(status=status)
             return
@@ -325,6 +325,8 @@ class Tracker:
         if batch_metrics or batch_tags:
             client.log_batch(run_id, metrics=batch_metrics, tags=batch_tags)
         client.set_terminated(run_id, status)
+        if status == "KILLED":
+            self.killed.append(run_id)
 
     def run_status(self, run_id: str) -> str:
         return self.client().get_run(run_id).info.status

@@ -242,7 +242,7 @@ def test_flag_and_configuration_errors_fail_fast_with_one_line(tmp_path):
     env = cli_env(tmp_path / "runs")
     bogus = run_cli("compare", "relevance", "--data", str(DEMO), "--strategies", "minilm-cosine",
                     "--tracking-uri", "bogus://x", env=env)
-    assert_one_line_error(bogus, "cannot use MLflow tracking URI 'bogus://x'")
+    assert_one_line_error(bogus, "MLflow tracking URI 'bogus://x': unsupported scheme 'bogus'")
     assert_one_line_error(run_cli("compare", "relevance", "--data", str(DEMO), "--strategies", " , ", "--no-track",
                                   env=env), "--strategies is empty")
     assert_one_line_error(run_cli("compare", "relevance", "--data", str(DEMO), "--train-split", "nope",
