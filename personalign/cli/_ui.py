@@ -130,11 +130,15 @@ def run_ui(*, tracking_uri: str | None, port: str | int) -> None:
 
 
 def _stop_group(server, grace: float = 10.0) -> None:
-    """SIGTERM to the server's process group, SIGKILL after ``grace`` seconds."""
+    """SIGTERM to the server's process group, SIGKILL after ``grace`` seconds; returns once no process
+    of the group is left (its workers may outlive the leader a moment, until they are reaped), or
+    after SIGKILL's 5 s."""
     import signal
     import subprocess
+    import time
 
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        deadline = time.monotonic() + wait
         try:
             os.killpg(server.pid, sig)
         except ProcessLookupError:
@@ -143,7 +147,11 @@ def _stop_group(server, grace: float = 10.0) -> None:
             server.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             continue
-        try:  # the leader is gone; its workers may not be
-            os.killpg(server.pid, 0)
-        except ProcessLookupError:
-            return
+        while True:  # the leader is gone; its workers may not be yet
+            try:
+                os.killpg(server.pid, 0)
+            except ProcessLookupError:
+                return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
