@@ -14,6 +14,7 @@ to them for deterministic strategies on an embedded model.
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -104,8 +105,11 @@ class Cost:
         seconds = self.seconds
         if seconds is None:
             return head + "; time unknown (`personalign doctor --bench` measures this model's speed)"
-        how = ", ".join(f"{v['seconds_per_call']:.3g} s per {'forward pass' if k == 'forward' else 'call'} "
-                        f"(measured by {'a run' if v['source'] == 'run' else v['source']} on {str(v['measured'])[:10]})"
+        from personalign.data.strict_json import printable  # the speed file's text: never an escape code
+
+        how = ", ".join(f"{float(v['seconds_per_call']):.3g} s per {'forward pass' if k == 'forward' else 'call'} "
+                        f"(measured by {'a run' if v['source'] == 'run' else printable(str(v['source'])[:40])} "
+                        f"on {printable(str(v['measured'])[:10])})"
                         for k, v in sorted(self.speed.items()) if k in self.calls_by_kind())
         return head + f"; about {duration(seconds)} at {how}"
 
@@ -117,7 +121,9 @@ class Cost:
 
 
 def duration(seconds: float) -> str:
-    """``"40 s"``, ``"7 min"``, ``"2 h 05 min"``."""
+    """``"40 s"``, ``"7 min"``, ``"2 h 05 min"`` (``"an unknown time"`` for an infinite or NaN ``seconds``)."""
+    if not math.isfinite(seconds):
+        return "an unknown time"
     if seconds < 90:
         return f"{max(1, round(seconds))} s"
     minutes = round(seconds / 60)

@@ -120,7 +120,7 @@ def check_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
 
     path = Path(cache_dir).expanduser().absolute() if cache_dir else default_cache_dir()
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o755, parents=True, exist_ok=True)  # never group-writable (it will hold pickles)
         probe = path / f".write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
@@ -144,7 +144,7 @@ def _check_cache_files(path: Path) -> None:
     import stat
 
     entries = [(path / "cache.db", stat.S_ISREG, "a regular file")]
-    for shard in sorted(path.glob("[0-9][0-9][0-9]")):
+    for shard in [*sorted(path.glob("[0-9][0-9][0-9]")), path / "forward-pass"]:
         entries += [(shard, stat.S_ISDIR, "a directory"), (shard / "cache.db", stat.S_ISREG, "a regular file")]
     for entry, ok, kind in entries:
         try:
@@ -157,6 +157,9 @@ def _check_cache_files(path: Path) -> None:
         if not ok(mode):
             raise CacheDirError(f"cache dir {path}: {entry.relative_to(path)} is not {kind} (DSPy's disk cache "
                                 "could not open it); remove it, pass another --cache-dir, or --no-cache")
+    from personalign.lm._cache_trust import check_cache_trust
+
+    check_cache_trust(path)  # owned by the user, not writable by others, SQLite files that open
 
 
 def configure_cache(cache_dir: str | os.PathLike | None = None, *, enabled: bool = True) -> Path | None:

@@ -10,7 +10,8 @@ run) asking for the same prompt makes no forward pass. A result is served from
 2. else the disk cache under the LM cache dir -- ``<cache dir>/forward-pass`` (default
    ``runs/cache/forward-pass``), beside DSPy's own cache wherever
    :func:`personalign.lm.configure_cache` points it; none with ``--no-cache``. It is a
-   :class:`diskcache.Cache` (SQLite; the library DSPy's disk cache is built on): safe for
+   :class:`diskcache.Cache` (SQLite; the library DSPy's disk cache is built on) whose rows are
+   raw bytes, never unpickled (:class:`BytesDisk`: a row of another kind is a miss): safe for
    concurrent threads and processes, every write one transaction, so a reader sees a whole entry
    or none;
 3. else the embedded engine: one pass over the prompt, whose last token is evaluated in one
@@ -41,12 +42,15 @@ import threading
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
+import diskcache
 import numpy as np
+from diskcache.core import MODE_RAW
 
 from personalign.lm.yesno import NO, YES, margin_of
 
 PASS_VERSION = 1
 SUBDIR = "forward-pass"
+MAX_VALUE_BYTES = 1 << 22  # a pass of n_embd float32 is kept in the database row below this
 MEMORY_ENTRIES = 20_000  # ~6 KB each for the 1.5B model (1536 float32)
 
 
@@ -100,6 +104,29 @@ def _memory_cache():
     return _memory
 
 
+class BytesDisk(diskcache.Disk):
+    """The forward-pass cache's ``disk=`` (diskcache's own extension point): ``store`` keeps only
+    bytes, ``fetch`` serves only a row kept as raw bytes inside the database (``MODE_RAW``). A row
+    in any other mode -- a pickle (which diskcache's default ``Disk`` would unpickle, running its
+    code), text, or a file whose name the row chooses -- is served as ``None``: absent, then
+    computed and overwritten. Values are kept in the database up to :data:`MAX_VALUE_BYTES`.
+
+    Raises:
+        TypeError: ``store`` of anything but bytes.
+    """
+
+    def store(self, value, read, key=diskcache.UNKNOWN):
+        if not isinstance(value, bytes):
+            raise TypeError(f"the forward-pass cache keeps bytes, not {type(value).__name__}")
+        return super().store(value, read, key=key)
+
+    def fetch(self, mode, filename, value, read):
+        if mode != MODE_RAW or filename is not None:
+            return None
+        value = bytes(value) if isinstance(value, (memoryview, bytearray)) else value
+        return value if isinstance(value, bytes) else None
+
+
 def store():
     """The disk cache in use (a :class:`diskcache.Cache` at ``<DSPy's disk cache dir>/forward-pass``),
     or None when DSPy's disk cache is off (``--no-cache``) or the directory cannot be opened."""
@@ -114,10 +141,8 @@ def store():
         if path not in _stores:
             import sqlite3
 
-            from diskcache import Cache
-
             try:
-                _stores[path] = Cache(path)
+                _stores[path] = diskcache.Cache(path, disk=BytesDisk, disk_min_file_size=MAX_VALUE_BYTES)
             except (OSError, sqlite3.Error):  # unwritable: memory only (the DSPy cache dir was checked first)
                 _stores[path] = None
         return _stores[path]
@@ -211,5 +236,5 @@ def clear_memory() -> None:
         _memory_cache().clear()
 
 
-__all__ = ["MEMORY_ENTRIES", "PASS_VERSION", "SUBDIR", "YesNoPass", "clear_memory", "counts", "decode", "encode",
+__all__ = ["MAX_VALUE_BYTES", "MEMORY_ENTRIES", "BytesDisk", "PASS_VERSION", "SUBDIR", "YesNoPass", "clear_memory", "counts", "decode", "encode",
            "pass_key", "remember", "store", "yes_no_pass"]

@@ -10,13 +10,65 @@ what measured it and when; the latest measurement of a kind replaces the one bef
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
+import os
+import re
+import stat
+import sys
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 SPEED_FILE = "speed.json"
 KINDS = ("generation", "forward")
+SOURCES = ("run", "doctor --bench")
+MAX_FILE_BYTES = 1 << 20  # a larger speed.json is ignored (and replaced by the next save)
+MAX_SECONDS_PER_CALL = 86_400.0  # one day per call: anything above is not a measurement
+MAX_CALLS = 10**9
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})?")
+_warned: set[str] = set()
+
+
+class Speed(BaseModel):
+    """One measured kind of call of one model, as kept in ``speed.json``: every field checked, so
+    what the cost line computes with and prints is a sane number and printable text.
+
+    Attributes:
+        seconds_per_call: finite, 0 to :data:`MAX_SECONDS_PER_CALL` (s).
+        calls: calls that measured it, 1 to :data:`MAX_CALLS`.
+        source: what measured it, one of :data:`SOURCES`.
+        measured: when, an ISO 8601 timestamp (``2026-01-01T00:00:00+00:00``).
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    seconds_per_call: float = Field(ge=0, le=MAX_SECONDS_PER_CALL, allow_inf_nan=False, strict=True)
+    calls: StrictInt = Field(ge=1, le=MAX_CALLS)
+    source: Literal[SOURCES]  # type: ignore[valid-type]
+    measured: str = Field(max_length=40)
+
+    @field_validator("seconds_per_call", mode="before")
+    @classmethod
+    def _number(cls, v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError("not a number")
+        if isinstance(v, int) and abs(v) > MAX_SECONDS_PER_CALL:
+            raise ValueError("out of range")  # a 400-digit integer never reaches float()
+        return float(v)
+
+    @field_validator("measured")
+    @classmethod
+    def _stamp(cls, v: str) -> str:
+        if not _STAMP.fullmatch(v):
+            raise ValueError("not an ISO timestamp")
+        datetime.fromisoformat(v.replace("Z", "+00:00"))  # a ValueError for 2026-13-45
+        return v
 
 
 def speed_file() -> Path:
@@ -26,47 +78,111 @@ def speed_file() -> Path:
     return cache_dir() / SPEED_FILE
 
 
+def _warn(path: Path, why: str) -> None:
+    """At most one ``warning:`` line per file and process: the file is only a cache of estimates."""
+    if str(path) not in _warned:
+        _warned.add(str(path))
+        sys.stderr.write(f"warning: speed file {path}: {why}; ignored (rewritten by the next run)\n")
+
+
 def _read(path: Path) -> dict:
+    """The file's JSON object, or ``{}`` when it is absent, not a regular file (a FIFO would block,
+    ``/dev/zero`` never ends), larger than :data:`MAX_FILE_BYTES`, unreadable or not a JSON
+    object. Never raises, never blocks (opened non-blocking, read at most the bound)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # absent or unreadable: no speed known (never an error)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:  # absent or unreadable: no speed known
+        return {}
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            _warn(path, "not a regular file")
+            return {}
+        if st.st_size > MAX_FILE_BYTES:
+            _warn(path, f"larger than {MAX_FILE_BYTES} bytes")
+            return {}
+        raw = os.read(fd, MAX_FILE_BYTES + 1)
+    except OSError:
+        return {}
+    finally:
+        os.close(fd)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        _warn(path, "not JSON")
         return {}
     return data if isinstance(data, dict) else {}
 
 
+def _valid(entry: object) -> dict[str, dict]:
+    """The valid kinds of one model's entry (:class:`Speed`), as plain dicts; invalid ones dropped."""
+    if not isinstance(entry, dict):
+        return {}
+    out = {}
+    for kind in KINDS:
+        try:
+            out[kind] = Speed.model_validate(entry.get(kind)).model_dump()
+        except (ValidationError, ValueError, TypeError, RecursionError):
+            continue
+    return out
+
+
 def known_speed(model: str | None) -> dict | None:
     """``{kind: {"seconds_per_call", "calls", "source", "measured"}}`` of ``model`` (kinds measured
-    so far), or None when nothing was measured for it."""
+    so far and valid: :class:`Speed`; an invalid kind is unknown), or None when nothing valid was
+    measured for it."""
     if not model:
         return None
-    entry = _read(speed_file()).get(model)
-    if not isinstance(entry, dict):
-        return None
-    out = {k: v for k, v in entry.items() if k in KINDS and isinstance(v, dict)
-           and isinstance(v.get("seconds_per_call"), (int, float)) and v["seconds_per_call"] >= 0}
+    path = speed_file()
+    entry = _read(path).get(model)
+    out = _valid(entry)
+    if isinstance(entry, dict) and any(k in entry for k in KINDS) and len(out) < sum(k in entry for k in KINDS):
+        _warn(path, f"an entry of {model!r} is not a valid measurement")
     return out or None
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` at ``path`` atomically: a temporary sibling renamed over it, so a symlink at
+    ``path`` is replaced, never followed; nothing is written when ``path`` is neither absent, a
+    regular file nor a symlink (a FIFO, a directory, a device)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def record_speed(model: str | None, measured: dict[str, tuple[float, int]], *, source: str) -> None:
     """Keep ``model``'s speed: ``measured`` maps a kind to ``(seconds, calls)`` (kinds with no call
-    are skipped). Best effort: a cache directory that cannot be written keeps nothing, silently
-    (the next run simply has no estimate). Written atomically (:func:`personalign.data.files.atomic_text`)."""
-    from personalign.data.files import atomic_text
-
-    kept = {k: (s, n) for k, (s, n) in measured.items() if k in KINDS and n > 0 and s >= 0}
-    if not model or not kept:
+    are skipped; ``source``: one of :data:`SOURCES`). Best effort: a cache directory that cannot be
+    written keeps nothing, silently (the next run simply has no estimate). Only valid entries are
+    kept (:class:`Speed`: an invalid one read from the file is dropped). Written atomically, a
+    symlink replaced rather than followed (:func:`_replace`)."""
+    kept = {k: (s, n) for k, (s, n) in measured.items()
+            if k in KINDS and 0 < n <= MAX_CALLS and math.isfinite(s) and 0 <= s / n <= MAX_SECONDS_PER_CALL}
+    if not model or not kept or source not in SOURCES:
         return
     path = speed_file()
-    data = _read(path)
-    entry = data.get(model) if isinstance(data.get(model), dict) else {}
+    data = {m: v for m, v in ((m, _valid(e)) for m, e in _read(path).items()) if v}
+    entry = data.get(model, {})
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for kind, (seconds, calls) in kept.items():
         entry[kind] = {"seconds_per_call": round(seconds / calls, 4), "calls": int(calls), "source": source,
                        "measured": stamp}
     data[model] = entry
     try:
-        with atomic_text(path) as out:
-            out.write(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        _replace(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     except OSError:
         pass
 
@@ -136,4 +252,4 @@ def _typed_call(model: str, passage: str) -> float:
     return time.perf_counter() - t0
 
 
-__all__ = ["KINDS", "bench_model", "known_speed", "record_speed", "speed_file"]
+__all__ = ["KINDS", "SOURCES", "Speed", "bench_model", "known_speed", "record_speed", "speed_file"]
