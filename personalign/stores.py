@@ -145,8 +145,6 @@ def check_sqlite_file(path: Path, *, what: str = "MLflow tracking store") -> Non
         ConfigurationError: a directory, FIFO or device; a file that is not an SQLite database; an
             unwritable directory (one line naming the path; never MLflow's ten retries).
     """
-    import sqlite3
-
     path = Path(path).expanduser().absolute()
     hint = f"; {HINT}" if what.startswith("MLflow") else ""
     if not check_regular(path, what, hint):
@@ -160,14 +158,27 @@ def check_sqlite_file(path: Path, *, what: str = "MLflow tracking store") -> Non
         return
     if path.stat().st_size == 0:
         return  # an empty file is a fresh store (created whole under the lock)
+    problem = sqlite_problem(path)
+    if problem is not None:
+        raise ConfigurationError(f"{what} {path} cannot be read as an SQLite database ({problem}){hint}")
+
+
+def sqlite_problem(path: Path, *, timeout: float = SQLITE_BUSY_TIMEOUT_S, immutable: bool = False) -> str | None:
+    """Why SQLite cannot read the existing file ``path`` as a database (its schema, opened
+    read-only, waiting at most ``timeout`` s), or None when it can. ``immutable``: SQLite makes no
+    ``-wal``/``-shm`` file beside it (the main file's header and schema are read as they are)."""
+    import sqlite3
+
+    flags = "mode=ro&immutable=1" if immutable else "mode=ro"
     try:
-        con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=SQLITE_BUSY_TIMEOUT_S)
+        con = sqlite3.connect(f"{Path(path).absolute().as_uri()}?{flags}", uri=True, timeout=timeout)
         try:
             con.execute("select count(*) from sqlite_master").fetchone()
         finally:
             con.close()
     except sqlite3.Error as exc:
-        raise ConfigurationError(f"{what} {path} cannot be read as an SQLite database ({exc}){hint}") from None
+        return str(exc) or type(exc).__name__
+    return None
 
 
 def check_tracking_uri(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
@@ -255,4 +266,4 @@ def bounded_lock(path: str | os.PathLike, *, what: str, timeout: float | None = 
 
 __all__ = ["LOCK_TIMEOUT_S", "MLFLOW_HTTP_MAX_RETRIES", "MLFLOW_HTTP_TIMEOUT_S", "REACH_TIMEOUT_S",
            "SQLITE_BUSY_TIMEOUT_S", "bound_mlflow_http", "bounded_lock", "check_db_reachable", "check_reachable", "check_regular",
-           "check_sqlite_file", "check_tracking_uri", "lock_holder", "shown"]
+           "check_sqlite_file", "check_tracking_uri", "lock_holder", "shown", "sqlite_problem"]

@@ -12,7 +12,6 @@ side file made; at most :data:`SQLITE_TIMEOUT_S`): a garbage shard is one line h
 from __future__ import annotations
 
 import os
-import sqlite3
 import stat
 from pathlib import Path
 
@@ -57,16 +56,11 @@ def check_cache_trust(path: Path) -> None:
 
 
 def _check_sqlite(db: Path, shown: str) -> None:
-    try:
-        # immutable: SQLite creates no -wal/-shm beside it (a refused command writes nothing); the
-        # header and schema it reads are whole in the main file even while DSPy writes to the WAL
-        con = sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro&immutable=1", uri=True, timeout=SQLITE_TIMEOUT_S)
-        try:
-            con.execute("PRAGMA schema_version").fetchone()
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as exc:
-        raise CacheDirError(f"cache dir {shown} is not an SQLite database ({exc}); remove it, pass another "
-                            "--cache-dir, or --no-cache") from None
-    except sqlite3.Error as exc:
-        raise CacheDirError(f"cache dir {shown} cannot be read ({exc}); pass another --cache-dir, or --no-cache") from None
+    from personalign.stores import sqlite_problem
+
+    # immutable: SQLite makes no -wal/-shm beside it (a refused command writes nothing); the header
+    # and schema it reads are whole in the main file even while DSPy writes to the WAL
+    problem = sqlite_problem(db, timeout=SQLITE_TIMEOUT_S, immutable=True)
+    if problem is not None:
+        raise CacheDirError(f"cache dir {shown} cannot be read as an SQLite database ({problem}); remove it, "
+                            "pass another --cache-dir, or --no-cache")

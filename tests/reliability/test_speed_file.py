@@ -247,4 +247,4 @@ def test_a_garbage_cache_db_is_one_line_naming_it(tmp_path, shard):
     line, _ = refused_cleanly(case, "compare", str(STAGE), "--data", str(DATA), "--strategies", "majority,predict",
                               "--lm", "mock/x", "--n-boot", "10", "--no-track", "--limit", "6",
                               "--cache-dir", str(cache), mock=True, needles=(f"{shard}/cache.db", "SQLite"))
-    assert "not an SQLite database" in line
+    assert "cannot be read as an SQLite database (file is not a database)" in line
