@@ -14,7 +14,7 @@ tags and artifacts) or prints (one-line errors, endpoint and store summaries) go
   whose words include ``headers``): the header names stay;
 * **URLs**, wherever they stand in a string: the user-info's password (``scheme://user:***@host``)
   and a user-info without one (a token: ``scheme://***@host``); secret query parameters
-  (``?api_key=***``) by the key rule below;
+  (``?api_key=***``) by the key rule below, and ``?key=``, ``?sig=``, ``?signature=``, ``?code=``;
 * **command lines** (an argv list, or one shell string): the value of an option naming a secret
   (``--api-key K``, ``--token=K``), ``--lm-kwargs`` JSON redacted as a kwargs object (a value that
   is not JSON: all of it), JSON objects anywhere in an argument;
@@ -58,7 +58,14 @@ _NO_VALUE = frozenset({MASK, "", "null", "None", "true", "false", "True", "False
 
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^\s/?#'\"<>]+)@")
 # user:password@host without a well-formed scheme ("http//u:pw@h", "u:pw@h"): the password masked
-_BARE_USERINFO = re.compile(r"(?P<user>[^\s/:@'\"<>]+):(?P<pw>[^\s/@'\"<>]+)@(?=[\w\[])")
+# (:func:`_bare_userinfo`: a scan back from each "@", linear; the regex it replaced was quadratic)
+_NOT_USERINFO = frozenset("/@'\"<>")
+#: query parameters that hold a secret though their name alone does not say so (Google's ``?key=``,
+#: signed URLs' ``?sig=``): masked in URLs (``?key=***``)
+QUERY_SECRETS = frozenset({"key", "sig", "signature", "code"})
+_QUERY_PAIR = re.compile(r"(?<=[?&])(?P<k>[A-Za-z_][\w.-]*)=(?P<v>[^&#\s'\"<>]+)")
+_OBJECT_START = re.compile(r'\{\s*(?:\}|"(?:[^"\\]|\\.)*"\s*:)')  # '{' then '}' or a key and ':'
+
 _CREDENTIAL = re.compile(r"\b(?P<scheme>Bearer)(?P<sp>\s+)(?P<cred>[A-Za-z0-9._~+/=:-]{4,})")
 _FLAG = re.compile(r"(?<!\S)(?P<flag>--?[A-Za-z][\w-]*)(?:=|\s+)")
 _FLAG_VALUE = re.compile(r"'[^']*'|\"(?:\\.|[^\"\\])*\"|\S+")
@@ -149,8 +156,14 @@ def _argv(items, known: list[str]) -> list:
             pending = None
             continue
         pending = None
-        if isinstance(item, str) and item.startswith("-") and "=" not in item:
-            pending = "secret" if names_secret(item) else "kwargs" if item in _KWARGS_FLAGS else None
+        if isinstance(item, str) and item.startswith("-"):
+            flag, eq, value = item.partition("=")
+            kind = "secret" if names_secret(flag) else "kwargs" if flag in _KWARGS_FLAGS else None
+            if not eq:
+                pending = kind
+            elif kind is not None and value:  # --api-key=K, --lm-kwargs={...}: the value as a separate item
+                out.append(f"{flag}={MASK if kind == 'secret' or not _is_json(value) else _text(value, known)}")
+                continue
         out.append(_redact(item, "", known))
     return out
 
@@ -171,7 +184,10 @@ def _text(text: str, known: list[str]) -> str:
     text = _pairs(text)
     text = _CREDENTIAL.sub(lambda m: m["scheme"] + m["sp"] + MASK, text)
     text = _URL_USERINFO.sub(_userinfo, text)
-    text = _BARE_USERINFO.sub(lambda m: m[0] if m["pw"] == MASK else f"{m['user']}:{MASK}@", text)
+    text = _bare_userinfo(text)
+    if "=" in text and ("?" in text or "&" in text):
+        text = _QUERY_PAIR.sub(lambda m: f"{m['k']}={MASK}" if m["k"].lower() in QUERY_SECRETS and m["v"] != MASK
+                               else m[0], text)
     for secret in known:
         if secret in text:
             text = text.replace(secret, MASK)
@@ -209,20 +225,45 @@ def _json_objects(text: str, known: list[str]) -> str:
         return text
     decoder, out, i = json.JSONDecoder(), [], 0
     while True:
-        start = text.find("{", i)
-        if start < 0:
+        found = _OBJECT_START.search(text, i)  # only where an object can start
+        if found is None:
             out.append(text[i:])
             return "".join(out)
+        start = found.start()
         try:
-            obj, end = decoder.raw_decode(text, start)
+            obj, end = _decode_at(decoder, text, start)
         except ValueError:
             out.append(text[i:start + 1])
             i = start + 1
             continue
+        except RecursionError:  # nested too deep to read: what it holds cannot be told, so none of it is kept
+            out.append(text[i:start] + MASK)
+            return "".join(out)
         clean = _redact(obj, "", known)
         out.append(text[i:start])
         out.append(text[start:end] if clean == obj else json.dumps(clean, ensure_ascii=False))
         i = end
+
+
+_WINDOW = 16384
+
+
+def _decode_at(decoder: json.JSONDecoder, text: str, start: int) -> tuple[Any, int]:
+    """``decoder.raw_decode(text, start)``, read first in a window of :data:`_WINDOW` characters:
+    a failed decode's error message counts the lines before the failure, from the start of the
+    string it was given, so decoding the whole text at each of many candidate ``{`` was quadratic.
+    The whole rest of the text is read only when the window ended inside the object."""
+    window = text[start:start + _WINDOW]
+    try:
+        obj, end = decoder.raw_decode(window)
+        return obj, start + end
+    except json.JSONDecodeError as exc:
+        cut = len(window) < len(text) - start
+        ran_out = exc.pos >= len(window) - 1 or (exc.msg.startswith("Unterminated string")
+                                                 and '"' not in window[exc.pos + 1:])
+        if not (cut and ran_out):
+            raise
+    return decoder.raw_decode(text, start)
 
 
 def _pairs(text: str) -> str:
@@ -237,6 +278,30 @@ def _pairs(text: str) -> str:
         out.append(text[i:v.start()] + f"{quote}{MASK}{quote}")
         i = v.end()
     return "".join(out) + text[i:] if out else text
+
+
+def _bare_userinfo(text: str) -> str:
+    """``user:password@host`` without a scheme: the password masked. For each ``@`` followed by a
+    word character or ``[``, the run before it (no whitespace, ``/``, ``@``, quotes, ``<>``) is
+    ``user:password`` when it holds a ``:`` after a non-empty user (leading colons skipped). Runs
+    end at ``@``, so each character is read at most twice: linear in ``len(text)``."""
+    if "@" not in text or ":" not in text:
+        return text
+    out, pos, n = [], 0, len(text)
+    j = text.find("@")
+    while j >= 0:
+        if j + 1 < n and (text[j + 1].isalnum() or text[j + 1] in "_["):
+            start = j
+            while start > pos and text[start - 1] not in _NOT_USERINFO and not text[start - 1].isspace():
+                start -= 1
+            run = text[start:j]
+            lead = len(run) - len(run.lstrip(":"))
+            colon = run.find(":", lead)
+            if colon > lead and colon + 1 < len(run) and run[colon + 1:] != MASK:
+                out.append(text[pos:start + colon + 1] + MASK)
+                pos = j
+        j = text.find("@", j + 1)
+    return "".join(out) + text[pos:] if out else text
 
 
 def _userinfo(m: re.Match) -> str:
@@ -278,4 +343,4 @@ def _endpoint_secrets(kwargs_json: str, api_base: str) -> frozenset[str]:
     return frozenset(s for s in found if len(s) >= MIN_KNOWN)
 
 
-__all__ = ["MASK", "names_secret", "redact", "redactor"]
+__all__ = ["MASK", "QUERY_SECRETS", "names_secret", "redact", "redactor"]

@@ -140,3 +140,16 @@ def test_other_values_pass_through():
     assert redact(None) is None and redact(3.5) == 3.5 and redact("") == ""
     text = "plain text: nothing to hide {not json"
     assert redact(text) is text or redact(text) == text
+
+
+@pytest.mark.parametrize("text", ["A" * 400_000, "A:" * 200_000, '{"' * 200_000, '{"a":' * 100_000, "{" * 400_000,
+                                  "a:b@c" * 80_000, '{"' + '\\"' * 200_000, "x?key=" * 60_000])
+def test_redaction_is_not_quadratic(text):
+    """A hang check, not a speed target: a 400,000-character value (a data field, a result string)
+    is redacted in well under the bound; the user-info regex it replaced took 35 s on 80,000 'A's
+    (quadratic), and a deeply nested JSON object raised RecursionError."""
+    import time
+
+    start = time.perf_counter()
+    redact(text)
+    assert time.perf_counter() - start < 20

@@ -34,8 +34,10 @@ def api_base_option(value: str | None) -> str | None:
         return None
     url = value.strip()
     if not url.startswith(("http://", "https://")):
+        shown = repr(redact(value)) if len(value) <= 200 and value.startswith(("http", "ftp", "ws")) else \
+            "the value given (not shown: it may hold a secret)"
         raise ConfigurationError(f"--api-base must be an http(s):// URL of an OpenAI-compatible server "
-                                 f"(e.g. http://127.0.0.1:8000/v1), not {redact(value)!r}")
+                                 f"(e.g. http://127.0.0.1:8000/v1), not {shown}")
     return url
 
 

@@ -277,11 +277,24 @@ def _userinfo_to_header(api_base: str, extra: dict) -> str:
     """``api_base`` without its user-info (``http://user:PW@host/v1`` -> ``http://host/v1``), sent
     instead as the HTTP Basic ``Authorization`` header it stands for (RFC 7617), so that the
     password is never part of what litellm returns and DSPy's cache stores (``api_base`` in a
-    response's hidden parameters). A header the caller set is kept."""
+    response's hidden parameters). A header the caller set is kept.
+
+    Raises:
+        ConfigurationError: a query parameter holding a secret (``?key=``, ``?api_key=``, ``?sig=``):
+            it cannot be moved to a header for the server, and would be stored with every response."""
     import base64
-    from urllib.parse import unquote, urlsplit, urlunsplit
+    from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+    from personalign.redaction import QUERY_SECRETS, names_secret
 
     parts = urlsplit(api_base)
+    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
+        if names_secret(name) or name.lower() in QUERY_SECRETS:
+            from personalign.errors import ConfigurationError
+
+            raise ConfigurationError(f"--api-base: its query holds a secret ({name}=***), which DSPy's response cache "
+                                     "would store; send it as a header instead: --lm-kwargs "
+                                     "'{\"extra_headers\": {\"x-api-key\": \"...\"}}' (or the provider's api_key)")
     if "@" not in parts.netloc:
         return api_base
     info, host = parts.netloc.rsplit("@", 1)

@@ -76,24 +76,38 @@ def check_listed_files(directory: Path, listed: dict[str, str], path: Path) -> N
             folder (absolute, ``..``, a symlink out), ``path`` (``program.json``) itself, a malformed digest,
             a missing file or one that is not a regular file, a different sha256.
     """
+    for name, digest in listed.items():
+        key = f"metadata.personalign.weights.{_shown(name)}"
+        try:
+            _check_listed(directory, name, digest, key, path)
+        except OSError as exc:  # a name too long for the file system, a permission
+            raise DataError(path, None, key, f"cannot be read ({exc.strerror or type(exc).__name__})") from None
+
+
+def _shown(name: Any) -> str:
+    """A listed name as an error shows it: at most 80 characters, control characters escaped."""
+    text = str(name)
+    text = text if len(text) <= 80 else text[:77] + "..."
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _check_listed(directory: Path, name: str, digest: Any, key: str, path: Path) -> None:
     from personalign.data.digest import file_sha256
 
-    for name, digest in listed.items():
-        key = f"metadata.personalign.weights.{name}"
-        target = _inside(directory, name)
-        if target is None:
-            raise DataError(path, None, key, "not a file inside the program folder (a relative path with no '..' "
-                                             "and no symlink out); a saved program reads only its own files")
-        if target.resolve() == path.resolve():
-            raise DataError(path, None, key, f"{path.name} cannot list itself")
-        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
-            raise DataError(path, None, key, "expected a sha256 (64 lowercase hex digits)")
-        if not target.is_file():
-            raise DataError(path, None, key, "weights file missing" if not target.exists()
-                            else "weights file is not a regular file")
-        if file_sha256(target) != digest:
-            raise DataError(path, None, key, "the file does not match its sha256 (corrupt, or replaced after "
-                                             "the save)")
+    target = _inside(directory, name)
+    if target is None:
+        raise DataError(path, None, key, "not a file inside the program folder (a relative path with no '..' "
+                                         "and no symlink out); a saved program reads only its own files")
+    if target.resolve() == path.resolve():
+        raise DataError(path, None, key, f"{path.name} cannot list itself")
+    if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+        raise DataError(path, None, key, "expected a sha256 (64 lowercase hex digits)")
+    if not target.is_file():
+        raise DataError(path, None, key, "weights file missing" if not target.exists()
+                        else "weights file is not a regular file")
+    if file_sha256(target) != digest:
+        raise DataError(path, None, key, "the file does not match its sha256 (corrupt, or replaced after "
+                                         "the save)")
 
 
 __all__ = ["check_format", "check_listed_files"]

@@ -195,3 +195,39 @@ def test_database_url_password_is_not_printed(tmp_path):
     proc = _run(tmp_path, "compare", str(STAGE), "--data", str(DATA), "--no-track", "--api-base",
                 f"ftp://u:{PASSWORD}@127.0.0.1/v1")
     _one_line(proc, "--api-base", "ftp://u:***@127.0.0.1/v1")
+
+
+def test_equals_form_flags_are_redacted_too(work, cli, secrets):
+    """``--lm-kwargs={...}`` and ``--api-base=URL`` (one argv item each) are masked like the
+    two-item form (the fresh attack: the ``=`` form of ``--lm-kwargs`` was stored in clear)."""
+    code, out, err = cli("compare", str(STAGE), "--data", str(DATA), "--strategies", "majority", "--n-boot", "20",
+                         f"--lm-kwargs={secrets.lm_kwargs}", f"--api-base={secrets.api_base}", "--no-track", "--json")
+    assert code == 0, err[-2000:]
+    _assert_clean(secrets, work, out, err)
+    command = json.loads(out)["run_record"]["command"]
+    assert '"api_key": "***"' in command and '"max_tokens": 64' in command and "user:***@" in command
+
+
+def test_a_secret_in_the_api_base_query_is_refused_and_never_shown():
+    """A key in the endpoint's query (``?key=``) cannot be moved to a header the way a password is
+    (the server reads it there) and would be stored with every cached response: refused in one
+    line that does not show it. In anything recorded or printed it is masked."""
+    from personalign.errors import ConfigurationError
+    from personalign.lm import _userinfo_to_header
+    from personalign.redaction import redact
+
+    for url in (f"http://127.0.0.1:9/v1?key={KEY}", f"http://127.0.0.1:9/v1?a=1&api_key={KEY}",
+                f"https://h/v1?sig={KEY}"):
+        with pytest.raises(ConfigurationError) as refused:
+            _userinfo_to_header(url, {})
+        assert KEY not in str(refused.value) and "header" in str(refused.value)
+        assert KEY not in redact(url) and KEY not in redact(f"endpoint at {url}: refused")
+    assert _userinfo_to_header("http://127.0.0.1:9/v1?model=x", {}) == "http://127.0.0.1:9/v1?model=x"
+
+
+def test_an_api_base_that_is_not_a_url_is_not_echoed(tmp_path):
+    env = cli_env(tmp_path / "runs") | {"PERSONALIGN_API_BASE": f"not a url {KEY}"}
+    proc = subprocess.run([sys.executable, "-m", "personalign", "compare", str(STAGE), "--data", str(DATA),
+                           "--strategies", "majority", "--no-track"], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=120, stdin=subprocess.DEVNULL)
+    _one_line(proc, "--api-base must be an http(s):// URL", "not shown")
