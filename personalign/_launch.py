@@ -1,8 +1,8 @@
 """The console script ``personalign`` (``personalign = personalign._launch:main``).
 
-It imports the command line inside a ``try``: a Ctrl-C while Python is still importing it (the
-first ~0.2 s of a command) ends with one line and exit 130, not Python's ``KeyboardInterrupt``
-traceback. Before this module runs, only ``personalign/__init__`` is imported (the offline
+It imports the command line inside a ``try``: a Ctrl-C (or SIGTERM, SIGHUP) while Python is
+still importing it (the first ~0.2 s of a command) ends with one line and exit 130 (143, 129),
+not Python's ``KeyboardInterrupt`` traceback or a silent death. Before this module runs, only ``personalign/__init__`` is imported (the offline
 defaults: about a millisecond), which is why the package imports its public names lazily and
 checks library versions here and on first use, not at import. A Ctrl-C earlier still, while
 Python itself starts (its ``site`` module, the first ~20 ms), is Python's own. Once the command line is imported, :func:`personalign.cli.main` handles signals itself
@@ -14,16 +14,30 @@ from __future__ import annotations
 import sys
 
 
+def _starting(signum: int, frame) -> None:
+    raise KeyboardInterrupt(signum)
+
+
 def main() -> None:
-    """Import :mod:`personalign.cli` and run it; an interrupt during the import exits 130 in one line."""
+    """Import :mod:`personalign.cli` and run it; SIGINT, SIGTERM or SIGHUP during the import exits
+    128 + signal in one line (Python's defaults: a traceback for SIGINT, a silent death for the others)."""
+    import signal
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    for sig, handler in previous.items():
+        if handler is not signal.SIG_IGN:  # `nohup` ignores SIGHUP: kept ignored
+            signal.signal(sig, _starting)
     try:
         from personalign._versions import check_versions
 
         check_versions()  # one line and exit 2 on an untested dspy/optuna/mlflow/litellm release
         from personalign.cli import main as cli_main
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted (SIGINT) while starting: nothing was run\n")
-        raise SystemExit(130) from None
+    except KeyboardInterrupt as exc:
+        signum = exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT
+        sys.stderr.write(f"interrupted ({signal.Signals(signum).name}) while starting: nothing was run\n")
+        raise SystemExit(128 + signum) from None
+    for sig, handler in previous.items():  # the command installs its own (personalign.cli._signals)
+        signal.signal(sig, handler)
     cli_main()
 
 

@@ -115,6 +115,13 @@ def note_killed_runs(exc: BaseException, *run_ids: str) -> None:
         exc.killed_runs = [*getattr(exc, "killed_runs", []), *run_ids]
 
 
+def printable(text: str) -> str:
+    """``text`` safe to print on one line: a control character, an escape or a lone surrogate is
+    shown as its Python escape (``\\n``, ``\\x1b``, ``\\ud800``); other text is kept. Every ``error:``
+    line of the command line goes through it (a value holding a newline cannot forge a second line)."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def find_in_chain(exc: BaseException | None, kind: type[E]) -> E | None:
     """The first exception of type ``kind`` in ``exc``'s cause/context chain (``exc`` included), or None."""
     seen: set[int] = set()
@@ -136,4 +143,4 @@ def find_personalign_error(exc: BaseException | None) -> PersonalignError | None
 
 __all__ = ["ArgumentError", "CacheDirError", "ConfigurationError", "ContextWindowError", "DataError", "Declined",
            "Interrupted", "ModelFileError", "PersonalignError", "UnknownModelError", "UsageProblem", "find_in_chain",
-           "find_personalign_error", "located", "note_killed_runs", "note_partial"]
+           "find_personalign_error", "located", "note_killed_runs", "note_partial", "printable"]

@@ -39,6 +39,21 @@ def resolve(target: Any) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def resolve_callable(target: Any, key: str) -> Any:
+    """:func:`resolve`, then the object must be callable (a function, a class): what a stage's
+    ``loader``, ``metric``, ``feedback_metric`` and ``objective`` name.
+
+    Raises:
+        ConfigurationError: one line naming ``key`` and what the reference names instead.
+    """
+    obj = resolve(target)
+    if not callable(obj):
+        from personalign.errors import ConfigurationError
+
+        raise ConfigurationError(f"{key} = {target!r:.200} names {type(obj).__name__} {obj!r:.40}, not a function")
+    return obj
+
+
 _files: dict[Path, Any] = {}
 _lock = threading.RLock()
 
@@ -235,5 +250,5 @@ def param_names(cls: type) -> list[str]:
     return names
 
 
-__all__ = ["Deferred", "Entry", "OptimizerInfo", "Registry", "StrategyInfo", "import_file",
-           "param_names", "resolve"]
+__all__ = ["Deferred", "Entry", "OptimizerInfo", "Registry", "StrategyInfo", "import_file", "param_names", "resolve",
+           "resolve_callable"]

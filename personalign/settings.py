@@ -226,6 +226,9 @@ def endpoint_env() -> tuple[str | None, dict]:
         raise ConfigurationError(f"PERSONALIGN_LM_KWARGS (--lm-kwargs) is not JSON: {exc.msg} at line {exc.lineno} "
                                  f"column {exc.colno} (char {exc.pos}); the value is not shown (it may hold a key)") \
             from None
+    except RecursionError:
+        raise ConfigurationError("PERSONALIGN_LM_KWARGS (--lm-kwargs) is nested too deeply to read; the value is not "
+                                 "shown") from None
     if not isinstance(kwargs, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(kwargs), "a number")
         raise ConfigurationError(f"PERSONALIGN_LM_KWARGS (--lm-kwargs) must be a JSON object {{...}}, not {kind}")
@@ -250,14 +253,27 @@ LM_KWARG_CHECKS = {
 }
 
 
+LM_KWARGS_DEPTH_MAX = 32  # litellm kwargs nest a few levels (extra_body, response_format schemas)
+
+
 def check_lm_kwargs(kwargs: dict) -> None:
-    """Check the known model kwargs (:data:`LM_KWARG_CHECKS`: ``num_retries`` an integer 0-100,
+    """Check the known model kwargs (at most :data:`LM_KWARGS_DEPTH_MAX` levels deep;
+    :data:`LM_KWARG_CHECKS`: ``num_retries`` an integer 0-100,
     ``timeout`` seconds > 0, ``temperature`` >= 0, ``top_p`` in [0, 1], ``max_tokens`` >= 1; finite
     JSON numbers, never booleans); other keys go to litellm unchecked.
 
     Raises:
         ConfigurationError: one line naming the key, its value and what it must be.
     """
+    stack, depth = [(kwargs, 1)], 1
+    while stack:  # iteratively: a deep value would overflow every recursive reader after this one
+        value, level = stack.pop()
+        depth = max(depth, level)
+        if depth > LM_KWARGS_DEPTH_MAX:
+            raise ConfigurationError(f"PERSONALIGN_LM_KWARGS (--lm-kwargs): nested more than {LM_KWARGS_DEPTH_MAX} "
+                                     "levels deep; the value is not shown")
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((child, level + 1) for child in children)
     for key, (ok, expected) in LM_KWARG_CHECKS.items():
         if key in kwargs and not ok(kwargs[key]):
             import json

@@ -226,7 +226,9 @@ def ui(
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Python warnings as the command line shows them: ``warning: <message>``, one line, no source."""
-    (file or sys.stderr).write(f"warning: {' '.join(str(message).split())}\n")
+    from personalign.errors import printable
+
+    (file or sys.stderr).write(f"warning: {printable(' '.join(str(message).split()))}\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -236,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     import warnings
 
     from personalign.cli import _signals
-    from personalign.errors import ArgumentError
+    from personalign.errors import ArgumentError, printable
 
     warnings.showwarning = _one_line_warning
     try:
@@ -254,7 +256,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         from personalign.redaction import redact  # the last guard: no error line prints a secret
 
-        sys.stderr.write(redact(f"error: {ours.as_flag() if isinstance(ours, ArgumentError) else ours}") + "\n")
+        line = redact(f"error: {ours.as_flag() if isinstance(ours, ArgumentError) else ours}")
+        sys.stderr.write(printable(line) + "\n")  # one line: a newline or an escape in a value is shown escaped
         raise SystemExit(ours.exit_code) from None
 
 

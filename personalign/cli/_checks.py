@@ -57,6 +57,8 @@ def parse_lm_kwargs(value: str | None) -> dict | None:
     except ValueError as exc:
         raise ConfigurationError(f"--lm-kwargs: the value is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno} "
                                  f"(char {exc.pos}); the value is not shown)") from None
+    except RecursionError:
+        raise ConfigurationError("--lm-kwargs: the value is nested too deeply to read; the value is not shown") from None
     if not isinstance(kwargs, dict):
         kind = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
         raise ConfigurationError(f"--lm-kwargs: must be a JSON object, not {kind.get(type(kwargs), 'null')}")

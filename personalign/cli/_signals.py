@@ -1,6 +1,7 @@
-"""Ctrl-C and SIGTERM for every command, in one place: unwind, clean up, one line, exit 128 + signal.
+"""Ctrl-C, SIGTERM and SIGHUP for every command, in one place: unwind, clean up, one line, exit
+128 + signal (130, 143, 129).
 
-:func:`handle_signals` installs one handler for SIGINT and SIGTERM that raises
+:func:`handle_signals` installs one handler for SIGINT, SIGTERM and SIGHUP that raises
 :class:`personalign.errors.Interrupted` (a ``KeyboardInterrupt``) in the main thread, so the
 command unwinds as from Ctrl-C: context managers close their MLflow runs as KILLED
 (:meth:`personalign.tracking.Tracker.run`), Optuna marks the running trial FAIL, temporary files
@@ -21,13 +22,14 @@ from typing import Iterator
 
 from personalign.errors import Interrupted, find_in_chain
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, kill, the terminal closed
+_handled: list[int] = list(SIGNALS)  # SIGHUP only when not ignored at the start (`nohup` ignores it)
 _received: list[int] = []  # signals received within handle_signals (main() checks it at the end)
 
 
 def _handler(signum: int, frame) -> None:
     _received.append(signum)
-    for sig in SIGNALS:  # a second signal while unwinding: stop now
+    for sig in _handled:  # a second signal while unwinding: stop now
         signal.signal(sig, _again)
     raise Interrupted(signum)
 
@@ -90,7 +92,7 @@ def _raise_at_next_event(frame, signum: int) -> None:
         frame.f_trace_lines = True
         armed.append(frame)
         frame = frame.f_back
-    for sig in SIGNALS:  # not delivered yet: a second signal now is still a first one
+    for sig in _handled:  # not delivered yet: a second signal now is still a first one
         signal.signal(sig, _handler)
     sys.settrace(untraced)
 
@@ -103,8 +105,8 @@ def _again(signum: int, frame) -> None:
 
 @contextlib.contextmanager
 def handle_signals() -> Iterator[None]:
-    """Within the block, SIGINT and SIGTERM raise :class:`Interrupted` (main thread only; elsewhere a
-    no-op); one swallowed inside a finalizer is raised again in the code it interrupted
+    """Within the block, SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` (main thread only;
+    elsewhere a no-op; SIGHUP stays ignored under ``nohup``); one swallowed inside a finalizer is raised again in the code it interrupted
     (:func:`_unraisable`), and a block that ends normally although a signal came raises it at the
     end. The previous handlers and ``sys.unraisablehook`` are restored after it (callers in the
     same process, e.g. tests)."""
@@ -114,9 +116,10 @@ def handle_signals() -> Iterator[None]:
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
+    _handled[:] = [sig for sig in SIGNALS if sig != signal.SIGHUP or previous[sig] is not signal.SIG_IGN]
     previous_hook = sys.unraisablehook
     _received.clear()
-    for sig in SIGNALS:
+    for sig in _handled:
         signal.signal(sig, _handler)
     sys.unraisablehook = _unraisable(previous_hook)
     try:

@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any
 
-from personalign.errors import DataError
+from personalign.errors import DataError, printable  # printable: re-exported
 
 NOTE_KEY = "non_finite_as_null"  # top-level key listing the values written as null (NaN or infinity)
 
@@ -58,12 +58,6 @@ def surrogate_at(value: Any, key: str = "") -> str | None:
             if found is not None:
                 return found
     return None
-
-
-def printable(key: str) -> str:
-    """``key`` safe to print on one line: a control character, an escape or a lone surrogate is
-    shown as its Python escape (``\\n``, ``\\x1b``, ``\\ud800``); other text is kept."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in key)
 
 
 def check_json_values(obj: Any, text: str | bytes, path, line: int | None) -> None:

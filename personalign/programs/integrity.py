@@ -26,7 +26,7 @@ import re
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from personalign.errors import DataError
+from personalign.errors import DataError, printable
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -87,8 +87,7 @@ def check_listed_files(directory: Path, listed: dict[str, str], path: Path) -> N
 def _shown(name: Any) -> str:
     """A listed name as an error shows it: at most 80 characters, control characters escaped."""
     text = str(name)
-    text = text if len(text) <= 80 else text[:77] + "..."
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return printable(text if len(text) <= 80 else text[:77] + "...")
 
 
 def _check_listed(directory: Path, name: str, digest: Any, key: str, path: Path) -> None:

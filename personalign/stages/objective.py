@@ -34,7 +34,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from personalign.registry import Entry, Registry, resolve
+from personalign.registry import Entry, Registry, resolve, resolve_callable
 
 FAILED = "\x00failed"
 LABEL_KINDS = frozenset({"binary", "multiclass"})
@@ -117,7 +117,7 @@ class Objective:
 
             values = per_example_scores(stage, examples, predictions, lm=lm)[0]
             return float(sum(values) / len(values))
-        fn = resolve(self.compute)
+        fn = resolve_callable(self.compute, "objective")
         params = inspect.signature(fn).parameters
         kwargs: dict[str, Any] = {}
         if "scores" in params and scores is not None:

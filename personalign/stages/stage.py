@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from personalign.data.splits import split_of, splits_present  # noqa: F401  (re-exported)
 from personalign.errors import ConfigurationError, DataError
-from personalign.registry import Registry, StrategyInfo, param_names, resolve
+from personalign.registry import Registry, StrategyInfo, param_names, resolve, resolve_callable
 from personalign.stages.objective import Objective, get_objective
 from personalign.stages.strategies import GENERIC, default_names, reference_strategy, strategy_entries, strategy_info  # noqa: F401
 
@@ -191,10 +191,10 @@ class Stage:
         return reference_strategy(self)
 
     def metric_fn(self) -> Callable | None:
-        return None if self.metric is None else resolve(self.metric)
+        return None if self.metric is None else resolve_callable(self.metric, "metric")
 
     def feedback_fn(self) -> Callable | None:
-        return None if self.feedback_metric is None else resolve(self.feedback_metric)
+        return None if self.feedback_metric is None else resolve_callable(self.feedback_metric, "feedback_metric")
 
     def score(self, examples, predictions, *, scores=None, lm=None) -> float:
         """The stage's set objective of ``predictions`` on ``examples`` (:class:`Objective`)."""
@@ -237,7 +237,7 @@ class Stage:
         from personalign.data.files import check_input
 
         path = check_input(path, allow_dir=True)  # never opens a pipe or device
-        examples = list(resolve(self.loader)(path))
+        examples = list(resolve_callable(self.loader, "loader")(path))
         if split is None:
             return examples
         chosen = [ex for ex in examples if split_of(ex) == split]

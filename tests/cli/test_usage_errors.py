@@ -98,3 +98,22 @@ def test_count_bounds_are_the_settings_bounds():
     from personalign.cli import _options
 
     assert (_options.N_BOOT_MAX, _options.N_TRIALS_MAX) == (settings.N_BOOT_MAX, settings.N_TRIALS_MAX)
+
+
+def test_a_value_with_a_newline_or_an_escape_cannot_forge_a_second_line(tmp_path):
+    """Every ``error:`` line is one line: a newline, a carriage return or an ANSI escape inside a
+    value the message quotes is printed as its escape (the fresh attack split an error in two)."""
+    proc = _run(["compare", "relevance", "--data", "no\nerror: forged\x1b[31m.jsonl"], tmp_path)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "\\nerror: forged\\x1b[31m" in lines[0] and "\x1b" not in proc.stderr
+
+
+def test_deeply_nested_lm_kwargs_are_one_line(tmp_path):
+    for depth in (5000, 100):
+        value = '{"x": ' + "[" * depth + "]" * depth + "}"
+        proc = _run(["compare", "relevance", "--data", str(DEMO), "--strategies", "all-yes", "--no-track",
+                     "--lm-kwargs", value], tmp_path)
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and len(lines) == 1 and "nested" in lines[0], proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr

@@ -125,3 +125,19 @@ def test_a_verb_names_the_file_it_imports_before_running_it(task, capsys):
     assert note == [f"note: importing code from {(task / 'judge.py').resolve()}"], err
     assert _marks(task) == ["judge.RAN"]
     assert [r["name"] for r in json.loads(out)["strategies"]] == ["all-yes", "majority", "mine"]
+
+
+@pytest.mark.parametrize("key, anchor", [("loader", "[inputs]"), ("objective", None)])
+def test_a_code_reference_to_something_not_callable_is_one_line(task, capsys, key, anchor):
+    """``loader = "values.py:X"`` where ``X = 1`` (the fresh attack: a TypeError traceback after the
+    note naming the file): one line naming the key and what it names instead, exit 2."""
+    (task / "values.py").write_text("X = 1\n")
+    text = GOOD.replace('objective = "f1"', 'objective = "values.py:X"') if key == "objective" else \
+        GOOD.replace(anchor, f'{key} = "values.py:X"\n\n{anchor}')
+    (task / "stage.toml").write_text(text)
+    code, _, err = _run(["compare", str(task / "stage.toml"), "--data", str(task / "data.jsonl"), "--strategies",
+                         "majority", "--no-track", "--n-boot", "10"], capsys)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "Traceback" not in err, err[-2000:]
+    assert f"{key} = 'values.py:X'" in errors[0] or f"{key} = " in errors[0], errors[0]
+    assert "not a function" in errors[0], errors[0]

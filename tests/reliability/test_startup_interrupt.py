@@ -58,3 +58,45 @@ def test_public_names_are_still_the_api():
     assert set(personalign.__all__) <= set(dir(personalign))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         personalign.nope  # noqa: B018
+
+
+@pytest.mark.parametrize("module, sig", [("personalign.cli", "SIGTERM"), ("typer", "SIGHUP")])
+def test_sigterm_or_sighup_while_starting_is_one_line_too(tmp_path, module, sig):
+    """SIGTERM and SIGHUP while the command line is imported: one line and 128 + signal (Python's
+    default for them was a silent death)."""
+    code = INTERRUPT_AT_IMPORT.format(module=module).replace(
+        "raise KeyboardInterrupt", f"import os, signal; os.kill(os.getpid(), signal.{sig})")
+    proc = subprocess.run([sys.executable, "-c", code, "stages"], cwd=ROOT, env=cli_env(tmp_path / "runs"),
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    import signal
+
+    assert proc.returncode == 128 + getattr(signal, sig), proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == [f"interrupted ({sig}) while starting: nothing was run"], proc.stderr[-2000:]
+
+
+def test_nohup_keeps_sighup_ignored(tmp_path):
+    """Under ``nohup`` (SIGHUP ignored when the command starts) the command keeps ignoring it."""
+    code = ("import signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+            "from personalign.cli import _signals\n"
+            "with _signals.handle_signals():\n"
+            "    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN\n"
+            "    assert signal.getsignal(signal.SIGTERM) is _signals._handler\n"
+            "print('ok')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=cli_env(tmp_path / "runs"), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_sighup_during_a_command_unwinds_like_sigterm(tmp_path):
+    """The terminal closed (SIGHUP) while a command works: it unwinds as from Ctrl-C, exit 129."""
+    code = ("import os, signal, time\n"
+            "from personalign.cli import _signals\n"
+            "try:\n"
+            "    with _signals.handle_signals():\n"
+            "        os.kill(os.getpid(), signal.SIGHUP)\n"
+            "        time.sleep(30)\n"
+            "except KeyboardInterrupt as exc:\n"
+            "    print(_signals.exit_code(exc), _signals.message(exc))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=cli_env(tmp_path / "runs"), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.stdout.strip() == "129 interrupted (SIGHUP): no complete result written", proc.stderr[-2000:]
