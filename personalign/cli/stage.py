@@ -26,8 +26,9 @@ def init(
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", name):
         raise ConfigurationError(f"stage name {name!r}: use letters, digits, '-', '_' or '.', starting with a letter")
     path = out or Path(f"{name}.toml")
-    if path.exists():
-        raise ConfigurationError(f"{path} exists; choose another --out (nothing was written)")
+    if path.exists() or path.is_symlink():  # a dangling symlink too: writing would create its target elsewhere
+        raise ConfigurationError(f"{path} exists{' (a symlink)' if path.is_symlink() else ''}; choose another --out "
+                                 "(nothing was written)")
     if not path.parent.is_dir():
         raise ConfigurationError(f"{path}: the folder {path.parent} does not exist (nothing was written)")
     try:  # atomically: a full disk or a read-only folder leaves no half-written file to block a rerun

@@ -164,6 +164,13 @@ def test_stage_init_writes_a_valid_template_and_never_overwrites(tmp_path, capsy
         main(["stage", "init", "mine", "--out", str(out)])
     assert again.value.code == 2 and "exists" in capsys.readouterr().err
     assert out.read_text() == text
+    link, elsewhere = tmp_path / "link.toml", tmp_path / "elsewhere" / "target.toml"
+    elsewhere.parent.mkdir()
+    link.symlink_to(elsewhere)  # dangling: writing through it would create a file outside the folder
+    with pytest.raises(SystemExit) as refused:
+        main(["stage", "init", "mine", "--out", str(link)])
+    assert refused.value.code == 2 and "(a symlink)" in capsys.readouterr().err
+    assert not elsewhere.exists()
 
 
 def test_stage_validate_reports_the_data(task, capsys):
