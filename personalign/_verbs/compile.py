@@ -64,7 +64,7 @@ def compile(stage, strategy: Any = None, data: Any = None, *, optimizer: str | N
     ds = load_data(st, data)
     trainset = st.limit(ds.split(train_split), train_limit, seed)
     if info.trainable:
-        st.check_fittable(trainset, ds.where, train_split)
+        st.check_fittable(trainset, ds.where, train_split, train_limit=train_limit)
     model = resolve_model(lm, needed=info.uses_lm, api_base=api_base, lm_kwargs=lm_kwargs)
     check_capabilities(st, [strategy], model)
     name = strategy + (f"@{optimizer}" if optimizer else "")

@@ -60,7 +60,7 @@ def split_folds(stage, ds, specs, *, split: str, train_split: str, limit: int | 
         raise DataError(ds.where, None, "split", f"{', '.join(needs)} need a '{train_split}' split to compile on "
                                                  f"(splits present: {splits_present(ds.examples)})")
     if any(stage.registry.info(n).trainable for n, _ in specs):
-        stage.check_fittable(trainset, ds.where, train_split)
+        stage.check_fittable(trainset, ds.where, train_split, train_limit=train_limit)
     return [Fold(split, trainset, evalset)]
 
 

@@ -258,17 +258,22 @@ class Stage:
         b = to_bool(value)
         return None if b is None else (b == self.positive)
 
-    def check_fittable(self, examples: list, path: Any, split: str) -> None:
+    def check_fittable(self, examples: list, path: Any, split: str, *, train_limit: int | None = None) -> None:
         """A binary stage's learned strategies fit on both classes: check ``examples`` has both.
 
         Raises:
-            DataError: every example of ``split`` has the same label (names the data and the split).
+            DataError: every example of ``split`` (or of the sample ``--train-limit`` kept of it) has
+                the same label (names the data and the split).
         """
         if self.kind != "binary" or not examples:
             return
         seen = {self.is_positive(self.gold(ex)) for ex in examples} - {None}
         if len(seen) < 2:
             only = self.positive_name if True in seen else f"not {self.positive_name}"
+            if train_limit is not None:  # the sample has one class, not (necessarily) the data
+                raise DataError(path, None, "split", f"the {len(examples)} rows --train-limit {train_limit} kept of "
+                                                     f"split '{split}' are all '{only}'; learned strategies need both "
+                                                     "classes to fit: raise --train-limit")
             raise DataError(path, None, "split", f"split '{split}' has only '{only}' examples; learned strategies "
                                                  f"need both classes to fit")
 

@@ -128,6 +128,19 @@ def test_train_limit_is_a_seeded_stratified_sample_of_the_fit_rows(task, engines
     assert compiled.info["train_limit"] == 12 and compiled.info["details"]["n_train"] == 12
 
 
+def test_a_train_limit_sample_of_one_class_names_the_sample_not_the_data(task):
+    """``--train-limit 1`` keeps one row: the refusal says the sample has one class (the data has
+    both), and how to fix it (the fresh attack: it blamed the split)."""
+    import personalign
+    from personalign.errors import DataError
+
+    with pytest.raises(DataError) as refused:
+        personalign.compare(str(task / "stage.toml"), "majority,minilm-logreg", task / "data.jsonl", train_limit=1,
+                            n_boot=10)
+    assert "the 1 rows --train-limit 1 kept of split 'train' are all" in str(refused.value)
+    assert "raise --train-limit" in str(refused.value)
+
+
 def test_compile_and_eval_project_what_they_make(task, engines, tmp_path):
     import personalign
 
