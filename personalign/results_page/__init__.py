@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from personalign.errors import DataError
-from personalign.results_page.checks import check_figures
+from personalign.results_page.checks import check_figures, check_types
 from personalign.results_page.rows import check_rows, page_rows, row_fields, rows_from_data, strategy_arrays, with_rows
 
 __all__ = ["render_results_page", "load_result", "check_result", "default_out", "page_rows", "row_fields",
@@ -63,7 +63,8 @@ def check_result(result: Any, where: str | os.PathLike = "result") -> dict:
 
     Raises:
         DataError: naming ``where`` and the first missing or mistyped field (``strategies[1].headline``,
-            ``strategies.0.f1`` for a figure that is not a number: :func:`~personalign.results_page.checks.check_figures`).
+            ``strategies.0.f1`` for a figure that is not a number: :func:`~personalign.results_page.checks.check_figures`;
+            ``strategies.0.row_errors`` for a field of another type: :func:`~personalign.results_page.checks.check_types`).
     """
     if not isinstance(result, dict):
         raise DataError(where, None, None, f"not a compare result: expected a JSON object, got {type(result).__name__}")
@@ -86,6 +87,7 @@ def check_result(result: Any, where: str | os.PathLike = "result") -> dict:
                 raise DataError(where, None, f"strategies[{k}].{key}", "missing")
         if not isinstance(row["predictions"], list):
             raise DataError(where, None, f"strategies[{k}].predictions", "expected a list")
+    check_types(result, where)
     check_figures(result, where)
     return result
 
@@ -114,7 +116,8 @@ def render_results_page(result: dict | str | os.PathLike, out: str | os.PathLike
         result: a compare result (the dict ``personalign.compare`` returns) or its JSON file.
         out: the HTML file to write (default: beside the result file, ``.html``; required for a dict
             without ``result_file``). Written atomically: a failure leaves no page. Never one of the
-            files the page reads (the result file, the data file, the stage file).
+            files of the run (the result file, the data file, the stage file, the chart:
+            :func:`~personalign.results_page.checks.page_inputs`).
         data: the data file, when the result has no ``rows`` and its recorded path no longer
             resolves (checked against ``data_sha256``).
         stage: the stage (name, ``.toml``, ``module:ATTR``), when it cannot be found from the result.
@@ -128,7 +131,7 @@ def render_results_page(result: dict | str | os.PathLike, out: str | os.PathLike
     """
     from personalign.data.files import check_output, write_text
     from personalign.errors import ConfigurationError
-    from personalign.results_page.checks import check_not_an_input
+    from personalign.results_page.checks import check_not_an_input, page_inputs
     from personalign.results_page.page import page_html
 
     path = None if isinstance(result, dict) else Path(result)
@@ -139,8 +142,9 @@ def render_results_page(result: dict | str | os.PathLike, out: str | os.PathLike
             raise ConfigurationError("render_results_page: give out= (the result has no result_file to put the page beside)")
         out = default_out(source)
     target = check_output(out)
-    check_not_an_input(out, [source])
+    inputs = page_inputs(result, source, data=data, stage=stage if isinstance(stage, str) else None)
+    check_not_an_input(out, inputs)
     full = with_rows(result, result_path=source, data=data, stage=stage)
     text = page_html(full, source=None if source is None else str(source))
-    check_not_an_input(out, [source, *full.get("rows_files", [])])
+    check_not_an_input(out, [*inputs, *full.get("rows_files", [])])
     return write_text(target, text)
