@@ -230,11 +230,9 @@ def run_ui(*, tracking_uri: str | None, port: str | int) -> None:
             refuses. Both before the server starts.
         ServerExited: the server stopped on its own with a non-zero code (naming its log file).
     """
-    import signal
     import subprocess
     import tempfile
 
-    from personalign.errors import Interrupted
     from personalign.settings import default_tracking_uri
     from personalign.tracking import runs_page_url
 
@@ -248,10 +246,7 @@ def run_ui(*, tracking_uri: str | None, port: str | int) -> None:
     sys.stderr.write(f"MLflow UI for {shown(uri)}, offline; Ctrl-C stops (server log: {log}). Open:\n  {url}\n")
     sys.stderr.flush()
 
-    def hangup(signum, frame):
-        raise Interrupted(signum)
-
-    previous = signal.signal(signal.SIGHUP, hangup)
+    # Ctrl-C, SIGTERM and SIGHUP raise Interrupted here (personalign.cli._signals, as for every command)
     with os.fdopen(fd, "wb") as out:
         server = subprocess.Popen([sys.executable, "-c", GROUP_LEADER, str(os.getpid()), *argv], env=env,
                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -263,7 +258,6 @@ def run_ui(*, tracking_uri: str | None, port: str | int) -> None:
         stopped = True
         raise
     finally:
-        signal.signal(signal.SIGHUP, previous)
         _stop_group(server)
         if stopped:
             Path(log).unlink(missing_ok=True)
