@@ -74,6 +74,11 @@ def test_sigterm_or_sighup_while_starting_is_one_line_too(tmp_path, module, sig)
     assert proc.stderr.splitlines() == [f"interrupted ({sig}) while starting: nothing was run"], proc.stderr[-2000:]
 
 
+def _python(code: str, tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=cli_env(tmp_path / "runs"), capture_output=True,
+                          text=True, timeout=120)
+
+
 def test_nohup_keeps_sighup_ignored(tmp_path):
     """Under ``nohup`` (SIGHUP ignored when the command starts) the command keeps ignoring it."""
     code = ("import signal, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
@@ -82,8 +87,7 @@ def test_nohup_keeps_sighup_ignored(tmp_path):
             "    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN\n"
             "    assert signal.getsignal(signal.SIGTERM) is _signals._handler\n"
             "print('ok')")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=cli_env(tmp_path / "runs"), capture_output=True,
-                          text=True, timeout=120)
+    proc = _python(code, tmp_path)
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
@@ -97,6 +101,5 @@ def test_sighup_during_a_command_unwinds_like_sigterm(tmp_path):
             "        time.sleep(30)\n"
             "except KeyboardInterrupt as exc:\n"
             "    print(_signals.exit_code(exc), _signals.message(exc))\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=cli_env(tmp_path / "runs"), capture_output=True,
-                          text=True, timeout=60)
+    proc = _python(code, tmp_path)
     assert proc.stdout.strip() == "129 interrupted (SIGHUP): no complete result written", proc.stderr[-2000:]
