@@ -23,9 +23,8 @@ def main() -> None:
     128 + signal in one line (Python's defaults: a traceback for SIGINT, a silent death for the others)."""
     import signal
 
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    for sig, handler in previous.items():
-        if handler is not signal.SIG_IGN:  # `nohup` ignores SIGHUP: kept ignored
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # until the command installs its own (kept: it restores them)
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # `nohup` ignores SIGHUP: kept ignored
             signal.signal(sig, _starting)
     try:
         from personalign._versions import check_versions
@@ -33,12 +32,20 @@ def main() -> None:
         check_versions()  # one line and exit 2 on an untested dspy/optuna/mlflow/litellm release
         from personalign.cli import main as cli_main
     except KeyboardInterrupt as exc:
-        signum = exc.args[0] if exc.args and isinstance(exc.args[0], int) else signal.SIGINT
-        sys.stderr.write(f"interrupted ({signal.Signals(signum).name}) while starting: nothing was run\n")
-        raise SystemExit(128 + signum) from None
-    for sig, handler in previous.items():  # the command installs its own (personalign.cli._signals)
-        signal.signal(sig, handler)
-    cli_main()
+        _starting_line(exc)
+    try:  # the command installs its own handlers (personalign.cli._signals) and turns interrupts into
+        cli_main()  # one line; one that escapes came before it did: nothing has run yet
+    except KeyboardInterrupt as exc:
+        _starting_line(exc)
+
+
+def _starting_line(exc: KeyboardInterrupt) -> None:
+    import signal
+
+    signum = getattr(exc, "signum", None) or (exc.args[0] if exc.args and isinstance(exc.args[0], int)
+                                                else signal.SIGINT)
+    sys.stderr.write(f"interrupted ({signal.Signals(signum).name}) while starting: nothing was run\n")
+    raise SystemExit(128 + signum) from None
 
 
 __all__ = ["main"]

@@ -62,8 +62,9 @@ _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^
 _NOT_USERINFO = frozenset("/@'\"<>")
 #: query parameters that hold a secret though their name alone does not say so (Google's ``?key=``,
 #: signed URLs' ``?sig=``): masked in URLs (``?key=***``)
-QUERY_SECRETS = frozenset({"key", "sig", "signature", "code"})
-_QUERY_PAIR = re.compile(r"(?<=[?&])(?P<k>[A-Za-z_][\w.-]*)=(?P<v>[^&#\s'\"<>]+)")
+QUERY_SECRETS = frozenset({"key", "sig", "signature", "code", "x-amz-signature", "x-amz-credential",
+                           "x-goog-signature", "x-goog-credential"})
+_QUERY_PAIR = re.compile(r"(?<=[?&;])(?P<k>[A-Za-z_%][\w.%-]*)=(?P<v>[^&#\s'\"<>]+)")
 _OBJECT_START = re.compile(r'\{\s*(?:\}|"(?:[^"\\]|\\.)*"\s*:)')  # '{' then '}' or a key and ':'
 
 _CREDENTIAL = re.compile(r"\b(?P<scheme>Bearer)(?P<sp>\s+)(?P<cred>[A-Za-z0-9._~+/=:-]{4,})")
@@ -185,9 +186,9 @@ def _text(text: str, known: list[str]) -> str:
     text = _CREDENTIAL.sub(lambda m: m["scheme"] + m["sp"] + MASK, text)
     text = _URL_USERINFO.sub(_userinfo, text)
     text = _bare_userinfo(text)
-    if "=" in text and ("?" in text or "&" in text):
-        text = _QUERY_PAIR.sub(lambda m: f"{m['k']}={MASK}" if m["k"].lower() in QUERY_SECRETS and m["v"] != MASK
-                               else m[0], text)
+    if "=" in text and ("?" in text or "&" in text or ";" in text):
+        text = _QUERY_PAIR.sub(lambda m: f"{m['k']}={MASK}" if m["v"] != MASK and query_secret(m["k"]) else m[0],
+                               text)
     for secret in known:
         if secret in text:
             text = text.replace(secret, MASK)
@@ -280,6 +281,15 @@ def _pairs(text: str) -> str:
     return "".join(out) + text[i:] if out else text
 
 
+def query_secret(name: str) -> bool:
+    """A URL query parameter's name (percent-decoded) names a secret: the key rule, or
+    :data:`QUERY_SECRETS`."""
+    from urllib.parse import unquote
+
+    plain = unquote(name)
+    return plain.lower() in QUERY_SECRETS or names_secret(plain)
+
+
 def _bare_userinfo(text: str) -> str:
     """``user:password@host`` without a scheme: the password masked. For each ``@`` followed by a
     word character or ``[``, the run before it (no whitespace, ``/``, ``@``, quotes, ``<>``) is
@@ -343,4 +353,4 @@ def _endpoint_secrets(kwargs_json: str, api_base: str) -> frozenset[str]:
     return frozenset(s for s in found if len(s) >= MIN_KNOWN)
 
 
-__all__ = ["MASK", "QUERY_SECRETS", "names_secret", "redact", "redactor"]
+__all__ = ["MASK", "QUERY_SECRETS", "names_secret", "query_secret", "redact", "redactor"]

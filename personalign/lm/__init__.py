@@ -283,13 +283,16 @@ def _userinfo_to_header(api_base: str, extra: dict) -> str:
         ConfigurationError: a query parameter holding a secret (``?key=``, ``?api_key=``, ``?sig=``):
             it cannot be moved to a header for the server, and would be stored with every response."""
     import base64
-    from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+    import re
+    from urllib.parse import unquote, urlsplit, urlunsplit
 
-    from personalign.redaction import QUERY_SECRETS, names_secret
+    from personalign.redaction import query_secret
 
     parts = urlsplit(api_base)
-    for name, _ in parse_qsl(parts.query, keep_blank_values=True):
-        if names_secret(name) or name.lower() in QUERY_SECRETS:
+    params = parts.path.partition(";")[2]  # matrix parameters (";key=...") count as a query
+    pairs = [p.partition("=")[0] for p in re.split(r"[&;]", f"{parts.query};{params}") if p]
+    for name in pairs:
+        if query_secret(name):
             from personalign.errors import ConfigurationError
 
             raise ConfigurationError(f"--api-base: its query holds a secret ({name}=***), which DSPy's response cache "

@@ -54,7 +54,7 @@ _LIST = (list, _NONE)
 RESULT_FIELDS: dict[str, tuple[type, ...]] = {
     "stage": (str,), "objective": _TEXT, "positive_name": (str, int, float, bool, _NONE), "data": _TEXT,
     "data_sha256": _TEXT, "lm": _TEXT, "reference": _TEXT, "stage_ref": _TEXT, "started": _TEXT, "split": _TEXT,
-    "train_split": _TEXT, "adapter": _TEXT, "endpoint": _TEXT, "chart_file": _TEXT, "result_file": _TEXT,
+    "train_split": _TEXT, "adapter": _TEXT, "chart_file": _TEXT, "result_file": _TEXT,
     "group_key": _TEXT, "rows_source": _TEXT, "strategy_names": _LIST, "groups": _LIST, "rows_files": _LIST,
     "row_fields": _OBJECT, "run_record": _OBJECT, "complete": (bool, _NONE)}
 """The types of a result's top-level fields the page reads (absent is allowed; ``rows`` is

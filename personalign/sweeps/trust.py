@@ -60,6 +60,13 @@ def trial_problem(trial, space: SearchSpace) -> str | None:
 
 
 MAX_TEXT = 1000  # characters of a string inside a report (a group name, a unit)
+MAX_KEY = 200  # characters of a key inside a report (a group's name)
+
+
+def _plain_key(key: Any) -> bool:
+    """A report object's key the sweep prints and exports: text, at most :data:`MAX_KEY`
+    characters, no control character or escape."""
+    return isinstance(key, str) and len(key) <= MAX_KEY and key.isprintable()
 MAX_DEPTH = 6
 
 
@@ -81,7 +88,9 @@ def report_problem(report: Any, objective: str, value: float) -> str | None:
             return f"report {where} is nested deeper than {MAX_DEPTH}"
         if x is None or isinstance(x, bool):
             return None
-        if isinstance(x, (int, float)):
+        if isinstance(x, int):
+            return None if abs(x) < 2 ** 63 else f"report {where} is an integer beyond 64 bits"
+        if isinstance(x, float):
             return None if math.isfinite(x) else f"report {where} = {x!r} is not finite"
         if isinstance(x, str):
             return None if text_ok and len(x) <= MAX_TEXT else f"report {where} is text ({x[:40]!r}), not a figure"
@@ -89,11 +98,13 @@ def report_problem(report: Any, objective: str, value: float) -> str | None:
             return next((p for i, v in enumerate(x) if (p := leaf_problem(v, f"{where}[{i}]", depth + 1, text_ok))), None)
         if isinstance(x, dict):
             return next((p for k, v in x.items()
-                         if (p := None if isinstance(k, str) else f"report {where} has a key that is not text")
+                         if (p := None if _plain_key(k) else f"report {where} has a key that is not short plain text")
                          or (p := leaf_problem(v, f"{where}.{k}", depth + 1, True))), None)
         return f"report {where} is {type(x).__name__}"
 
     for key, x in report.items():
+        if not _plain_key(key):
+            return "report has a key that is not short plain text"
         if key == "objective":
             if x != objective:
                 return f"report objective {x!r:.60} is not this sweep's objective {objective!r}"

@@ -217,7 +217,8 @@ def test_a_secret_in_the_api_base_query_is_refused_and_never_shown():
     from personalign.redaction import redact
 
     for url in (f"http://127.0.0.1:9/v1?key={KEY}", f"http://127.0.0.1:9/v1?a=1&api_key={KEY}",
-                f"https://h/v1?sig={KEY}"):
+                f"https://h/v1?sig={KEY}", f"https://h/v1?X-Amz-Signature={KEY}", f"http://h/v1;key={KEY}",
+                f"http://h/v1?%6Bey={KEY}"):
         with pytest.raises(ConfigurationError) as refused:
             _userinfo_to_header(url, {})
         assert KEY not in str(refused.value) and "header" in str(refused.value)

@@ -166,6 +166,9 @@ def test_trial_problem_checks_every_dimension():
     ({"f1": 0.5, "resampling": {"unit": [[[[[[[1]]]]]]]}}, "nested deeper"),
     ({"f1": 0.5, "lm_calls": {"n": float("inf")}}, "is not finite"),
     ("0.5", "not an object"),
+    ({"f1": 0.5, "n": 10 ** 30}, "beyond 64 bits"),
+    ({"f1": 0.5, "f1_by_group": {"g\x1b[31m\n": 0.5}}, "not short plain text"),
+    ({"f1": 0.5, "f1_by_group": {"g" * 2200: 0.5}}, "not short plain text"),
 ])
 def test_a_trial_whose_report_is_not_figures_is_untrusted(report, why):
     """A forged trial with valid parameters cannot carry text or non-finite figures into the

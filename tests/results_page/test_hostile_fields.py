@@ -74,6 +74,10 @@ def test_the_cli_refuses_a_field_of_the_wrong_type_in_one_line(single_split, tmp
 def test_the_fields_of_real_results_pass_the_types(single_split, cv_groups):
     for result, _ in (single_split, cv_groups):
         assert check_result(json.loads(json.dumps(result))) is not None
+    # a run on an OpenAI-compatible endpoint records it as an object (the fresh attack: `--html` with
+    # `--api-base` ran the whole compare, then refused its own result)
+    endpoint = {"model": "openai/x", "api_base": "http://127.0.0.1:9/v1", "adapter": "json"}
+    assert check_result({**json.loads(json.dumps(single_split[0])), "endpoint": endpoint}) is not None
 
 
 @pytest.fixture
