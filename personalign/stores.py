@@ -205,10 +205,12 @@ def check_tracking_uri(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
         check_reachable(uri, timeout)
     elif scheme.split("+", 1)[0] in DB_PORTS:
         check_db_reachable(uri, timeout)
-    elif uri.startswith("sqlite:///"):
-        db = uri[len("sqlite:///"):].split("?", 1)[0]
-        if db and db != ":memory:":
-            check_sqlite_file(Path(db))
+    elif scheme == "sqlite":
+        db = uri[len("sqlite:///"):].split("?", 1)[0] if uri.startswith("sqlite:///") else ""
+        if not db or db == ":memory:":  # sqlite:// and sqlite:///:memory: keep nothing after the command
+            raise ConfigurationError(f"MLflow tracking URI {shown(uri)!r} is an in-memory database, which keeps "
+                                     "nothing: give a file, sqlite:///PATH, or --no-track")
+        check_sqlite_file(Path(db))
 
 
 def lock_holder(path: str | os.PathLike) -> str:

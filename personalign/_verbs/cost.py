@@ -93,19 +93,20 @@ class Cost:
 
     def line(self) -> str:
         """The one line printed before the first call."""
+        from personalign.errors import printable  # a model name or the speed file's text: never an escape code
+
         if not self.total:
             return f"cost: no model calls ({self.verb})"
         shown = [s for s in self.strategies if s.total]
         each = "; ".join(s.text() for s in shown)
         if self.trials is not None:
-            head = f"cost: at most {self.total:,} model calls on {self.model} ({self.trials} trials, each at most " \
-                   f"{max(s.total for s in shown):,}: {each})"
+            head = f"cost: at most {self.total:,} model calls on {printable(str(self.model))} ({self.trials} trials, " \
+                   f"each at most {max(s.total for s in shown):,}: {each})"
         else:
-            head = f"cost: at most {self.total:,} model calls on {self.model} ({each})"
+            head = f"cost: at most {self.total:,} model calls on {printable(str(self.model))} ({each})"
         seconds = self.seconds
         if seconds is None:
             return head + "; time unknown (`personalign doctor --bench` measures this model's speed)"
-        from personalign.data.strict_json import printable  # the speed file's text: never an escape code
 
         how = ", ".join(f"{float(v['seconds_per_call']):.3g} s per {'forward pass' if k == 'forward' else 'call'} "
                         f"(measured by {'a run' if v['source'] == 'run' else printable(str(v['source'])[:40])} "

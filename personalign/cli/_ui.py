@@ -88,10 +88,14 @@ def check_store(uri: str) -> None:
         db = Path(uri[len("sqlite:///"):].split("?", 1)[0]) if uri.startswith("sqlite:///") else None
         if db is None or not str(db):
             raise ConfigurationError(f"{flag}: give an SQLite file as sqlite:///PATH")
-        if not db.exists():
+        try:
+            exists, regular = db.exists(), db.is_file()
+        except OSError as exc:  # a name too long for the file system
+            raise ConfigurationError(f"{flag}: cannot use {shown(str(db)[:80])}: {exc.strerror or exc}") from None
+        if not exists:
             raise ConfigurationError(f"no MLflow store at {shown(db)}: run a command first (e.g. `personalign "
                                      "compare`) or pass --tracking-uri URI")
-        if not db.is_file():  # checked before opening: a FIFO would block
+        if not regular:  # checked before opening: a FIFO would block
             raise ConfigurationError(f"{flag}: {shown(db)} is not an SQLite database (not a regular file)")
         try:
             with open(db, "rb") as fh:
@@ -146,7 +150,7 @@ def _check_mlflow_tables(db: Path, flag: str) -> None:
     from personalign.errors import ConfigurationError
 
     try:
-        con = sqlite3.connect(f"file:{quote(str(db.resolve()))}?mode=ro", uri=True, timeout=5)
+        con = sqlite3.connect(f"file:{quote(str(db.resolve()))}?mode=ro&immutable=1", uri=True, timeout=5)
         try:
             names = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             versioned = "alembic_version" in names and con.execute("SELECT count(*) FROM alembic_version").fetchone()[0]

@@ -82,7 +82,9 @@ def _warn(path: Path, why: str) -> None:
     """At most one ``warning:`` line per file and process: the file is only a cache of estimates."""
     if str(path) not in _warned:
         _warned.add(str(path))
-        sys.stderr.write(f"warning: speed file {path}: {why}; ignored (rewritten by the next run)\n")
+        from personalign.errors import printable
+
+        sys.stderr.write(printable(f"warning: speed file {path}: {why}; ignored (rewritten by the next run)") + "\n")
 
 
 def _read(path: Path) -> dict:

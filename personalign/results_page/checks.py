@@ -70,6 +70,10 @@ ROW_FIELDS: dict[str, tuple[type, ...]] = {"inputs": _LIST, "gold": _TEXT, "grou
 """The types of ``row_fields`` (the grid's column names)."""
 
 RUN_RECORD_FIELDS: dict[str, tuple[type, ...]] = {"command": _TEXT, "git_commit": _TEXT, "date": _TEXT}
+RESAMPLING_FIELDS: dict[str, tuple[type, ...]] = {"unit": (str,), "n_clusters": (int, _NONE), "n_boot": (int, _NONE)}
+"""The types of a ``resampling`` object's fields (the page names its unit)."""
+MAX_NAME = 200
+"""Characters of a strategy's name the page accepts (it is a column, a label and an id)."""
 """The types of the ``run_record`` fields the page shows."""
 
 _ITEMS: dict[str, type] = {"strategy_names": str, "row_fields.inputs": str, "rows_files": str, "by_group": dict}
@@ -115,8 +119,15 @@ def check_types(result: dict, where: str | os.PathLike = "result") -> None:
     _fields(result, RESULT_FIELDS, "", where)
     _fields(result.get("row_fields") or {}, ROW_FIELDS, "row_fields.", where)
     _fields(result.get("run_record") or {}, RUN_RECORD_FIELDS, "run_record.", where)
+    if isinstance(result.get("resampling"), dict):
+        _fields(result["resampling"], RESAMPLING_FIELDS, "resampling.", where)
     for k, row in enumerate(result["strategies"]):
         _fields(row, STRATEGY_FIELDS, f"strategies.{k}.", where)
+        if isinstance(row.get("resampling"), dict):
+            _fields(row["resampling"], RESAMPLING_FIELDS, f"strategies.{k}.resampling.", where)
+        if isinstance(row.get("name"), str) and len(row["name"]) > MAX_NAME:
+            raise DataError(where, None, f"strategies.{k}.name", f"longer than {MAX_NAME} characters "
+                                                                 f"({len(row['name']):,})")
         for key, value in row.items():
             if str(key).endswith("_by_group") and not isinstance(value, (dict, _NONE)):
                 raise DataError(where, None, f"strategies.{k}.{key}", f"expected an object or null, got {_type(value)}")

@@ -143,3 +143,11 @@ def test_a_server_that_answers_anything_is_reachable():
         stores.check_reachable(f"http://127.0.0.1:{server.server_port}", timeout=5)  # no error
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize("uri", ["sqlite://", "sqlite:///:memory:"])
+def test_an_in_memory_tracking_store_is_refused(tmp_path, uri):
+    """An in-memory SQLite store keeps nothing after the command (the re-attack: MLflow printed its
+    INFO lines twice and `runs/mlartifacts` was created)."""
+    refused_cleanly(tmp_path, "compare", str(STAGE), "--data", str(DATA), "--strategies", "majority", "--n-boot", "10",
+                    "--tracking-uri", uri, needles=("in-memory database",))
