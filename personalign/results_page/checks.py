@@ -83,8 +83,14 @@ _WANTED = {str: "text", dict: "an object", list: "a list", bool: "a boolean", in
            float: "a number", _NONE: "null"}
 
 
+MAX_FIGURE = 1e15
+"""The largest magnitude of a figure the page draws (a score, a count, seconds): beyond it a chart's
+error bars overflow (``1e308`` gave matplotlib's ``ValueError``)."""
+
+
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and abs(value) <= MAX_FIGURE
 
 
 def _type(value: Any) -> str:
@@ -134,8 +140,11 @@ def check_types(result: dict, where: str | os.PathLike = "result") -> None:
 
 
 def _figure(value: Any, field: str, where) -> None:
-    if value is not None and not _is_number(value):
-        raise DataError(where, None, field, f"expected a number or null, got {_type(value)}")
+    if value is None or _is_number(value):
+        return
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        raise DataError(where, None, field, f"{value:g} is beyond ±{MAX_FIGURE:g}")
+    raise DataError(where, None, field, f"expected a number or null, got {_type(value)}")
 
 
 def _interval(value: Any, field: str, where) -> None:

@@ -40,6 +40,7 @@ def _set(path: str, value):
     ("strategies.0.accuracy_by_group", "x", "expected an object or null, got a string"),
     ("strategies.0.row_errors", 3, "expected an object or null, got a whole number"),
     ("strategies.0.resampling.unit", None, "expected text, got null"),
+    ("strategies.0.f1", 1e308, "is beyond ±1e+15"),
     ("strategies.0.resampling.unit", ["prompt_id"], "expected text, got a list"),
     ("strategies.0.name", "x" * 100_000, "longer than 200 characters"),
     ("strategies.0.warnings", "careful", "expected a list or null, got a string"),
@@ -50,7 +51,7 @@ def _set(path: str, value):
     ("stage", ["a"], "expected text, got a list"),
     ("strategy_names", "a,b", "expected a list or null, got a string"),
     ("split", 3, "expected text or null, got a whole number"),
-    ("n_boot", 1e308, "expected a whole number"),
+    ("n_boot", 1e308, "is beyond ±1e+15"),
     ("n_boot", "10", "expected a number or null, got a string"),
 ])
 def test_a_field_of_the_wrong_type_is_one_line_naming_the_dotted_field(single_split, field, value, problem):
