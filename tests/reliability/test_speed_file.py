@@ -1,7 +1,8 @@
 """The cost line's speed file (``<cache dir>/speed.json``, :mod:`personalign.lm.speed`) and the LM
 cache directory are input: a FIFO, a device, absurd numbers, escape codes, a symlink, a pickled
 forward-pass row, a group-writable or garbage cache are each a miss, a warning or one ``error:``
-line, never a hang, a traceback or code run (attack round 2: ``speed-*``, ``cachedir-*``)."""
+line, never a hang, a traceback or code run (attack round 2: ``speed-*``, ``cachedir-*``; round 3:
+loose ``-wal``/nested folders/parents, a shard symlink out, a hostile diskcache setting)."""
 
 from __future__ import annotations
 
@@ -248,3 +249,105 @@ def test_a_garbage_cache_db_is_one_line_naming_it(tmp_path, shard):
                               "--lm", "mock/x", "--n-boot", "10", "--no-track", "--limit", "6",
                               "--cache-dir", str(cache), mock=True, needles=(f"{shard}/cache.db", "SQLite"))
     assert "cannot be read as an SQLite database (file is not a database)" in line
+
+
+# attack round 3 (``cache-loose-wal``, ``-nested-subdir``, ``-parent-world-writable``, ``-shard-symlink-*``,
+# ``cache-garbage-settings-pragma``): the whole tree, the folders above it, and diskcache's settings
+@pytest.mark.parametrize("side", ["cache.db-wal", "cache.db-shm"])
+def test_a_loose_wal_or_shm_file_is_refused_by_the_cli(tmp_path, side):  # both ran a planted pickle before
+    import diskcache
+
+    case = tmp_path / "case"
+    cache = _cache_with_shard(case / "runs")
+    with diskcache.Cache(str(cache / "000")) as open_shard:  # WAL mode: -wal and -shm exist while it is open
+        open_shard.set("k", "v")
+        (cache / "000" / side).chmod(0o666)
+        line, _ = refused_cleanly(case, "compare", str(STAGE), "--data", str(DATA), "--strategies", "majority,predict",
+                                  "--lm", "mock/x", "--n-boot", "10", "--no-track", "--limit", "6",
+                                  "--cache-dir", str(cache), mock=True, needles=(f"000/{side}",))
+        assert f"chmod go-w {cache / '000' / side}" in line
+
+
+def test_a_loose_nested_value_folder_is_refused(tmp_path):
+    import diskcache
+
+    from personalign.lm import CacheDirError, check_cache_dir
+
+    cache = _cache_with_shard(tmp_path)
+    with diskcache.Cache(str(cache / "000")) as shard:
+        shard.set("big", os.urandom(1 << 16))  # past disk_min_file_size: a file in 000/xx/yy/
+    [value] = [p for p in (cache / "000").rglob("*.val")]
+    nested = value.parent.parent
+    assert nested.parent == cache / "000"
+    for target in (nested, value):
+        target.chmod(target.stat().st_mode | 0o002)
+        with pytest.raises(CacheDirError, match=f"{target.relative_to(cache)} is writable by group or others"):
+            check_cache_dir(cache)
+        target.chmod(target.stat().st_mode & ~0o002)
+    assert check_cache_dir(cache) == cache
+
+
+def test_a_world_writable_parent_is_refused_unless_sticky(tmp_path):
+    from personalign.lm import CacheDirError, check_cache_dir
+
+    parent = tmp_path / "shared"
+    cache = _cache_with_shard(parent)
+    parent.chmod(0o777)
+    with pytest.raises(CacheDirError, match=f"the folder above it, {parent}, is writable by others.*chmod go-w {parent}"):
+        check_cache_dir(cache)
+    parent.chmod(0o1777)  # sticky, like /tmp: others cannot rename the cache dir
+    assert check_cache_dir(cache) == cache
+    parent.chmod(0o755)
+
+
+def test_a_shard_symlink_out_of_the_cache_is_refused_and_one_inside_passes(tmp_path):
+    from personalign.lm import CacheDirError, check_cache_dir
+
+    cache = _cache_with_shard(tmp_path)
+    loose = tmp_path / "loose"
+    (cache / "000").rename(loose)
+    loose.chmod(0o777)
+    (cache / "000").symlink_to(loose)
+    with pytest.raises(CacheDirError, match="000 is a symlink out of the cache dir"):
+        check_cache_dir(cache)
+    (cache / "000").unlink()
+    (cache / "kept").mkdir(mode=0o755)
+    loose.rename(cache / "kept" / "000")
+    (cache / "000").symlink_to(cache / "kept" / "000")
+    with pytest.raises(CacheDirError, match="kept/000 is writable by group or others"):  # the target is walked too
+        check_cache_dir(cache)
+    (cache / "kept" / "000").chmod(0o755)
+    assert check_cache_dir(cache) == cache
+
+
+def _plant_setting(cache: Path, key: str, value) -> None:
+    import sqlite3
+
+    con = sqlite3.connect(cache / "001" / "cache.db")
+    with con:
+        con.execute("insert or replace into Settings values (?, ?)", (key, value))
+    con.close()
+
+
+def test_a_hostile_pragma_setting_is_one_line_from_the_cli(tmp_path):
+    case = tmp_path / "case"
+    cache = _cache_with_shard(case / "runs")
+    _plant_setting(cache, "sqlite_mmap_size", "1; select 1")  # DSPy's open: sqlite3.ProgrammingError traceback
+    line, _ = refused_cleanly(case, "compare", str(STAGE), "--data", str(DATA), "--strategies", "majority,predict",
+                              "--lm", "mock/x", "--n-boot", "10", "--no-track", "--limit", "6",
+                              "--cache-dir", str(cache), mock=True, needles=("001/cache.db", "sqlite_mmap_size"))
+    assert "is not a number" in line
+
+
+@pytest.mark.parametrize(("key", "value", "why"), [
+    ("sqlite_journal_mode", "wal; x", "is not one of"), ("sqlite_temp_store", 2, "is not a setting diskcache defines"),
+    ("disk_unknown", 1, "is not a setting diskcache defines"), ("eviction_policy", "evil", "is not one of"),
+    ("size_limit", "1e999", "is not a number"), ("count", b"x", "is not a number")])
+def test_a_hostile_diskcache_setting_is_refused_and_the_default_ones_pass(tmp_path, key, value, why):
+    from personalign.lm import CacheDirError, check_cache_dir
+
+    cache = _cache_with_shard(tmp_path)
+    assert check_cache_dir(cache) == cache  # diskcache's own settings (a float size_limit per shard) pass
+    _plant_setting(cache, key, value)
+    with pytest.raises(CacheDirError, match=f"001/cache.db: diskcache setting '{key}' {why}"):
+        check_cache_dir(cache)
