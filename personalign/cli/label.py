@@ -49,6 +49,8 @@ def _print_merge(summary: dict, out: Path | None) -> None:
     if pairs:
         console.print("pairwise Cohen's κ: " + ", ".join(f"{p['a']}-{p['b']} {_fmt(p['kappa'], '.2f')} (n {p['n']})"
                                                           for p in pairs))
+    if ag.get("pairwise_skipped"):
+        console.print(f"pairwise Cohen's κ skipped: {ag['pairwise_skipped']}")
     line = (f"{summary['annotated']} annotated rows ({ag['n_judgments']} judgments by {ag['n_annotators']} annotators"
             f", per row: {', '.join(f'{k}: {v}' for k, v in ag['annotators_per_item'].items())}); "
             f"{summary['unannotated']} without annotations; {summary['dropped_ties']} ties dropped; "

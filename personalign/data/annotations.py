@@ -29,10 +29,11 @@ from typing import Any, Callable, Iterable, Mapping
 
 from personalign.errors import DataError
 
-__all__ = ["FIELD", "TIE_RULES", "label_checker", "check_annotations", "majority", "yes_rate",
+__all__ = ["FIELD", "MAX_PER_ROW", "TIE_RULES", "label_checker", "check_annotations", "majority", "yes_rate",
            "others_majority"]
 
 FIELD = "annotations"
+MAX_PER_ROW = 1000  # annotators of one row (crowd studies use 3-10; the agreement figures are pairwise)
 TIE_RULES = ("negative", "positive", "drop")
 
 
@@ -86,13 +87,16 @@ def check_annotations(value: Any, path, line: int | None, check: Callable[[Any],
         check: :func:`label_checker` of the stage's output type.
 
     Raises:
-        DataError: not an object; empty; an empty annotator name; a label ``check`` refuses
+        DataError: not an object; empty; more than :data:`MAX_PER_ROW` annotators; an empty
+            annotator name; a label ``check`` refuses
             (field ``annotations.<annotator>``).
     """
     if not isinstance(value, dict):
         raise DataError(path, line, FIELD, f"expected an object {{annotator: label}}, got {_json_name(value)}")
     if not value:
         raise DataError(path, line, FIELD, "empty: give at least one annotator's label")
+    if len(value) > MAX_PER_ROW:  # agreement figures compare annotators pairwise: quadratic in this
+        raise DataError(path, line, FIELD, f"{len(value):,} annotators on one row; at most {MAX_PER_ROW:,}")
     for name, label in value.items():
         if not name.strip():
             raise DataError(path, line, FIELD, "an annotator name is empty")

@@ -134,12 +134,16 @@ def vs_rest(items: Items, *, ties: str = "negative", positive: Any = True, min_o
     return out
 
 
+MAX_PAIRWISE = 200  # annotators whose every pair gets a Cohen's κ (19,900 pairs); beyond it: skipped, said why
+
+
 def agreement(items: Items, *, ties: str = "negative", positive: Any = True, min_others: int = 2) -> dict:
     """Every agreement figure of ``items`` (see the module doc).
 
     Returns:
         ``{"n_items", "n_annotators", "n_judgments", "annotators_per_item": {k: items}, "pairwise":
-        [{"a", "b", "n", "kappa", "undefined"}], "fleiss": {...}, "krippendorff": {...},
+        [{"a", "b", "n", "kappa", "undefined"}] (empty beyond :data:`MAX_PAIRWISE` annotators, with
+        "pairwise_skipped" saying so), "fleiss": {...}, "krippendorff": {...},
         "annotators": [...] (:func:`vs_rest`), "ties", "min_others"}``.
     """
     from personalign.metrics.agreement import pairwise_kappa
@@ -152,7 +156,10 @@ def agreement(items: Items, *, ties: str = "negative", positive: Any = True, min
     return {"n_items": len(items), "n_annotators": len(by_annotator),
             "n_judgments": sum(len(v) for v in items.values()),
             "annotators_per_item": {str(k): per_item[k] for k in sorted(per_item)},
-            "pairwise": pairwise_kappa(by_annotator), "fleiss": fleiss(items),
+            "pairwise": pairwise_kappa(by_annotator) if len(by_annotator) <= MAX_PAIRWISE else [],
+            "pairwise_skipped": None if len(by_annotator) <= MAX_PAIRWISE else
+            f"{len(by_annotator):,} annotators: pairwise Cohen's κ is computed for at most {MAX_PAIRWISE}",
+            "fleiss": fleiss(items),
             "krippendorff": krippendorff_alpha(items),
             "annotators": vs_rest(items, ties=ties, positive=positive, min_others=min_others),
             "ties": ties, "min_others": min_others}
