@@ -21,12 +21,12 @@ def _starting(signum: int, frame) -> None:
 def main() -> None:
     """Import :mod:`personalign.cli` and run it; SIGINT, SIGTERM or SIGHUP during the import exits
     128 + signal in one line (Python's defaults: a traceback for SIGINT, a silent death for the others)."""
-    import signal
+    try:  # from the first line: importing `signal` itself takes 10-20 ms (enum, functools) under load
+        import signal
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # until the command installs its own (kept: it restores them)
-        if signal.getsignal(sig) is not signal.SIG_IGN:  # `nohup` ignores SIGHUP: kept ignored
-            signal.signal(sig, _starting)
-    try:
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # until the command installs its own (it restores them)
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # `nohup` ignores SIGHUP: kept ignored
+                signal.signal(sig, _starting)
         from personalign._versions import check_versions
 
         check_versions()  # one line and exit 2 on an untested dspy/optuna/mlflow/litellm release

@@ -62,7 +62,7 @@ def parse_port(value: str) -> int:
     from personalign.errors import ConfigurationError
 
     text = str(value).strip()
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 65535:  # not '５０００
         raise ConfigurationError(f"--port {value!r} is not a TCP port: give an integer from 1 to 65535")
     return int(text)
 

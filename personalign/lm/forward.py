@@ -112,13 +112,26 @@ class BytesDisk(diskcache.Disk):
     computed and overwritten. Values are kept in the database up to :data:`MAX_VALUE_BYTES`.
 
     Raises:
-        TypeError: ``store`` of anything but bytes.
+        TypeError: ``store`` of anything but bytes; a key that is not text or bytes.
+        ValueError: reading a key stored as a pickle (iterating a tampered cache).
     """
 
     def store(self, value, read, key=diskcache.UNKNOWN):
         if not isinstance(value, bytes):
             raise TypeError(f"the forward-pass cache keeps bytes, not {type(value).__name__}")
         return super().store(value, read, key=key)
+
+    def put(self, key):
+        if not isinstance(key, (str, bytes)):
+            raise TypeError(f"the forward-pass cache's keys are text or bytes, not {type(key).__name__}")
+        return super().put(key)
+
+    def get(self, key, raw):
+        """A stored key: never unpickled (a key written as a pickle is refused), so iterating the
+        cache cannot run a planted key's code."""
+        if not raw:
+            raise ValueError("the forward-pass cache holds a pickled key: refused (the cache dir was tampered with)")
+        return super().get(key, raw)
 
     def fetch(self, mode, filename, value, read):
         if mode != MODE_RAW or filename is not None:

@@ -285,3 +285,13 @@ def test_hangup_or_kill_of_ui_stops_the_whole_mlflow_server(tmp_path, mlflow_sto
                 os.killpg(pgid, signal.SIGKILL) if pgid else None
             except ProcessLookupError:
                 pass
+
+
+@pytest.mark.parametrize("port", ["５０００", "0", "65536", "50 00", "-1"])
+def test_a_port_that_is_not_ascii_digits_in_range_is_refused(port):
+    from personalign.cli._ui import parse_port
+    from personalign.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="is not a TCP port"):
+        parse_port(port)
+    assert parse_port(" 5000 ") == 5000

@@ -192,6 +192,27 @@ def test_a_pickled_forward_pass_row_is_a_miss_and_runs_no_code(fresh_cache, tmp_
         store.set("x", {"a": 1})
 
 
+def test_a_pickled_forward_pass_key_runs_no_code_when_the_cache_is_iterated(fresh_cache, tmp_path):
+    """Keys are read back only when the cache is iterated (``list(cache)``): a key planted as a
+    pickle is refused there, never unpickled (the re-attack: a latent path)."""
+    import diskcache
+
+    from personalign.lm import forward
+
+    planted = tmp_path / "PWNED-KEY"
+    with diskcache.Cache(str(fresh_cache / forward.SUBDIR)) as evil:  # the default Disk pickles a non-str key
+        evil.set(_Plant(str(planted)), b"x")
+        list(evil)  # the default Disk unpickles the key when iterating: the plant works
+    assert planted.exists()
+    planted.unlink()
+    store = forward.store()
+    with pytest.raises(ValueError, match="pickled key"):
+        list(store)
+    assert not planted.exists()
+    with pytest.raises(TypeError, match="keys are text or bytes"):
+        store.set(("a", 1), b"x")
+
+
 # --- the LM cache dir: trusted like the user's own files ----------------------------------------------
 def _cache_with_shard(tmp_path: Path) -> Path:
     import diskcache
