@@ -22,7 +22,7 @@ import contextlib
 import os
 import stat
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 from urllib.parse import urlsplit
 
 from personalign.errors import ConfigurationError
@@ -163,19 +163,30 @@ def check_sqlite_file(path: Path, *, what: str = "MLflow tracking store") -> Non
         raise ConfigurationError(f"{what} {path} cannot be read as an SQLite database ({problem}){hint}")
 
 
-def sqlite_problem(path: Path, *, timeout: float = SQLITE_BUSY_TIMEOUT_S, immutable: bool = False) -> str | None:
-    """Why SQLite cannot read the existing file ``path`` as a database (its schema, opened
-    read-only, waiting at most ``timeout`` s), or None when it can. ``immutable``: SQLite makes no
-    ``-wal``/``-shm`` file beside it (the main file's header and schema are read as they are)."""
+@contextlib.contextmanager
+def read_only_sqlite(path: str | os.PathLike, *, timeout: float = SQLITE_BUSY_TIMEOUT_S,
+                     immutable: bool = False) -> Iterator[Any]:
+    """An ``sqlite3`` connection to the existing file ``path``, read-only, waiting at most ``timeout``
+    s for a writer, closed after the block. ``immutable``: SQLite makes no ``-wal``/``-shm`` file
+    beside it (the main file's header and schema are read as they are). Raises ``sqlite3.Error``."""
     import sqlite3
 
     flags = "mode=ro&immutable=1" if immutable else "mode=ro"
+    con = sqlite3.connect(f"{Path(path).absolute().as_uri()}?{flags}", uri=True, timeout=timeout)
     try:
-        con = sqlite3.connect(f"{Path(path).absolute().as_uri()}?{flags}", uri=True, timeout=timeout)
-        try:
+        yield con
+    finally:
+        con.close()
+
+
+def sqlite_problem(path: Path, *, timeout: float = SQLITE_BUSY_TIMEOUT_S) -> str | None:
+    """Why SQLite cannot read the existing file ``path`` as a database (its schema, opened
+    read-only, waiting at most ``timeout`` s), or None when it can."""
+    import sqlite3
+
+    try:
+        with read_only_sqlite(path, timeout=timeout) as con:
             con.execute("select count(*) from sqlite_master").fetchone()
-        finally:
-            con.close()
     except sqlite3.Error as exc:
         return str(exc) or type(exc).__name__
     return None
@@ -268,4 +279,4 @@ def bounded_lock(path: str | os.PathLike, *, what: str, timeout: float | None = 
 
 __all__ = ["LOCK_TIMEOUT_S", "MLFLOW_HTTP_MAX_RETRIES", "MLFLOW_HTTP_TIMEOUT_S", "REACH_TIMEOUT_S",
            "SQLITE_BUSY_TIMEOUT_S", "bound_mlflow_http", "bounded_lock", "check_db_reachable", "check_reachable", "check_regular",
-           "check_sqlite_file", "check_tracking_uri", "lock_holder", "shown", "sqlite_problem"]
+           "check_sqlite_file", "check_tracking_uri", "lock_holder", "read_only_sqlite", "shown", "sqlite_problem"]

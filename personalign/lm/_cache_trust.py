@@ -131,15 +131,14 @@ def _private_group(gid: int, uid: int | None) -> bool:
 def _check_sqlite(db: Path, shown: str) -> None:
     import sqlite3
 
+    from personalign.stores import read_only_sqlite
+
     # immutable: SQLite makes no -wal/-shm beside it (a refused command writes nothing); the header
     # and schema it reads are whole in the main file even while DSPy writes to the WAL
     try:
-        con = sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro&immutable=1", uri=True, timeout=SQLITE_TIMEOUT_S)
-        try:
+        with read_only_sqlite(db, timeout=SQLITE_TIMEOUT_S, immutable=True) as con:
             names = {n for (n,) in con.execute("select name from sqlite_master where type = 'table'")}
             settings = con.execute("select key, value from Settings").fetchall() if "Settings" in names else []
-        finally:
-            con.close()
     except sqlite3.Error as exc:
         raise CacheDirError(f"cache dir {shown} cannot be read as an SQLite database ({exc or type(exc).__name__}); "
                             "remove it, pass another --cache-dir, or --no-cache") from None
