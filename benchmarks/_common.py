@@ -103,18 +103,24 @@ RESULTS = ROOT / "benchmarks" / "results"
 def write_results(name: str, figures: list[dict], *, title: str | None = None, command: str | None = None,
                   model: str | None = None, adapter: str | None = None, sampler: dict | None = None,
                   data=None, data_sha256: str | None = None, resampling: dict | None = None,
-                  stage: str | None = None, extra: dict | None = None, out_dir=None) -> dict:
+                  stage: str | None = None, extra: dict | None = None, out_dir=None,
+                  measures: list[str] | None = None) -> dict:
     """Write ``benchmarks/results/<name>.json`` in the run-record format (:mod:`personalign.record`:
     command, git commit, versions, model sha256, data sha256, resampling, figures) atomically; return
     the record written. ``name``: the file stem (lower-case letters, digits, hyphens); ``figures``:
-    :func:`personalign.record.figure` dicts.
+    :func:`personalign.record.figure` dicts; ``measures``: the code the figures measure (git
+    pathspecs; default :data:`personalign.record.MEASURES`), the running benchmark script added
+    (the results page marks the record stale once a later commit changes any of it).
 
     Raises:
         ValueError: a malformed figure or record (nothing is written)."""
-    from personalign.record import run_record, write_record
+    from personalign.record import MEASURES, run_record, write_record
 
+    script = Path(sys.argv[0]).resolve()
+    own = [script.relative_to(ROOT).as_posix()] if script.parent == ROOT / "benchmarks" else []
     record = run_record(name, figures, title=title, command=command, model=model, adapter=adapter, sampler=sampler,
-                        data=data, data_sha256=data_sha256, resampling=resampling, stage=stage, extra=extra)
+                        data=data, data_sha256=data_sha256, resampling=resampling, stage=stage, extra=extra,
+                        measures=[*(measures or MEASURES), *own])
     write_record(Path(out_dir or RESULTS) / f"{name}.json", record)
     return record
 

@@ -129,7 +129,7 @@ def main() -> None:
          "note": "text identical, temperature 0; the engine runs without flash attention, so not promised"},
     ]
     record = write_results(args.name, figures, title=f"Batched generation on the embedded engine, k = {args.k}",
-                          model=args.lm, adapter=None, data=None, stage=None,
+                          model=args.lm, adapter=None, data=None, stage=None, measures=["personalign/lm"],
                           extra={"rounds": rounds, "max_tokens": args.max_tokens, "threads": settings.n_threads,
                                  "all_equal": equal_all, "repacked_weights": not args.no_repack})
     emit(record)

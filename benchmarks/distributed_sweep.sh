@@ -154,7 +154,8 @@ def study_facts(name):
     study = optuna.load_study(study_name=name, storage=st)
     trials = study.get_trials(deepcopy=False)
     states = Counter(t.state.name for t in trials)
-    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    # the trials the budget counts: a trial that reused a finished trial's value (same_as) is not one
+    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED) and "same_as" not in t.user_attrs]
     runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`personalign.study` = '{name}' and tags.command = 'sweep-trial'", max_results=5000)
     per_trial = Counter(r.data.tags["personalign.trial"] for r in runs)
     return study, trials, states, finished, runs, per_trial
@@ -169,7 +170,11 @@ _, trials1, states1, finished1, runs1, _ = study_facts("dist-one")
 _, trials2, states2, finished2, runs2, per_trial2 = study_facts("dist-two")
 ran = {w: set((outs[w] or {}).get("ran_trials", [])) for w in ("w0", "w1")}
 surplus = [t.number for t in trials2 if t.user_attrs.get("surplus")]
-by_worker = Counter(t.system_attrs.get("personalign:worker", "?").split("|")[2] for t in finished2)
+def pid_of(worker):  # host|boot|pid_ns|pid|ticks|token (older: host|boot|pid|ticks)
+    parts = worker.split("|")
+    return parts[3] if len(parts) == 6 else parts[2] if len(parts) > 2 else "?"
+by_worker = Counter(pid_of(t.system_attrs.get("personalign:worker", "?")) for t in finished2)
+distinct2 = len({json.dumps(t.params, sort_keys=True) for t in finished2})
 dup_both = sorted(ran["w0"] & ran["w1"])
 dup_runs = sorted(k for k, v in per_trial2.items() if v > 1)
 over_budget = max(0, len(finished2) - n)
@@ -186,6 +191,8 @@ result = {
         "wall_seconds": round(wall2, 2), "trials_span_seconds": round(span(trials2), 2), "finished": len(finished2), "states": dict(states2),
         "trials_per_worker": {w: len(ran[w] - set(surplus)) for w in ("w0", "w1")},
         "finished_by_process": dict(by_worker), "surplus_claims": len(surplus),
+        "distinct_configurations": distinct2, "seeds": [0, 1],
+        "study_seed": optuna.load_study(study_name="dist-two", storage=st).user_attrs.get("seed"),
         "mlflow_trial_runs": len(runs2), "exit_codes": [int(rc0), int(rc1)],
         "lock_errors": sum(("locked" in e.lower()) or ("deadlock" in e.lower()) for e in errs.values()),
     },

@@ -14,6 +14,12 @@ a figure on the page differs from its JSON, and when a record is stale in a way 
 known model, an embedded model's sha256 is not the one personalign pins, or its data file has
 changed.
 
+The page also says, per record, the commit that made it and whether the code it measures changed
+since (:func:`code_status`): the record's ``measures`` (git pathspecs; default
+:data:`personalign.record.MEASURES`) against ``git log -1 COMMIT..AS_OF`` -- ``AS_OF`` the commit
+the page is rendered at, named on the page, so the page stays the rendering of the records until
+it is rendered again. A stale record is marked, not refused: its figures are what that commit measured.
+
 Bad input (invalid JSON, a missing or mistyped key, a duplicate figure key, a name that does not
 match its file) is one line on stderr naming the file and the key, exit 2, and nothing written.
 """
@@ -31,6 +37,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's personalign, as benchmarks/_common.py does
+
+from personalign.record import MEASURES  # noqa: E402
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 RESULTS_PAGE = ROOT / "docs" / "results.md"
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")  # the record's anchor on the page: the same on GitHub and MkDocs
@@ -46,6 +55,7 @@ their sha256, and what the interval resampled. Regenerate this page with
 `python benchmarks/report.py`. Figures measured before run records existed are in the stage guides,
 labelled as earlier measurements. How intervals are computed: [Figures and intervals](figures.md).
 """
+AS_OF = re.compile(r"^Checked at commit `([0-9a-f]{7,40})`", re.M)
 
 
 class BadRecord(ValueError):
@@ -124,6 +134,7 @@ class RunRecord(_Strict):
     data: Data | None
     resampling: Resampling | None
     stage: str | None
+    measures: list[str] | None = Field(default=None, min_length=1)  # absent in records older than it
     figures: list[Figure] = Field(min_length=1)
     extra: dict[str, Any]
 
@@ -205,7 +216,7 @@ def figure_row(fig: Figure) -> str:
             f"{fmt_ci(fig.ci, signed=signed(fig))} | {'–' if fig.n is None else fig.n} | {_cell(fig.note)} |")
 
 
-def render_record(rec: RunRecord) -> str:
+def render_record(rec: RunRecord, status: str = "not checked") -> str:
     model = "none (LM-free)" if rec.model.name is None else f"`{rec.model.name}`"
     if rec.model.sha256:
         model += f", sha256 `{rec.model.sha256[:12]}…`"
@@ -226,7 +237,9 @@ def render_record(rec: RunRecord) -> str:
         "| | |", "|---|---|",
         f"| command | `{_cell(rec.command)}` |",
         f"| stage | {'–' if rec.stage is None else f'`{rec.stage}`'} |",
-        f"| git commit, date | `{rec.git_commit[:12]}`, {rec.date} |",
+        f"| git commit, date | `{rec.git_commit[:12]}`{' with uncommitted changes' if _dirty(rec) else ''}, {rec.date} |",
+        f"| code measured | {', '.join(_pathspec(p) for p in measures(rec))} |",
+        f"| status | {status} |",
         f"| model | {model} |",
         f"| adapter | {_cell(rec.adapter)} |",
         f"| data | {data} |",
@@ -241,12 +254,63 @@ def render_record(rec: RunRecord) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(records: list[RunRecord]) -> str:
-    """The whole of docs/results.md for ``records``."""
+def render(records: list[RunRecord], as_of: str | None = None, repo: Path = ROOT) -> str:
+    """The whole of docs/results.md for ``records``, each record's status checked at commit
+    ``as_of`` (None: not checked) of the git repository ``repo``."""
     if not records:
         return HEADER + "\nNo run records yet: `benchmarks/results/` is empty.\n"
-    index = "\n".join(f"- [{r.name}](#{r.name}): {r.title}" for r in records)
-    return HEADER + "\n" + index + "\n\n" + "\n".join(render_record(r) for r in records)
+    checked = ("Not checked against the code (no git history)." if as_of is None else
+               f"Checked at commit `{as_of[:12]}`, the commit this page was rendered at: a record is **stale** when a "
+               "later commit changed the code it measures (its `measures`, git paths; by default "
+               f"{', '.join(_pathspec(p) for p in MEASURES)}). Its figures are still what its commit measured.")
+    statuses = [code_status(r, as_of, repo) for r in records]
+    index = "\n".join(f"- [{r.name}](#{r.name}): {r.title}{' (**stale**)' if st[0] else ''}"
+                      for r, st in zip(records, statuses))
+    return (HEADER + "\n" + checked + "\n\n" + index + "\n\n"
+            + "\n".join(render_record(r, st[1]) for r, st in zip(records, statuses)))
+
+
+def _dirty(rec: RunRecord) -> bool:
+    return rec.git_commit.endswith("+dirty")
+
+
+def _pathspec(spec: str) -> str:
+    return f"minus `{spec[len(':(exclude)'):]}`" if spec.startswith(":(exclude)") else f"`{spec}`"
+
+
+def measures(rec: RunRecord) -> list[str]:
+    """The code ``rec`` measures: its ``measures``, else :data:`personalign.record.MEASURES`."""
+    return rec.measures or list(MEASURES)
+
+
+def git(repo: Path, *args: str) -> str | None:
+    """``git ARGS`` in ``repo``: its output, stripped; None when git fails or is absent."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def code_status(rec: RunRecord, as_of: str | None, repo: Path = ROOT) -> tuple[bool | None, str]:
+    """(stale, the page's words): stale when a commit after the record's (``+dirty`` stripped) and
+    up to ``as_of`` changed a path it measures (``git log -1 COMMIT..AS_OF -- MEASURES``); None
+    when that cannot be told (no git, the record's commit not in ``repo``)."""
+    commit = rec.git_commit.removesuffix("+dirty")
+    if as_of is None:
+        return None, "not checked (no git history)"
+    if not re.fullmatch(r"[0-9a-f]{7,40}", commit) or git(repo, "cat-file", "-e", f"{commit}^{{commit}}") is None:
+        return None, f"commit `{commit[:12]}` not in this repository: cannot tell whether the code changed since"
+    last = git(repo, "log", "-1", "--format=%H %cs", f"{commit}..{as_of}", "--", *measures(rec))
+    if last is None:
+        return None, f"cannot tell: `git log {commit[:12]}..{as_of[:12]}` failed"
+    if not last:
+        return False, f"current: the code it measures is unchanged since `{commit[:12]}`"
+    sha, date = last.split()
+    held = " (the run had uncommitted changes: they may be among these)" if _dirty(rec) else ""
+    return True, f"**stale**: the code it measures changed after the run, last in `{sha[:12]}` ({date}){held}"
 
 
 def stale(rec: RunRecord) -> list[str]:
@@ -316,13 +380,14 @@ def main(argv: list[str] | None = None) -> int:
     except BadRecord as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    text = render(records)
+    current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
+    page_as_of = AS_OF.search(current) if args.check else None  # --check: the page's own commit
+    text = render(records, page_as_of[1] if page_as_of else git(ROOT, "rev-parse", "HEAD"))
     if not args.check:
         write_atomic(args.out, text)
         print(f"wrote {args.out} ({len(records)} records, {sum(len(r.figures) for r in records)} figures)")
         return 0
     problems = [p for r in records for p in stale(r)]
-    current = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
     if current != text:
         problems.insert(0, f"{args.out} differs from {args.results}/*.json: run python benchmarks/report.py")
     for p in problems:

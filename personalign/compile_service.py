@@ -48,7 +48,8 @@ import sys
 import warnings
 from typing import Any, Sequence
 
-from personalign.optimizers.plan import dev_split, make_optimizer, projected_calls, selection_calls, settings_of
+from personalign.optimizers.plan import (compile_fingerprint, dev_split, make_optimizer, projected_calls, selection_calls,
+                                         settings_of)
 
 
 def check_fit(stage, strategy: str, rows: list, data: Any, where: str, *, hint: str = "") -> None:
@@ -192,8 +193,11 @@ def _calibrate(stage, chosen: dict, program, dev: list, fit: list, lm) -> tuple[
         return stage.score([examples[i] for i in idx], list(decisions))
 
     oof: list[bool] = []
+    from personalign.metrics.dspy_metrics import to_bool
+
+    positives = [to_bool(stage.gold(ex)) is True for ex in examples]  # where a True decision is right
     rule = fit_decision_rule([float(s) for s in scores], groups, raw, objective, out_of_fold=oof,
-                             units=units or None)
+                             units=units or None, positives=positives)
     calls = scored_fit["lm_calls"]
     if rule is None:
         return program, None, calls, len(examples), None
@@ -226,14 +230,22 @@ def compile_program(stage, strategy: str, optimizer: str | None, trainset: list,
         ConfigurationError: unknown strategy/optimizer; ValueError: empty trainset.
     """
     from personalign.lm import CallCounter
+    from personalign.lm.ledger import unit
 
-    with CallCounter() as counter:
+    name = compile_fingerprint(stage, strategy, optimizer, trainset, lm=lm, seed=seed,
+                               optimizer_settings=optimizer_settings, fit_settings=fit_settings, program=program,
+                               select=select, calibrate=calibrate)
+    given = program
+    with CallCounter() as counter, unit(name):  # its calls' cache keys, for the next projection
         program, info = _compile(stage, strategy, optimizer, trainset, lm=lm, seed=seed, fit_settings=fit_settings,
                                  optimizer_settings=optimizer_settings, program=program, select=select,
                                  calibrate=calibrate)
     if info is not None:
         if info.get("projected_lm_calls") is None:  # a fit (a teleprompter projects its own)
             info["projected_lm_calls"] = projected_calls(stage, strategy, optimizer, trainset, seed=seed)
+        info["expected_lm_calls"] = projected_calls(stage, strategy, optimizer, trainset, lm=lm, seed=seed,
+                                                    optimizer_settings=optimizer_settings, program=given,
+                                                    select=select, calibrate=calibrate, expected=True)
         info.update(actual_lm_calls=counter.calls, lm_calls=counter.calls, cached_lm_calls=counter.cached)
     return program, info
 
@@ -246,7 +258,7 @@ def _compile(stage, strategy, optimizer, trainset, *, lm, seed, optimizer_settin
     registry = stage.registry
     info = registry.info(strategy)
     program = program if program is not None else registry.create(strategy)
-    ctx = use(lm) if (info.uses_lm and lm is not None) else contextlib.nullcontext()
+    ctx = use(lm if info.uses_lm else None)
     if optimizer is None:
         if not info.trainable:
             return program, None
@@ -271,15 +283,17 @@ def _compile(stage, strategy, optimizer, trainset, *, lm, seed, optimizer_settin
                                                       "no dev split to choose on"}
         return compiled, result.to_dict()
 
-    candidates = []
+    from personalign.lm import concurrency
+    from personalign.lm.flight import map_in_flight
+
+    programs = {"uncompiled": program.deepcopy(), optimizer: compiled}
+    for i, alt in enumerate(getattr(opt, "alternatives", None) or [], start=2):
+        programs[f"{optimizer}#{i}"] = alt
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sklearn's undefined-metric warnings on tiny dev sets
-        candidates.append(score_on(stage, program, dev, lm=lm, name="uncompiled"))
-        candidates.append(score_on(stage, compiled, dev, lm=lm, name=optimizer))
-        programs = {"uncompiled": program.deepcopy(), optimizer: compiled}
-        for i, alt in enumerate(getattr(opt, "alternatives", None) or [], start=2):
-            programs[f"{optimizer}#{i}"] = alt
-            candidates.append(score_on(stage, alt, dev, lm=lm, name=f"{optimizer}#{i}"))
+        # every candidate's dev rows in flight together (the endpoint's window bounds the calls)
+        candidates = map_in_flight(lambda _, item: score_on(stage, item[1], dev, lm=lm, name=item[0]),
+                                   list(programs.items()), min(len(programs), concurrency(lm)))
     notes = [f"{c['name']} predicts a single class on dev" for c in candidates if c["constant"]]
     best, why = choose(candidates, by=select_by)
     chosen = programs[best["name"]]
@@ -325,7 +339,8 @@ def _compile(stage, strategy, optimizer, trainset, *, lm, seed, optimizer_settin
 
 def summary(compile_info: dict | None) -> dict[str, Any] | None:
     """The reporting part of a ``CompileResult`` dict: ``{"objective", "dev_before", "dev_after",
-    "chosen", "reason", "projected_lm_calls", "actual_lm_calls", "cached_lm_calls", "decision_rule"}``
+    "chosen", "reason", "projected_lm_calls", "expected_lm_calls", "actual_lm_calls", "cached_lm_calls",
+    "decision_rule"}``
     (None: nothing compiled, or no dev selection ran)."""
     if not compile_info or compile_info.get("chosen") is None:
         return None
@@ -333,21 +348,40 @@ def summary(compile_info: dict | None) -> dict[str, Any] | None:
     return {"objective": compile_info.get("objective"), "dev_before": compile_info.get("dev_objective_before"),
             "dev_after": compile_info.get("dev_objective_after"), "chosen": compile_info.get("chosen"),
             "reason": compile_info.get("reason"), "projected_lm_calls": compile_info.get("projected_lm_calls"),
+            "expected_lm_calls": compile_info.get("expected_lm_calls"),
             "actual_lm_calls": compile_info.get("actual_lm_calls"), "cached_lm_calls": compile_info.get("cached_lm_calls"),
             "decision_rule": sel.get("decision_rule"),
             "warnings": sel.get("warnings") or []}
 
 
+def decision_rule_of(compile_info: dict | None) -> dict[str, Any] | None:
+    """The decision rule a compile fitted -- a trainable scorer's (``details["decision_rule"]``) or
+    a teleprompter's calibration (``details["selection"]["decision_rule"]``) -- in brief:
+    ``{"rule": "top_share@prompt_id", "describe", "reason", "band"}``; None: no rule."""
+    from personalign.programs.decision import DecisionRule
+
+    details = (compile_info or {}).get("details") or {}
+    raw = details.get("decision_rule") or (details.get("selection") or {}).get("decision_rule")
+    if not isinstance(raw, dict) or "kind" not in raw:
+        return None
+    rule = DecisionRule.from_dict(raw)
+    where = "+".join(rule.unit) if rule.unit else "group"
+    return {"rule": rule.kind if rule.kind == "threshold" else f"{rule.kind}@{where}", "describe": rule.describe(),
+            "reason": rule.reason, "band": rule.band}
+
+
 def summary_line(name: str, compile_info: dict | None) -> str | None:
-    """One line for humans: ``NAME: dev f1 0.412 -> 0.455, chose bootstrap (why); LM calls 42 actual / 120
-    projected``; None when :func:`summary` is None."""
+    """One line for humans: ``NAME: dev f1 0.412 -> 0.455, chose bootstrap (why); LM calls 42 actual / 46
+    expected (at most 120)``; None when :func:`summary` is None."""
     s = summary(compile_info)
     if s is None:
         return None
     cached = f" (+{s['cached_lm_calls']} cached)" if s.get("cached_lm_calls") else ""
     return (f"{name}: dev {s['objective']} {s['dev_before']:.3f} -> {s['dev_after']:.3f}, chose {s['chosen']} "
-            f"({s['reason']}); LM calls {s['actual_lm_calls']} actual{cached} / {s['projected_lm_calls']} projected")
+            f"({s['reason']}); LM calls {s['actual_lm_calls']} actual{cached} / "
+            + (f"{s['projected_lm_calls']} projected" if s.get("expected_lm_calls") is None else  # a record made before
+               f"{s['expected_lm_calls']} expected (at most {s['projected_lm_calls']})"))
 
 
-__all__ = ["check_fit", "compile_program", "dev_split", "make_optimizer", "projected_calls", "score_on", "choose",
+__all__ = ["check_fit", "compile_program", "decision_rule_of", "dev_split", "make_optimizer", "projected_calls", "score_on", "choose",
            "selection_calls", "summary", "summary_line"]

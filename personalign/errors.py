@@ -61,6 +61,20 @@ class ContextWindowError(PersonalignError):
     """A prompt does not fit the model's context window (n_ctx tokens)."""
 
 
+class RateLimitedError(PersonalignError):
+    """The model's endpoint kept refusing calls for the rate (HTTP 429) or as overloaded (503)
+    after every retry the retry policy allows: the run stops (every call would fail alike); exit 1."""
+
+    exit_code = 1
+
+
+class BudgetExceeded(PersonalignError):
+    """The next model call would pass ``--max-cost``: the run stops before it, writing nothing
+    half; the message says how far it got. Exit code 1."""
+
+    exit_code = 1
+
+
 class Declined(PersonalignError):
     """The run was not started: its estimated time passes the ``--confirm-over`` threshold and the
     answer at the terminal was not yes. Nothing ran; exit code 1."""
@@ -122,6 +136,12 @@ def printable(text: str) -> str:
     return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def brief(exc: BaseException, limit: int = 200) -> str:
+    """``"TypeName: first line of the message"`` (at most ``limit`` characters of it): how an
+    unexpected exception is named inside one ``error:`` line or a result's ``*_error`` field."""
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:limit]}"
+
+
 def find_in_chain(exc: BaseException | None, kind: type[E]) -> E | None:
     """The first exception of type ``kind`` in ``exc``'s cause/context chain (``exc`` included), or None."""
     seen: set[int] = set()
@@ -141,6 +161,7 @@ def find_personalign_error(exc: BaseException | None) -> PersonalignError | None
     return find_in_chain(exc, PersonalignError)
 
 
-__all__ = ["ArgumentError", "CacheDirError", "ConfigurationError", "ContextWindowError", "DataError", "Declined",
-           "Interrupted", "ModelFileError", "PersonalignError", "UnknownModelError", "UsageProblem", "find_in_chain",
-           "find_personalign_error", "located", "note_killed_runs", "note_partial", "printable"]
+__all__ = ["ArgumentError", "BudgetExceeded", "CacheDirError", "ConfigurationError", "ContextWindowError", "DataError",
+           "Declined", "Interrupted", "ModelFileError", "PersonalignError", "RateLimitedError", "UnknownModelError",
+           "UsageProblem", "brief", "find_in_chain", "find_personalign_error", "located", "note_killed_runs",
+           "note_partial", "printable"]

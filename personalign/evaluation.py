@@ -340,11 +340,13 @@ NUMBER_FIELDS = frozenset({
     "n", "n_train", "n_groups", "n_boot", "n_clusters", "n_resamples", "n_items", "seed", "repeats", "failures",
     "lm_calls", "cached_lm_calls", "compile_lm_calls", "compile_cached_lm_calls", "seconds", "precision", "recall",
     "yes_rate", "gold_yes_rate", "accuracy", "f1", "objective", "value", "diff", "a", "b", "c", "se", "mde", "p_value",
-    "p_holm", "p_min", "share_of_human", "n_annotators", "min_annotators", "rows", "rows_covered"})
+    "p_holm", "p_min", "share_of_human", "n_annotators", "min_annotators", "rows", "rows_covered",
+    "spent_input_tokens", "spent_output_tokens", "spent_dollars"})
 """The fields of a comparison's strategy rows and human row that hold a number (or null), wherever
 they appear in the row (``vs_first.paired_test.p_value``, ``by_group.0.cached_lm_calls``): the
 report's figures (:func:`stage_report`, :func:`evaluate_stage`, :func:`paired_comparison`, McNemar's
-discordant counts ``b`` / ``c``), the verbs' cost fields (``compile_lm_calls``, ``*cached_lm_calls``)
+discordant counts ``b`` / ``c``), the verbs' cost fields (``compile_lm_calls``, ``*cached_lm_calls``,
+``spent_*``: :func:`personalign.lm.spend.spent_fields`)
 and the human ceiling's counts; plus the stage's metric, by its name. One place for the results
 page's check (:func:`personalign.results_page.checks.check_figures`); a numeric field a result
 gains and this set lacks fails ``tests/results_page/test_number_fields.py``. ``diff`` may also be

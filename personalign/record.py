@@ -10,6 +10,7 @@ A figure is only as good as what it says about how it was made. Every
      "model": {"name": str|None, "sha256": str|None}, "adapter": str|None, "sampler": {...}|None,
      "data": {"path": str, "sha256": str}|None,
      "resampling": {"unit": str, "n_clusters": int, "n_boot": int}|None, "stage": str|None,
+     "measures": [str],   # git pathspecs of the code the figures measure (default: MEASURES)
      "figures": [{"key", "label", "strategy", "metric", "value", "ci": [lo, hi]|None, "n", "note"}],
      "extra": {...}}
 
@@ -46,7 +47,12 @@ PACKAGES = {"personalign": "personalign", "dspy": "dspy", "optuna": "optuna", "m
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 """A record's name: its file stem and its anchor on the results page (benchmarks/report.py)."""
 KEYS = ("name", "title", "command", "git_commit", "date", "machine", "versions", "model", "adapter", "sampler",
-        "data", "resampling", "stage", "figures", "extra")
+        "data", "resampling", "stage", "measures", "figures", "extra")
+MEASURES = ("personalign", ":(exclude)personalign/cli", ":(exclude)personalign/results_page")
+"""The code a record measures unless it names its own (``measures``, git pathspecs from the project
+root): the package but its command line and results page, which change no figure. A record is
+stale once a later commit changes them (``benchmarks/report.py``); a record written before
+``measures`` existed is read with this default."""
 FIGURE_KEYS = ("key", "label", "strategy", "metric", "value", "ci", "n", "note")
 
 
@@ -162,13 +168,13 @@ def _check_figure(f: Any, i: int) -> None:
 
 
 def validate(record: dict) -> None:
-    """Check a record against the format.
+    """Check a record against the format (``measures`` may be absent: a record older than it).
 
     Raises:
         ValueError: a missing or malformed key (named), or two figures with the same key."""
     if not isinstance(record, dict):
         raise ValueError("run record: not an object")
-    missing = [k for k in KEYS if k not in record]
+    missing = [k for k in KEYS if k not in record and k != "measures"]  # measures: absent in older records
     if missing:
         raise ValueError(f"run record: missing key(s) {', '.join(missing)}")
     for k in ("name", "title", "command", "git_commit", "date"):
@@ -187,6 +193,9 @@ def validate(record: dict) -> None:
         if f["key"] in seen:
             raise ValueError(f"figures[{i}].key: '{f['key']}' appears twice")
         seen.add(f["key"])
+    spec = record.get("measures", MEASURES)
+    if not (isinstance(spec, (list, tuple)) and spec and all(isinstance(p, str) and p for p in spec)):
+        raise ValueError(f"run record: measures must be a non-empty list of paths, got {spec!r}")
     res = record["resampling"]
     if res is not None and not ({"unit", "n_clusters", "n_boot"} <= set(res)):
         raise ValueError("run record: resampling must have unit, n_clusters and n_boot")
@@ -195,10 +204,11 @@ def validate(record: dict) -> None:
 def run_record(name: str, figures: Sequence[dict], *, title: str | None = None, command: str | None = None,
                model: str | None = None, adapter: str | None = None, sampler: dict | None = None,
                data: str | os.PathLike | None = None, data_sha256: str | None = None,
-               resampling: dict | None = None, stage: str | None = None, extra: dict | None = None) -> dict[str, Any]:
+               resampling: dict | None = None, stage: str | None = None, extra: dict | None = None,
+               measures: Sequence[str] | None = None) -> dict[str, Any]:
     """A validated run record (``command`` default: this process's argv, shell-quoted; either way
     with its secrets -- keys, tokens, headers, URL passwords -- as ``***``:
-    :func:`personalign.redaction.redact`).
+    :func:`personalign.redaction.redact`; ``measures`` default: :data:`MEASURES`).
 
     Raises:
         ValueError: a malformed figure or field (:func:`validate`)."""
@@ -207,7 +217,8 @@ def run_record(name: str, figures: Sequence[dict], *, title: str | None = None, 
               "git_commit": git_commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "machine": machine(), "versions": versions(), "model": model_info(model) or {"name": None, "sha256": None},
               "adapter": adapter, "sampler": sampler, "data": data_info(data, data_sha256),
-              "resampling": resampling, "stage": stage, "figures": list(figures), "extra": extra or {}}
+              "resampling": resampling, "stage": stage, "measures": list(measures or MEASURES), "figures": list(figures),
+              "extra": extra or {}}
     validate(record)
     return record
 
@@ -250,5 +261,5 @@ def mlflow_tags(record: dict) -> dict[str, str]:
     return tags
 
 
-__all__ = ["PACKAGES", "slug", "group_noun", "plural", "cv_tag", "versions", "git_commit", "machine", "model_info", "data_info", "figure", "validate",
+__all__ = ["PACKAGES", "MEASURES", "slug", "group_noun", "plural", "cv_tag", "versions", "git_commit", "machine", "model_info", "data_info", "figure", "validate",
            "run_record", "write_record", "write_json", "mlflow_tags"]

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / "personalign"
 # errors/registry -> data/metrics/lm -> signatures/stages -> programs -> optimizers
 #   -> compile/evaluate/tracking -> sweeps/runners/labels -> the verbs -> cli
 LAYERS = {
-    0: {"errors", "registry", "redaction", "_env", "_paths", "_versions", "settings", "resources", "stores"},
+    0: {"errors", "registry", "redaction", "_env", "_paths", "_versions", "settings", "resources", "stores", "origin"},
     1: {"data", "metrics", "lm", "preprocess", "diversity", "processes", "record"},
     2: {"signatures", "stages"},
     3: {"programs"},
@@ -25,7 +25,7 @@ LAYERS = {
     5: {"compile_service", "evaluation", "judge_validation", "tracking"},
     6: {"sweeps", "runners", "labels", "results_page"},
     7: {"_verbs", "results"},
-    8: {"cli", "testing", "__main__", "_launch", ""},
+    8: {"cli", "testing", "__main__", "_launch", "_mlflow_ui", ""},
 }
 LAYER = {name: level for level, names in LAYERS.items() for name in names}
 MAX_LINES = 400

@@ -5,19 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from personalign._verbs.cost import announce, measured, project_compare
+from personalign._verbs.cost import announce, measured, speed_key
+from personalign._verbs.projection import project_compare
 from personalign._verbs.folds import group_folds, run_folds, split_folds
-from personalign._verbs.inputs import (check_capabilities, check_counts, load_data, names_of, parse_strategies, resolve_model,
-                                      with_module)
+from personalign._verbs.inputs import (check_capabilities, check_counts, entered, load_data, names_of, parse_strategies,
+                                      resolve_model, with_module)
 from personalign._verbs.reports import ComparisonReport
-from personalign.errors import ArgumentError, note_partial
+from personalign.errors import ArgumentError, BudgetExceeded, brief, note_partial
+from personalign.lm.spend import spent_fields, total_spent
 
 
 def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "val", train_split: str = "train",
             cv: str | None = None, lm: Any = None, api_base: str | None = None, lm_kwargs: dict | None = None,
             seed: int = 0, n_boot: int = 1000, limit: int | None = None, train_limit: int | None = None,
             repeats: int = 1, temperature: float | None = None, out_dir: str | Path | None = None,
-            callbacks: Any = (), progress: bool = False, on_cost: Any = None) -> ComparisonReport:
+            callbacks: Any = (), progress: bool = False, on_cost: Any = None,
+            concurrency: int | None = None, max_cost: float | None = None) -> ComparisonReport:
     """Compare strategies of ``stage`` on the same held-out rows against the human labels.
 
     Every trainable strategy is compiled on training rows only (the one compile path); each is then
@@ -29,7 +32,8 @@ def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "va
     when not listed, so a Δ reads against the trivial baseline.
 
     Args:
-        stage, data, lm, api_base, lm_kwargs, callbacks: as :func:`personalign.compile`.
+        stage, data, lm, api_base, lm_kwargs, callbacks, concurrency, max_cost: as
+            :func:`personalign.compile`.
         strategies: comma-separated names or a list (``NAME@OPTIMIZER`` compiles an LLM strategy
             with a teleprompter; a list may hold ``dspy.Module`` objects); None: the stage's defaults.
         split / train_split: scored on ``split``, compiled on ``train_split`` (one split).
@@ -45,7 +49,8 @@ def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "va
         repeats / temperature: runs of each sampling strategy at that temperature (distinct
             ``rollout_id``), resampled inside every interval; deterministic ones run once.
         out_dir: write the result JSON and a chart (PNG) there (paths in ``result_file`` /
-            ``chart_file``; with ``cv``, rewritten after each strategy).
+            ``chart_file``; with ``cv``, rewritten after each strategy). The JSON is written first: a
+            chart that cannot be drawn leaves ``chart_file`` null and ``chart_error`` saying why.
         n_boot, seed: bootstrap resamples; seed of every stochastic step.
 
     Returns:
@@ -82,14 +87,13 @@ def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "va
         folds = split_folds(st, ds, specs, split=split, train_split=train_split, limit=limit, seed=seed,
                             train_limit=train_limit)
     uses_lm = any(st.registry.info(n).uses_lm for n, _ in specs)
-    model = resolve_model(lm, needed=uses_lm, api_base=api_base, lm_kwargs=lm_kwargs, temperature=temperature)
+    model = resolve_model(lm, needed=uses_lm, api_base=api_base, lm_kwargs=lm_kwargs, temperature=temperature,
+                          concurrency=concurrency, max_cost=max_cost)
     check_capabilities(st, [n for n, _ in specs], model)
     result = _head(st, ds, specs, model, seed=seed, n_boot=n_boot, split=split, train_split=train_split,
                    folds=folds, groups=groups)
     if train_limit is not None:
         result["train_limit"] = train_limit
-    cost = project_compare(st, specs, folds, lm=model.lm, model=model.name, seed=seed, repeats=repeats)
-    result["projected_lm_calls"] = cost.to_dict()
     cbs = Callbacks(callbacks)
     run = RunInfo("compare", st, params=_params(result, specs), tags={"cv": "groups"} if cv else {},
                   datasets=_datasets(folds, cv, split, train_split), data=ds.label, data_sha256=ds.sha256,
@@ -99,23 +103,36 @@ def compare(stage, strategies: Any = None, data: Any = None, *, split: str = "va
 
     files = _Files(result, out_dir, cbs, run)
     try:
-        with cbs.run(run, result), measured(model.name):
+        announced: list = []
+        with cbs.run(run, result), entered(model, announced):
+            cost = project_compare(st, specs, folds, lm=model.lm, model=model.name, seed=seed, repeats=repeats)
+            announced.append(cost)
+            result["projected_lm_calls"] = cost.to_dict()
             announce(cost, on_cost, progress)  # the run's inputs and cache checked; no model call yet
             table = (tables.GroupTable if cv else tables.SplitTable)(st, result, folds, n_boot=n_boot, seed=seed)
-            with tables.progress_for(folds, specs, cv and progress) as bar:
+            with tables.progress_for(folds, specs, cv and progress, cost) as bar:
                 for (base, opt), name, projected in zip(specs, names_of(specs), cost.strategies):
                     info = st.registry.info(base)
-                    done = run_folds(st, base, opt, folds, lm=model.lm, seed=seed, n_boot=n_boot, repeats=repeats,
-                                     label=name, progress=progress and not cv, tracing=lambda n: cbs.tracing(run, n),
-                                     on_fold=bar.on_fold(name), fit_calls=projected.fitting + projected.compiling)
+                    with measured(speed_key(model.name, name)) as used:  # its own speed, for the next line
+                        done = run_folds(st, base, opt, folds, lm=model.lm, seed=seed, n_boot=n_boot, repeats=repeats,
+                                         label=name, progress=progress and not cv,
+                                         tracing=lambda n: cbs.tracing(run, n), on_fold=bar.on_fold(name),
+                                         fit_calls=projected.fitting + projected.compiling)
                     table.add(name, info, done, reference=(name == st.reference and not result["strategies"]))
+                    table.note(spent_fields(used.tokens))  # tokens and dollars from the responses' usage
                     cbs.on_candidate_end(run, table.candidate(name, info, done, model.name))
                     if cv:  # a long run keeps what it measured: "complete": false until the end
                         table.finish(partial=True)
                         files.write(partial=True)
                         cbs.on_partial(run, result)
+            result["spent"] = total_spent(result["strategies"])
             table.finish()
             files.write()
+    except BudgetExceeded:  # --max-cost writes nothing half: a leave-one-group-out run's partial files go
+        for kept in (files.partial_file, *(getattr(c, "partial_file", None) for c in cbs.callbacks)):
+            if kept:
+                Path(kept).unlink(missing_ok=True)
+        raise
     except KeyboardInterrupt as exc:  # the interrupt line names what a partial result was kept in
         note_partial(exc, files.partial_file, *(getattr(c, "partial_file", None) for c in cbs.callbacks))
         raise
@@ -166,7 +183,11 @@ def _datasets(folds, cv, split: str, train_split: str) -> list:
 
 class _Files:
     """The result JSON and chart under ``out_dir`` (atomic writes, one unique stem per run; with
-    ``cv`` the JSON is rewritten after each strategy), announced to the callbacks when final."""
+    ``cv`` the JSON is rewritten after each strategy), announced to the callbacks when final.
+
+    The JSON is written before anything reads the result back: a chart that cannot be drawn leaves
+    ``chart_file`` null and says why in ``chart_error`` (the result rewritten with it), so the work
+    of a run is never lost to a view of it."""
 
     def __init__(self, result: dict, out_dir: Any, cbs, run) -> None:
         import uuid
@@ -179,20 +200,32 @@ class _Files:
         self.stem = f"{result['stage']}-{tag}-{stamp()}-{uuid.uuid4().hex[:12]}"
 
     def write(self, partial: bool = False) -> None:
-        from personalign._verbs.results import plot_groups, plot_result, write_result
+        from personalign._verbs.results import write_result
 
         if self.out_dir is None:
             return
         out = Path(self.out_dir)
-        if not partial:
-            plot = plot_groups if self.result.get("cv") else plot_result
-            self.result["chart_file"] = str(plot(self.result, out / f"{self.stem}.png"))
         self.result["result_file"] = str(out / f"{self.stem}.json")
         write_result(self.result, out, stem=self.stem)
         self.partial_file = self.result["result_file"] if partial else None
-        if not partial:
-            for key in ("chart_file", "result_file"):
+        if partial:
+            return
+        self._chart(out / f"{self.stem}.png")
+        write_result(self.result, out, stem=self.stem)
+        for key in ("chart_file", "result_file"):
+            if self.result[key] is not None:
                 self.cbs.on_artifact(self.run, self.result[key])
+
+    def _chart(self, path: Path) -> None:
+        """``chart_file``: the chart drawn at ``path``; or null, with ``chart_error`` (one line)."""
+        from personalign._verbs.results import plot_groups, plot_result
+
+        plot = plot_groups if self.result.get("cv") else plot_result
+        try:
+            self.result["chart_file"] = str(plot(self.result, path))
+        except Exception as exc:  # noqa: BLE001  (a figure the chart cannot draw; the CLI exits non-zero on it)
+            self.result["chart_file"] = None
+            self.result["chart_error"] = brief(exc)
 
 
 __all__ = ["compare"]

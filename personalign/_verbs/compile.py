@@ -5,16 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from personalign._verbs.cost import announce, calls_bar, measured, project_compile
-from personalign._verbs.inputs import check_capabilities, check_counts, check_design, load_data, resolve_model, with_module
+from personalign._verbs.cost import announce, calls_bar, measured, speed_key
+from personalign._verbs.inputs import (check_capabilities, check_counts, check_design, entered, load_data, resolve_model,
+                                      with_module)
+from personalign._verbs.projection import project_compile
 from personalign._verbs.reports import CompiledProgram
 from personalign.errors import ArgumentError
+from personalign.lm.spend import spent_fields
 
 
 def compile(stage, strategy: Any = None, data: Any = None, *, optimizer: str | None = None,
             train_split: str = "train", lm: Any = None, api_base: str | None = None, lm_kwargs: dict | None = None,
             seed: int = 0, out: str | Path | None = None, callbacks: Any = (), train_limit: int | None = None,
-            progress: bool = False, on_cost: Any = None) -> CompiledProgram:
+            progress: bool = False, on_cost: Any = None, concurrency: int | None = None,
+            max_cost: float | None = None) -> CompiledProgram:
     """Compile ``strategy`` of ``stage`` on the ``train_split`` rows of ``data`` and, with ``out``,
     save it (``program.json``, weights, a readable ``prompt.md``).
 
@@ -33,6 +37,11 @@ def compile(stage, strategy: Any = None, data: Any = None, *, optimizer: str | N
         optimizer: a teleprompter (``labeled``, ``bootstrap``, ``mipro``, ...) for an LLM strategy.
         lm: a model string or a ``dspy.LM`` (default :func:`personalign.lm.default_model`);
             ``api_base`` / ``lm_kwargs``: its server and litellm settings.
+        concurrency: model calls kept in flight (1-256; teleprompters evaluate with as many
+            threads); None: 1 for the embedded engine, 32 for a hosted or served model.
+        max_cost: dollars the run may spend (litellm's bundled prices; None: no limit): the call
+            that would pass it is not made -- :class:`~personalign.errors.BudgetExceeded`, nothing
+            written; a negative, NaN or infinite value is an :class:`~personalign.errors.ArgumentError`.
         out: a directory to save the program in (must not exist or be empty).
         callbacks: :class:`personalign.tracking.RunCallback` objects (an MLflow run, ...).
         train_limit: compile on a seeded sample of that many ``train_split`` rows, stratified over
@@ -65,21 +74,26 @@ def compile(stage, strategy: Any = None, data: Any = None, *, optimizer: str | N
     trainset = st.limit(ds.split(train_split), train_limit, seed)
     if info.trainable:
         st.check_fittable(trainset, ds.where, train_split, train_limit=train_limit)
-    model = resolve_model(lm, needed=info.uses_lm, api_base=api_base, lm_kwargs=lm_kwargs)
+    model = resolve_model(lm, needed=info.uses_lm, api_base=api_base, lm_kwargs=lm_kwargs, concurrency=concurrency,
+                          max_cost=max_cost)
     check_capabilities(st, [strategy], model)
     name = strategy + (f"@{optimizer}" if optimizer else "")
     cbs = Callbacks(callbacks)
     run = _run_info(st, name, ds, train_split, model.name, seed, trainset, train_limit)
     cbs.check(run)
-    cost = project_compile(st, strategy, optimizer, trainset, lm=model.lm, model=model.name, seed=seed)
     made: dict[str, Any] = {}
-    with cbs.run(run, made), measured(model.name):
+    announced: list = []
+    with cbs.run(run, made), entered(model, announced) as counter:
+        cost = project_compile(st, strategy, optimizer, trainset, lm=model.lm, model=model.name, seed=seed)
+        announced.append(cost)
         announce(cost, on_cost, progress)  # the run's inputs and cache checked; no model call yet
         phase = "compiling" if optimizer else "fitting"
-        with calls_bar(f"{name} {phase} (model calls)", cost.total, progress):
+        with calls_bar(f"{name} {phase} (model calls)", cost.total, progress), measured(speed_key(model.name, name)):
             program, record = compile_program(st, strategy, optimizer, trainset, lm=model.lm, seed=seed)
         record = {**(record or {"optimizer": None}), "data": ds.label, "data_sha256": ds.sha256,
                   "train_split": train_split, **({"train_limit": train_limit} if train_limit is not None else {})}
+        counter.snapshot()
+        record.update(spent_fields(counter.tokens))  # tokens and dollars from the responses' usage
         if target is not None:
             _save(st, program, target, strategy, model.name, record)
         result = CompiledProgram(program=program, stage=st.name, strategy=strategy, optimizer=optimizer, info=record,
@@ -89,7 +103,7 @@ def compile(stage, strategy: Any = None, data: Any = None, *, optimizer: str | N
         cbs.on_candidate_end(run, Candidate(name, params={"strategy": strategy, "optimizer": optimizer},
                                             metrics={k: v for k, v in record.items() if isinstance(v, (int, float))},
                                             row=result.to_dict(), program=program))
-        for f in ((target / "program.json", target / "prompt.md") if target is not None else ()):
+        for f in ((target / "program.json", target / "prompt.md", target / "signature.py") if target is not None else ()):
             cbs.on_artifact(run, f)
     return result
 

@@ -1,14 +1,15 @@
-"""The cost of a run, said before it is spent: the model calls each verb will make at most --
-evaluation, fitting and compiling, per strategy -- and, when the model's speed on this machine is
-known (:mod:`personalign.lm.speed`: ``personalign doctor --bench``, or the calls of an earlier
-run), the time they take. Every verb that calls a model hands a :class:`Cost` to its ``on_cost``
-hook before the first call (default: the line on stderr when ``progress``); :func:`cost_gate` is
-the command line's hook: the line, then a question when the estimate passes ``--confirm-over``
-and stdin is a terminal (never otherwise: CI and pipes run on).
+"""The cost of a run, said before it is spent: the model calls each verb is expected to make --
+evaluation, fitting and compiling, per strategy; new ones and those a cache already holds apart --
+and, when the model's speed on this machine is known (:mod:`personalign.lm.speed`: ``personalign
+doctor --bench``, or the calls of an earlier run), the time the new ones take. Every verb that
+calls a model hands a :class:`Cost` (:mod:`personalign._verbs.projection` projects it) to its
+``on_cost`` hook before the first call (default: the line on stderr when ``progress``);
+:func:`cost_gate` is the command line's hook: the line, then a question when the estimate passes
+``--confirm-over`` and stdin is a terminal (never otherwise: CI and pipes run on).
 
 What counts as a call is what :class:`personalign.lm.CallCounter` counts (a DSPy LM call, a
-forward pass); the projection is an upper bound of calls made plus calls a cache answered, equal
-to them for deterministic strategies on an embedded model.
+forward pass); a forward pass several strategies read is counted once; retries are not counted up
+front (they are in the upper bound, with a bootstrap that never stops early).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import contextlib
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 PHASES = ("fitting", "compiling", "evaluation")
 
@@ -25,37 +26,100 @@ PHASES = ("fitting", "compiling", "evaluation")
 @dataclass
 class StrategyCost:
     """Projected model calls of one strategy: ``fitting`` (its own fit), ``compiling`` (a
-    teleprompter, dev selection and decision rule included), ``evaluation``; ``kind``: what they
-    are (``generation``: DSPy LM calls; ``forward``: forward passes)."""
+    teleprompter, dev selection and decision rule included), ``evaluation`` -- the calls it is
+    expected to make, those a cache answers included; ``kind``: what they are (``generation``: DSPy
+    LM calls; ``forward``: forward passes).
+
+    Attributes:
+        cached: of those calls, the ones a cache holds now (looked up: :mod:`personalign.lm.ledger`,
+            :func:`personalign.lm.forward.pass_lookup`).
+        upper_bound: the calls it makes at most (retries, a bootstrap that never stops early, a
+            sweep's most costly configuration); None: the same as :attr:`total`.
+        shared: forward passes it reads that an earlier strategy of the run makes (not in its total).
+        unchecked: generation calls no cache could be looked up for: new at most.
+        speed: this strategy's own speed on the model, measured when it last ran
+            (:func:`speed_key`); None: the model's.
+    """
 
     name: str
     fitting: int = 0
     compiling: int = 0
     evaluation: int = 0
     kind: str = "generation"
+    cached: int = 0
+    upper_bound: int | None = None
+    shared: int = 0
+    unchecked: int = 0
+    speed: dict | None = field(default=None, repr=False)
+    tokens: dict | None = field(default=None, repr=False)  # per call: personalign.lm.spend.sample_tokens
 
     @property
     def total(self) -> int:
         return self.fitting + self.compiling + self.evaluation
 
-    def text(self) -> str:
-        """``"yes-prob 531 (511 fitting + 20 evaluation)"``, ``"predict 20 evaluation"``."""
+    @property
+    def input_tokens(self) -> int | None:
+        """Input tokens of the new calls (each at the sampled prompts' mean), None: not counted."""
+        per = (self.tokens or {}).get("input")
+        return None if per is None else round(self.new * per)
+
+    @property
+    def output_tokens(self) -> int | None:
+        """Output tokens of the new calls at most (``max_tokens`` each; 1 a forward pass)."""
+        return None if self.input_tokens is None else round(self.new * float(self.tokens["output"]))
+
+    @property
+    def new(self) -> int:
+        """The calls expected to reach the model."""
+        return self.total - self.cached
+
+    @property
+    def bound(self) -> int:
+        return max(self.total, self.upper_bound if self.upper_bound is not None else self.total)
+
+    def add(self, other: "StrategyCost") -> "StrategyCost":
+        """This strategy's cost plus ``other``'s (another fold, another trial), phase by phase."""
+        out = StrategyCost(self.name, kind=self.kind, tokens=self.tokens or other.tokens)
+        for f in (*PHASES, "cached", "shared", "unchecked"):
+            setattr(out, f, getattr(self, f) + getattr(other, f))
+        out.upper_bound = self.bound + other.bound if (self.upper_bound, other.upper_bound) != (None, None) else None
+        return out
+
+    def text(self, dollars: float | None = None) -> str:
+        """``"yes-prob 531 (511 fitting + 20 evaluation)"``, ``"predict 20 evaluation, 20 cached"``,
+        ``"predict@bootstrap 30 (24 compiling + 6 evaluation; up to 54)"``."""
         parts = [f"{getattr(self, p):,} {p}" for p in PHASES if getattr(self, p)]
+        notes = [f"{self.cached:,} cached"] if self.cached else []
+        if self.input_tokens is not None and self.new:
+            notes.append(f"{self.input_tokens:,} in + {self.output_tokens:,} out tokens"
+                         + (f", ${dollars:.4f}" if dollars is not None else ""))
+        if self.bound > self.total:
+            notes.append(f"up to {self.bound:,}")
+        if self.shared:
+            notes.append(f"{self.shared:,} passes shared")
         if len(parts) < 2:
-            return f"{self.name} {parts[0] if parts else 'none'}"
-        return f"{self.name} {self.total:,} ({' + '.join(parts)})"
+            head = f"{self.name} {parts[0] if parts else 'none'}"
+            return head + (f", {', '.join(notes)}" if notes else "")
+        return f"{self.name} {self.total:,} ({' + '.join(parts)}{'; ' + ', '.join(notes) if notes else ''})"
 
 
 @dataclass
 class Cost:
-    """The model calls a run will make at most, projected before the first one.
+    """The model calls a run is expected to make, projected before the first one: new ones and
+    those a cache holds, each forward pass once however many strategies read it.
 
     Attributes:
         verb: ``compare``, ``compile``, ``eval``, ``predict``, ``sweep``.
         model: the model string (None: no strategy calls one).
-        strategies: one :class:`StrategyCost` each (per trial for a sweep).
-        trials: a sweep's trials to run (the total is ``trials`` x the most costly strategy).
+        strategies: one :class:`StrategyCost` each (a sweep: each strategy's expected share of
+            its ``trials``).
+        trials: a sweep's trials to run.
         speed: the model's known speed (:func:`personalign.lm.speed.known_speed`), or None.
+        upper_bound: the calls at most, when not the strategies' own (a sweep: ``trials`` x its
+            most costly configuration); None: the sum of theirs.
+        work: seconds of the run's work besides model calls (fitting, decision rules, intervals),
+            as the same command took them when it last ran on this cache; None: not known.
+        name: the command's fingerprint, under which :func:`measured` keeps that work.
     """
 
     verb: str
@@ -63,62 +127,168 @@ class Cost:
     strategies: list[StrategyCost] = field(default_factory=list)
     trials: int | None = None
     speed: dict | None = None
+    upper_bound: int | None = None
+    work: float | None = None
+    name: str | None = None
+    started: float | None = field(default=None, repr=False, compare=False)
 
     @property
     def total(self) -> int:
-        """Model calls in all, at most."""
-        if self.trials is not None:
-            return self.trials * max((s.total for s in self.strategies), default=0)
+        """Model calls expected in all, new and cached."""
         return sum(s.total for s in self.strategies)
 
+    @property
+    def cached(self) -> int:
+        return sum(s.cached for s in self.strategies)
+
+    @property
+    def new(self) -> int:
+        return self.total - self.cached
+
+    @property
+    def bound(self) -> int:
+        own = sum(s.bound for s in self.strategies)
+        return max(self.total, self.upper_bound if self.upper_bound is not None else own)
+
+    @property
+    def unchecked(self) -> int:
+        return sum(s.unchecked for s in self.strategies)
+
+    @property
+    def input_tokens(self) -> int:
+        """Input tokens of the new calls, projected (the strategies whose prompts were counted)."""
+        return sum(s.input_tokens or 0 for s in self.strategies)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(s.output_tokens or 0 for s in self.strategies)
+
+    @property
+    def priced(self) -> bool:
+        """Whether the model has a price in litellm's bundled map (:mod:`personalign.lm.prices`)."""
+        from personalign.lm.prices import priced
+
+        return priced(self.model)
+
+    @property
+    def dollars(self) -> float:
+        """The projected dollars of the new calls (0 without a price on file)."""
+        from personalign.lm.prices import dollars
+
+        return dollars(self.model, self.input_tokens, self.output_tokens) if self.new else 0.0
+
+    def money(self) -> str:
+        """``"; 9,120 input + 24,576 output tokens at most, $0.0161 (litellm's price map)"``."""
+        counted = [s for s in self.strategies if s.new and s.tokens and s.tokens.get("input") is not None]
+        if not counted:
+            return ""
+        how = "" if all(s.tokens.get("exact") for s in counted) else " (cl100k count: approximate)"
+        most = " at most" if any(s.tokens.get("bound", True) for s in counted) else " (output as measured)"
+        if self.priced:
+            paid = f"${self.dollars:.4f}{most.split(' (')[0]} (litellm's bundled price map)"
+        else:
+            from personalign.errors import printable
+
+            paid = f"$0 (no price on file for {printable(str(self.model))})"
+        return f"; {self.input_tokens:,} input + {self.output_tokens:,} output tokens{most}{how}, {paid}"
+
     def calls_by_kind(self) -> dict[str, int]:
-        if self.trials is not None:
-            worst = max(self.strategies, key=lambda s: s.total, default=None)
-            return {worst.kind: self.total} if worst is not None and self.total else {}
+        """New calls by kind (what the time is spent on)."""
         out: dict[str, int] = {}
         for s in self.strategies:
-            if s.total:
-                out[s.kind] = out.get(s.kind, 0) + s.total
+            if s.new:
+                out[s.kind] = out.get(s.kind, 0) + s.new
+        return out
+
+    def per_call(self) -> dict[str, dict]:
+        """The speed each kind of new call is timed at: its own measurement, else the other kind's
+        (a forward pass timed as a generation: at most that; marked ``"as": KIND``)."""
+        out: dict[str, dict] = {}
+        for kind in self.calls_by_kind():
+            if self.speed and kind in self.speed:
+                out[kind] = self.speed[kind]
+            elif self.speed:
+                other = next(iter(sorted(self.speed)))
+                out[kind] = {**self.speed[other], "as": other}
         return out
 
     @property
-    def seconds(self) -> float | None:
-        """The estimated time of the calls (s), or None when a kind's speed is unknown."""
-        kinds = self.calls_by_kind()
-        if not kinds:
+    def call_seconds(self) -> float | None:
+        """The estimated time of the new calls (s): each strategy's new calls x the seconds per
+        call of their kind -- the strategy's own when it ran on this model before (a call with
+        demos takes longer than one without), else the model's (:meth:`per_call`); None when no
+        speed of the model is known."""
+        if not self.calls_by_kind():
             return 0.0
-        if not self.speed or any(k not in self.speed for k in kinds):
-            return None
-        return sum(n * float(self.speed[k]["seconds_per_call"]) for k, n in kinds.items())
+        speed = self.per_call()
+        total = 0.0
+        for s in self.strategies:
+            if s.new:
+                own = (s.speed or {}).get(s.kind) or speed.get(s.kind)
+                if own is None:
+                    return None
+                total += s.new * float(own["seconds_per_call"])
+        return total
+
+    @property
+    def seconds(self) -> float | None:
+        """The estimated time of the run (s): :attr:`call_seconds`, plus :attr:`work` when the same
+        command ran here before; None when the calls' time is unknown."""
+        calls = self.call_seconds
+        return None if calls is None else calls + (self.work or 0.0)
 
     def line(self) -> str:
-        """The one line printed before the first call."""
+        """The one line printed before the first call: ``cost: N new + M cached model calls on
+        MODEL (...); about T at S per call``."""
         from personalign.errors import printable  # a model name or the speed file's text: never an escape code
 
-        if not self.total:
+        if not self.bound:
             return f"cost: no model calls ({self.verb})"
-        shown = [s for s in self.strategies if s.total]
-        each = "; ".join(s.text() for s in shown)
-        if self.trials is not None:
-            head = f"cost: at most {self.total:,} model calls on {printable(str(self.model))} ({self.trials} trials, " \
-                   f"each at most {max(s.total for s in shown):,}: {each})"
-        else:
-            head = f"cost: at most {self.total:,} model calls on {printable(str(self.model))} ({each})"
+        shown = [s for s in self.strategies if s.total or s.shared]
+        each = "; ".join(s.text(_dollars(self.model, s) if self.priced else None) for s in shown) or "none expected"
+        count = f"{'at most ' if self.unchecked else ''}{self.new:,}{' new' if self.cached else ''}"
+        count += f" + {self.cached:,} cached" if self.cached else ""
+        up = f" (up to {self.bound:,})" if self.bound > self.total else ""
+        trials = f"{self.trials} trials: " if self.trials is not None else ""
+        head = f"cost: {count} model calls{up} on {printable(str(self.model))} ({trials}{each}){self.money()}"
         seconds = self.seconds
         if seconds is None:
             return head + "; time unknown (`personalign doctor --bench` measures this model's speed)"
-
-        how = ", ".join(f"{float(v['seconds_per_call']):.3g} s per {'forward pass' if k == 'forward' else 'call'} "
-                        f"(measured by {'a run' if v['source'] == 'run' else printable(str(v['source'])[:40])} "
+        work = f" + {duration(self.work)} of other work (as this command took it last)" if self.work else ""
+        if not self.call_seconds:
+            return head + f"; no new call{'; about ' + duration(self.work) + ' of other work (as this command took it last)' if self.work else ''}"
+        noun = {"forward": "forward pass", "generation": "call"}
+        how = ", ".join(f"{float(v['seconds_per_call']):.3g} s per {noun.get(k, k)} "
+                        f"({'timed as a ' + noun.get(v['as'], v['as']) + ': not measured yet, ' if 'as' in v else ''}"
+                        f"measured by {'a run' if v['source'] == 'run' else printable(str(v['source'])[:40])} "
                         f"on {printable(str(v['measured'])[:10])})"
-                        for k, v in sorted(self.speed.items()) if k in self.calls_by_kind())
-        return head + f"; about {duration(seconds)} at {how}"
+                        for k, v in sorted(self.per_call().items()))
+        own = "; a strategy that ran here before at its own speed" if any(s.new and s.speed for s in self.strategies) \
+            else ""
+        return head + f"; about {duration(seconds)} at {how}{own}{work}"
 
     def to_dict(self) -> dict[str, Any]:
         """The projection as recorded in a result file (``projected_lm_calls``)."""
-        return {"total": self.total, "seconds": self.seconds, "trials": self.trials, "model": self.model,
+        return {"total": self.total, "new": self.new, "cached": self.cached, "upper_bound": self.bound,
+                "unchecked": self.unchecked, "seconds": self.seconds, "work_seconds": self.work, "trials": self.trials,
+                "model": self.model, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "dollars": round(self.dollars, 8), "priced": self.priced,
                 "strategies": [{"name": s.name, "kind": s.kind, **{p: getattr(s, p) for p in PHASES},
-                                "total": s.total} for s in self.strategies]}
+                                "total": s.total, "new": s.new, "cached": s.cached, "upper_bound": s.bound,
+                                "shared": s.shared, "unchecked": s.unchecked, "input_tokens": s.input_tokens,
+                                "output_tokens": s.output_tokens,
+                                "dollars": round(_dollars(self.model, s), 8)} for s in self.strategies]}
+
+
+def _dollars(model: str | None, row: StrategyCost) -> float:
+    from personalign.lm.prices import dollars
+
+    return dollars(model, row.input_tokens or 0, row.output_tokens or 0) if row.new else 0.0
+
+
+def speed_key(model: str | None, strategy: str) -> str | None:
+    """The speed file's name for ``strategy``'s own calls on ``model`` (a model string has no space)."""
+    return None if model is None else f"{model} {strategy}"
 
 
 def duration(seconds: float) -> str:
@@ -131,113 +301,16 @@ def duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
-# --- what a strategy costs per row --------------------------------------------------------------
-def _inner(program):
-    """A program under its decision rule (:class:`personalign.programs.decision.DecidedProgram`)."""
-    while getattr(program, "undecided", None) is not None:
-        program = program.undecided
-    return program
-
-
-def row_calls(program, lm, examples: Sequence = ()) -> tuple[int, str]:
-    """``(calls per row, kind)`` of ``program`` (a class or an instance): a scorer reading
-    next-token log-probabilities makes one forward pass; a DSPy program its predictor calls times
-    the adapter's factor (:func:`personalign.optimizers.budget.calls_per_run`)."""
-    from personalign.optimizers.budget import calls_per_run, lm_adapter_factor
-
-    if getattr(_inner(program), "needs_logprobs", False):
-        return 1, "forward"
-    return calls_per_run(program, lm_adapter_factor(lm), examples=examples), "generation"
-
-
-def _strategy(stage, name: str, optimizer: str | None, train: list, test: list, *, lm, seed: int, runs: int = 1,
-              settings: dict | None = None) -> StrategyCost:
-    from personalign.compile_service import projected_calls
-
-    label = f"{name}@{optimizer}" if optimizer else name
-    info = stage.registry.info(name)
-    if not info.uses_lm:
-        return StrategyCost(label)
-    per_row, kind = row_calls(stage.registry.create(name), lm, test)
-    out = StrategyCost(label, evaluation=len(test) * per_row * runs, kind=kind)
-    before = projected_calls(stage, name, optimizer, train, lm=lm, seed=seed, optimizer_settings=settings) \
-        if (optimizer or info.trainable) and train else 0
-    if optimizer and not info.trainable:
-        out.compiling = before
-    else:
-        out.fitting = before
-    return out
-
-
-def project_compare(stage, specs, folds, *, lm, model: str | None, seed: int, repeats: int = 1) -> Cost:
-    """The calls of :func:`personalign.compare`: per strategy, each fold's fit or compile and its
-    evaluation (``repeats`` runs when the LM samples). A forward-pass scorer's passes are kept in
-    memory for the run, so across folds it needs each row once."""
-    from personalign.lm.speed import known_speed
-
-    temperature = float((getattr(lm, "kwargs", None) or {}).get("temperature") or 0.0)
-    runs = repeats if temperature > 0 else 1
-    rows = []
-    for name, opt in specs:
-        per_fold = [_strategy(stage, name, opt, f.train, f.test, lm=lm, seed=seed, runs=runs) for f in folds]
-        first = per_fold[0]
-        if first.kind == "forward":  # fold 1 passes over every row; later folds reuse them
-            rows.append(first)
-            continue
-        rows.append(StrategyCost(first.name, sum(c.fitting for c in per_fold), sum(c.compiling for c in per_fold),
-                                 sum(c.evaluation for c in per_fold), first.kind))
-    return Cost("compare", model, rows, speed=known_speed(model))
-
-
-def project_compile(stage, strategy: str, optimizer: str | None, trainset: list, *, lm, model: str | None,
-                    seed: int) -> Cost:
-    """The calls of :func:`personalign.compile`: the strategy's fit or its teleprompter's compile."""
-    from personalign.lm.speed import known_speed
-
-    return Cost("compile", model, [_strategy(stage, strategy, optimizer, trainset, [], lm=lm, seed=seed)],
-                speed=known_speed(model))
-
-
-def project_run(verb: str, label: str, program, examples: list, *, lm, model: str | None) -> Cost:
-    """The calls of running a loaded ``program`` over ``examples`` (``eval``, ``predict``)."""
-    from personalign.lm.speed import known_speed
-
-    if model is None:
-        return Cost(verb, None, [StrategyCost(label)])
-    per_row, kind = row_calls(program, lm, examples)
-    return Cost(verb, model, [StrategyCost(label, evaluation=len(examples) * per_row, kind=kind)],
-                speed=known_speed(model))
-
-
-def project_sweep(stage, space, trainset: list, evalset: list, trials: int, *, lm, model: str | None,
-                  seed: int) -> Cost:
-    """The calls of a sweep's ``trials``: each at most the most costly configuration of the space
-    (every strategy, every optimizer choice, the ends of each setting's range)."""
-    import itertools
-
-    from personalign.lm.speed import known_speed
-
-    rows = []
-    for name in space.strategies:
-        info = stage.registry.info(name)
-        optimizers = [None]
-        if info.uses_lm and not info.trainable and space.optimizers is not None:
-            optimizers = [None if o in (None, "none") else str(o) for o in space.optimizers.candidates()]
-        worst = StrategyCost(name)
-        for opt in optimizers:
-            dims = space.optimizer_settings.get(opt or "", [])
-            for values in itertools.islice(itertools.product(*(d.candidates() for d in dims)), 64):
-                settings = {d.name.split(".", 1)[1]: v for d, v in zip(dims, values)}
-                c = _strategy(stage, name, opt, trainset, evalset, lm=lm, seed=seed, settings=settings)
-                worst = c if c.total > worst.total else worst
-        rows.append(worst)
-    return Cost("sweep", model, rows, trials=trials, speed=known_speed(model))
-
-
 # --- before and after the run -------------------------------------------------------------------
 def announce(cost: Cost, on_cost: Callable[[Cost], None] | None, progress: bool) -> None:
     """Hand ``cost`` to ``on_cost`` (before the first model call); without one, print its line on
     stderr when ``progress``."""
+    import time
+
+    from personalign.lm.spend import arm
+
+    cost.started = time.perf_counter()
+    arm(cost)  # the run's --max-cost learns the projected dollars of one call
     if on_cost is not None:
         on_cost(cost)
     elif progress:
@@ -275,9 +348,13 @@ def cost_gate(confirm_over: float | None = None, *, assume_yes: bool = False, st
 
 
 @contextlib.contextmanager
-def measured(model: str | None):
+def measured(model: str | None, cost: list | None = None):
     """Count the block's model calls and keep ``model``'s speed from them
-    (:func:`personalign.lm.speed.record_speed`, source ``run``), on success or not."""
+    (:func:`personalign.lm.speed.record_speed`, source ``run``), on success or not; when the block
+    ends well, the seconds of its other work after the cost line (``cost``: a list the block puts
+    its announced :class:`Cost` in) under the command's name (:func:`personalign.lm.ledger.keep_seconds`)."""
+    import time
+
     from personalign.lm import CallCounter
     from personalign.lm.calls import FORWARD, GENERATION
     from personalign.lm.speed import record_speed
@@ -286,10 +363,16 @@ def measured(model: str | None):
     try:
         with counter:
             yield counter
+        if cost and cost[0].name is not None and cost[0].started is not None:
+            from personalign.lm.ledger import keep_seconds
+
+            keep_seconds(cost[0].name, time.perf_counter() - cost[0].started - sum(counter.seconds.values()))
     finally:
         if isinstance(model, str):
+            out = sum(t["completion_tokens"] for t in counter.tokens.values())  # the responses' usage
             record_speed(model, {GENERATION: (counter.seconds[GENERATION], counter.generations),
-                                 FORWARD: (counter.seconds[FORWARD], counter.forward_passes)}, source="run")
+                                 FORWARD: (counter.seconds[FORWARD], counter.forward_passes)}, source="run",
+                         output_tokens={GENERATION: out} if out else None)
 
 
 @contextlib.contextmanager
@@ -311,5 +394,4 @@ def calls_bar(description: str, total: int, enabled: bool):
         bar.update(task, total=max(done, 1), completed=max(done, 1))
 
 
-__all__ = ["Cost", "StrategyCost", "announce", "calls_bar", "cost_gate", "duration", "measured", "project_compare",
-           "project_compile", "project_run", "project_sweep", "row_calls"]
+__all__ = ["Cost", "StrategyCost", "announce", "calls_bar", "cost_gate", "duration", "measured", "speed_key"]

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from personalign._verbs.cost import announce, measured, project_run
-from personalign._verbs.inputs import Model, check_counts, load_data, resolve_model
+from personalign._verbs.cost import announce
+from personalign._verbs.inputs import Model, check_counts, entered, load_data, resolve_model
+from personalign._verbs.projection import project_run
 from personalign._verbs.reports import EvalReport
 from personalign.errors import ArgumentError, ConfigurationError
+from personalign.lm.spend import spent_fields
 
 HIDDEN = frozenset({"correct", "gold_positive", "predicted_positive", "scores", "predictions", "errors",
                     "cluster_levels"})
@@ -46,7 +48,8 @@ def load_program(path: str | Path, *, stage: Any = None, with_metadata: bool = F
     return (program, meta) if with_metadata else program
 
 
-def program_model(st, program, meta: dict, lm: Any, where: Path | None, *, api_base=None, lm_kwargs=None) -> Model:
+def program_model(st, program, meta: dict, lm: Any, where: Path | None, *, api_base=None, lm_kwargs=None,
+                  concurrency: int | None = None, max_cost: float | None = None) -> Model:
     """The model a loaded program runs with: ``lm`` (a string or an LM), else the embedded model a
     saved program records (:func:`personalign.programs.program_schema.choose_model`: a file never
     chooses a remote model), else the default; ``Model(None)`` for an LM-free program."""
@@ -56,19 +59,22 @@ def program_model(st, program, meta: dict, lm: Any, where: Path | None, *, api_b
         from personalign.programs.program_schema import choose_model
 
         lm = choose_model(meta, lm, where)
-    return resolve_model(lm, needed=uses_lm, api_base=api_base, lm_kwargs=lm_kwargs)
+    return resolve_model(lm, needed=uses_lm, api_base=api_base, lm_kwargs=lm_kwargs, concurrency=concurrency,
+                         max_cost=max_cost)
 
 
 def evaluate(stage, program: Any, data: Any, *, split: str = "val", lm: Any = None, api_base: str | None = None,
              lm_kwargs: dict | None = None, seed: int = 0, n_boot: int = 1000, limit: int | None = None,
-             callbacks: Any = (), progress: bool = False, on_cost: Any = None) -> EvalReport:
+             callbacks: Any = (), progress: bool = False, on_cost: Any = None,
+             concurrency: int | None = None, max_cost: float | None = None) -> EvalReport:
     """Score ``program`` -- a saved program directory, a :class:`CompiledProgram` or a
     ``dspy.Module`` -- on the ``split`` rows of ``data`` against their gold labels: binary stages
     F1, precision, recall, yes-rate; others the stage metric's mean; each with a 95% interval that
     resamples the stage's groups (below 5 groups: their range instead).
 
     Args:
-        stage, data, lm, api_base, lm_kwargs, callbacks: as :func:`personalign.compile`.
+        stage, data, lm, api_base, lm_kwargs, callbacks, concurrency, max_cost: as
+            :func:`personalign.compile`.
         split: the split scored. limit: a seeded sample of that many rows, stratified over the
             stage's groups. n_boot: bootstrap resamples. seed: of the sample and the bootstrap.
         progress: the cost line and a progress bar on stderr. on_cost: called with the projected
@@ -104,7 +110,8 @@ def evaluate(stage, program: Any, data: Any, *, split: str = "val", lm: Any = No
     leak = fitted_rows_warning(meta, ds.where, split, shown=ds.label, sha256=ds.sha256) if where is not None else None
     strategy = meta["strategy"]
     optimizer = (meta.get("compile") or {}).get("optimizer")
-    model = program_model(st, prog, meta, lm, where, api_base=api_base, lm_kwargs=lm_kwargs)
+    model = program_model(st, prog, meta, lm, where, api_base=api_base, lm_kwargs=lm_kwargs, concurrency=concurrency,
+                          max_cost=max_cost)
     cbs = Callbacks(callbacks)
     label = strategy + (f"@{optimizer}" if optimizer else "")
     run = RunInfo("eval", st, params={"stage": st.name, "program": str(where), "strategy": strategy, "data": ds.label,
@@ -114,8 +121,9 @@ def evaluate(stage, program: Any, data: Any, *, split: str = "val", lm: Any = No
                   split=split, strategy=label)
     cbs.check(run)
     out: dict[str, Any] = {}
-    with cbs.run(run, out), measured(model.name):
-        announce(project_run("eval", label, prog, evalset, lm=model.lm, model=model.name), on_cost, progress)
+    with cbs.run(run, out), entered(model) as counter:
+        announce(project_run("eval", label, prog, evalset, lm=model.lm, model=model.name,
+                             inputs=st.inputs), on_cost, progress)
         with cbs.tracing(run, label) as traces:
             report = evaluate_stage(st, prog, evalset, lm=model.lm, n_boot=n_boot, seed=seed, progress=progress,
                                     description=strategy)
@@ -124,8 +132,11 @@ def evaluate(stage, program: Any, data: Any, *, split: str = "val", lm: Any = No
                     **({"warnings": [leak]} if leak else {}), "optimizer": optimizer, "data": ds.label,
                     "split": split, **{k: v for k, v in report.items() if k not in HIDDEN}, "lm": model.name,
                     "seed": seed, **human_fields(human, share_on_rows(st, human, evalset, report))})
+        counter.snapshot()
+        out.update(spent_fields(counter.tokens))  # tokens and dollars from the responses' usage
         cbs.on_candidate_end(run, Candidate(label, params={"strategy": strategy}, row=out, examples=evalset,
-                                            report=report, traces=traces))
+                                            report=report, traces=traces,
+                                            metrics={k: v for k, v in out.items() if k.startswith("spent_")}))
     key = st.metric_name
     return EvalReport(stage=st.name, data=out, metric=key, value=out.get(key), ci=out.get(f"{key}_ci"), kind=st.kind,
                       positive_name=st.positive_name)

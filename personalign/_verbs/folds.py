@@ -110,6 +110,8 @@ def run_folds(stage, strategy: str, optimizer: str | None, folds: list[Fold], *,
     from personalign.compile_service import compile_program
     from personalign.compile_service import summary as compile_summary
     from personalign.evaluation import evaluate_repeats
+    from personalign.lm.ledger import unit
+    from personalign.optimizers.plan import compile_fingerprint, evaluation_fingerprint
 
     uses_lm = stage.registry.info(strategy).uses_lm
     out = []
@@ -123,7 +125,9 @@ def run_folds(stage, strategy: str, optimizer: str | None, folds: list[Fold], *,
             phase = "compiling" if optimizer else "fitting"
             with calls_bar(f"{label} {phase} (model calls)", fit_calls, progress and not many):
                 program, info = compile_program(stage, strategy, optimizer, fold.train, lm=lm, seed=seed)
-            with tracing(label) as traces:
+            compiled = compile_fingerprint(stage, strategy, optimizer, fold.train, lm=lm, seed=seed) \
+                if info is not None else None
+            with tracing(label) as traces, unit(evaluation_fingerprint(compiled, fold.test, repeats)):
                 report = evaluate_repeats(stage, program, fold.test, lm=lm if uses_lm else None, n_boot=n_boot,
                                           seed=seed, progress=progress and not many,
                                           description=f"{label} [{fold.name}]" if many else label, repeats=repeats)

@@ -4,7 +4,9 @@ strategy's objective as a share of it.
 Where the evaluated rows carry ``annotations`` from at least :data:`MIN_ANNOTATORS` (3) people,
 the ceiling is :func:`personalign.labels.human_ceiling`: each annotator scored with the stage's objective against
 the strict majority of the others, its interval resampling the stage's groups. Rows without
-annotations from 3 people add nothing: no row, no keys.
+annotations from 3 people add nothing: no row, no keys. An annotator who is another's second name
+(the same label on every one of 10 or more shared rows: :func:`personalign.labels.ceiling.duplicates`,
+found on all the evaluated rows) is left out of the ceiling and of the rows it covers.
 
 * **Single split** (``compare``, ``eval``): the ceiling on the split's rows (:func:`human_on_rows`).
   A strategy's share is its objective **on the rows the ceiling covers** (those with >= 3
@@ -32,12 +34,17 @@ MIN_ANNOTATORS = 3
 """Rows with labels from fewer people are not part of the ceiling (each annotator needs 2 others)."""
 
 
-def covered_rows(examples: Sequence, min_annotators: int = MIN_ANNOTATORS) -> list[int]:
-    """Indices of the rows whose ``annotations`` hold labels from at least ``min_annotators`` people."""
+def _left_out(human: dict | None) -> frozenset:
+    return frozenset(d["dropped"] for d in (human or {}).get("duplicates") or ())
+
+
+def covered_rows(examples: Sequence, min_annotators: int = MIN_ANNOTATORS, leave_out=frozenset()) -> list[int]:
+    """Indices of the rows whose ``annotations`` hold labels from at least ``min_annotators`` people
+    (names in ``leave_out`` not counted)."""
     out = []
     for i, ex in enumerate(examples):
         value = getattr(ex, "annotations", None) if not isinstance(ex, dict) else ex.get("annotations")
-        if isinstance(value, dict) and len(value) >= min_annotators:
+        if isinstance(value, dict) and len(set(value) - leave_out) >= min_annotators:
             out.append(i)
     return out
 
@@ -50,7 +57,7 @@ def human_on_rows(stage, examples: Sequence, *, n_boot: int, seed: int) -> dict 
     human = human_ceiling(stage, examples, n_boot=n_boot, seed=seed, min_annotators=MIN_ANNOTATORS)
     if human is None:
         return None
-    return {**human, "rows": len(examples), "rows_covered": len(covered_rows(examples))}
+    return {**human, "rows": len(examples), "rows_covered": len(covered_rows(examples, leave_out=_left_out(human)))}
 
 
 def _objective_on(stage, examples: Sequence, predictions: Sequence, correct: Sequence | None,
@@ -78,7 +85,7 @@ def share_on_rows(stage, human: dict | None, examples: Sequence, report: dict) -
     from personalign.labels.ceiling import share_of_ceiling
 
     value = _objective_on(stage, examples, report["predictions"], report.get("correct"), report.get("scores"),
-                          covered_rows(examples))
+                          covered_rows(examples, leave_out=_left_out(human)))
     return share_of_ceiling(value, human)
 
 
@@ -96,16 +103,17 @@ def human_over_groups(stage, folds: Sequence, *, n_boot: int, seed: int) -> dict
         "n", "n_items", "n_annotators", "yes_rate", "by_annotator", "ties", "min_annotators", "note"}``.
     """
     from personalign._verbs.groups import _over_groups
-    from personalign.labels.ceiling import human_ceiling
+    from personalign.labels.ceiling import duplicates, duplicates_text, human_ceiling
     from personalign.record import group_noun
 
-    per = {f.name: human_ceiling(stage, f.test, n_boot=n_boot, seed=seed, min_annotators=MIN_ANNOTATORS)
+    same = duplicates([ex for f in folds for ex in f.test])  # on all rows: a group alone may share too few
+    per = {f.name: human_ceiling(stage, f.test, n_boot=n_boot, seed=seed, min_annotators=MIN_ANNOTATORS, same=same)
            for f in folds}
     per = {g: h for g, h in per.items() if h is not None}
     if not per:
         return None
     pooled = human_ceiling(stage, [ex for f in folds for ex in f.test], n_boot=n_boot, seed=seed,
-                           min_annotators=MIN_ANNOTATORS)
+                           min_annotators=MIN_ANNOTATORS, same=same)
     metric, labels = pooled["metric"], list(per)
     values = np.array([per[g][metric] for g in labels], dtype=float)
     head = _over_groups(values, labels, n_boot=n_boot, seed=seed, what="human mean per-group ceiling")
@@ -121,9 +129,10 @@ def human_over_groups(stage, folds: Sequence, *, n_boot: int, seed: int) -> dict
                           "n_items": h["n_items"], "resampling": h["resampling"]} for g, h in per.items()],
             "groups": labels, "groups_without": [f.name for f in folds if f.name not in per],
             **{k: pooled[k] for k in ("n", "n_items", "n_annotators", "yes_rate", "by_annotator", "ties",
-                                      "min_annotators")},
+                                      "min_annotators", "duplicates")},
             "note": f"each annotator against the majority of the others on the held-out rows of each {gk} with >= "
-                    f"{MIN_ANNOTATORS} annotators; headline: the mean of the {len(labels)} per-{gk} ceilings"}
+                    f"{MIN_ANNOTATORS} annotators; headline: the mean of the {len(labels)} per-{gk} ceilings"
+                    + duplicates_text(same)}
 
 
 def share_over_groups(stage, human: dict | None, folds: Sequence, reports: Sequence[dict]) -> float | None:
@@ -141,7 +150,7 @@ def share_over_groups(stage, human: dict | None, folds: Sequence, reports: Seque
     for fold, report in zip(folds, reports):
         if fold.name in human["groups"]:
             values.append(_objective_on(stage, fold.test, report["predictions"], report.get("correct"),
-                                        report.get("scores"), covered_rows(fold.test)))
+                                        report.get("scores"), covered_rows(fold.test, leave_out=_left_out(human))))
     values = [v for v in values if v is not None]
     return share_of_ceiling(float(np.mean(values)) if values else None, human["headline"]["value"])
 

@@ -11,11 +11,12 @@ strategies, resolve the model. Nothing below a verb re-resolves any of them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from personalign.errors import ArgumentError, ConfigurationError, DataError
 
@@ -125,32 +126,61 @@ def _from_list(stage, rows: list) -> Data:
 
 @dataclass
 class Model:
-    """The model of a run: ``name`` (None when nothing calls a model) and the ``dspy.LM``."""
+    """The model of a run: ``name`` (None when nothing calls a model), the ``dspy.LM`` and the
+    calls it keeps in flight (``concurrency``)."""
 
     name: str | None
     lm: Any = field(default=None, repr=False)
+    concurrency: int = 1
+    max_cost: float | None = None  # dollars the run may spend (personalign.lm.spend.Budget)
 
 
 def resolve_model(lm: Any = None, *, needed: bool, api_base: str | None = None, lm_kwargs: dict | None = None,
-                  temperature: float | None = None) -> Model:
-    """The run's model, resolved once (the one place a verb chooses it).
+                  temperature: float | None = None, concurrency: int | None = None,
+                  max_cost: float | None = None) -> Model:
+    """The run's model, resolved once (the one place a verb chooses it; :func:`entered` enters it).
 
     ``lm``: a model string, a ``dspy.LM`` (used as it is; ``temperature`` given: a copy at it), or
     None for :func:`personalign.lm.default_model`. ``needed`` False (no strategy calls a model):
-    ``Model(None)``, nothing built.
+    ``Model(None)``, nothing built. ``concurrency``: calls in flight (1..256), None: 1 for the
+    embedded engine, 32 for any other model (:func:`personalign.lm.flight.in_flight_default`).
+    ``max_cost``: dollars the run may spend (``--max-cost``; :func:`personalign.lm.spend.budget`).
 
     Raises:
-        UnknownModelError / ModelFileError / ConfigurationError: as :func:`personalign.lm.make_lm`.
+        UnknownModelError / ModelFileError / ConfigurationError: as :func:`personalign.lm.make_lm`;
+        ArgumentError: a ``concurrency`` out of range; a ``max_cost`` negative, NaN, infinite or
+            not a number.
     """
+    from personalign.lm.flight import check_concurrency, in_flight_default
+    from personalign.lm.spend import check_max_cost
+
+    asked, budget = check_concurrency(concurrency), check_max_cost(max_cost)
     if not needed:
-        return Model(None)
+        return Model(None, concurrency=asked or 1)
     if lm is not None and not isinstance(lm, str):
         name = str(getattr(lm, "model", type(lm).__name__))
-        return Model(name, lm if temperature is None else lm.copy(temperature=float(temperature)))
+        return Model(name, lm if temperature is None else lm.copy(temperature=float(temperature)),
+                     asked or in_flight_default(name), budget)
     from personalign.lm import default_model, make_lm
 
     name = lm or default_model()
-    return Model(name, make_lm(name, temperature=temperature, api_base=api_base, **(lm_kwargs or {})))
+    return Model(name, make_lm(name, temperature=temperature, api_base=api_base, **(lm_kwargs or {})),
+                 asked or in_flight_default(name), budget)
+
+
+@contextlib.contextmanager
+def entered(model: Model, cost: list | None = None) -> Iterator[Any]:
+    """The verb's work with its model entered once (:func:`personalign.lm.use`: the LM, its adapter
+    and the calls in flight, which every layer below and every worker thread reads) and its calls
+    counted for the model's speed (:func:`personalign._verbs.cost.measured`, ``cost`` as there),
+    its dollars held to ``model.max_cost`` (:func:`personalign.lm.spend.budget`); yields the counter."""
+    from personalign._verbs.cost import measured
+    from personalign.lm import use
+    from personalign.lm.spend import budget
+
+    with use(model.lm, concurrency=model.concurrency), budget(model.max_cost, model.name), \
+            measured(model.name, cost) as counter:
+        yield counter
 
 
 def parse_strategies(stage, spec: Any) -> list[tuple[str, str | None]]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from personalign._verbs.cost import announce, measured, project_run
+from personalign._verbs.cost import announce
+from personalign._verbs.projection import project_run
 from personalign._verbs.evaluate import load_program, program_model
+from personalign._verbs.inputs import entered
 from personalign._verbs.reports import PredictReport
 from personalign.errors import ArgumentError
 
@@ -46,13 +48,15 @@ def _check_out(out: str | Path, data: Path, program: Path, st) -> Path:
 
 def predict(stage, program: str | Path, data: str | Path, *, out: str | Path | None = None, lm: Any = None,
             api_base: str | None = None, lm_kwargs: dict | None = None, callbacks: Any = (),
-            progress: bool = False, on_cost: Any = None) -> PredictReport:
+            progress: bool = False, on_cost: Any = None, concurrency: int | None = None,
+            max_cost: float | None = None) -> PredictReport:
     """Run a saved program of ``stage`` on every row of the unlabelled JSONL ``data`` and, with
     ``out``, write one JSON object per row there atomically (a failed or interrupted run writes
     nothing). Rows need the signature's inputs (and a unit rule's unit fields), an optional string
     ``id``, no label (:func:`personalign.data.inputs.read_inputs`). The model is chosen as by
     :func:`personalign.evaluate` (``lm``, else the program's embedded model; never a remote one
-    the file names). An LM failure is a row with an ``error``, after retries.
+    the file names). An LM failure is a row with an ``error``, after retries. ``concurrency``: as
+    :func:`personalign.compile` (rows in flight; the output keeps the input order).
 
     Returns:
         :class:`PredictReport`: ``rows`` (per row ``{"line", "id", <output field>, "score",
@@ -82,7 +86,8 @@ def predict(stage, program: str | Path, data: str | Path, *, out: str | Path | N
     rows = read_inputs(data, st, unit_fields=_unit_fields(st, prog))
     target = None if out is None else _check_out(out, Path(data), where, st)
     strategy = meta["strategy"]
-    model = program_model(st, prog, meta, lm, where, api_base=api_base, lm_kwargs=lm_kwargs)
+    model = program_model(st, prog, meta, lm, where, api_base=api_base, lm_kwargs=lm_kwargs, concurrency=concurrency,
+                          max_cost=max_cost)
     cbs = Callbacks(callbacks)
     sha = file_sha256(data)
     run = RunInfo("predict", st, params={"stage": st.name, "program": str(where), "strategy": strategy,
@@ -91,8 +96,9 @@ def predict(stage, program: str | Path, data: str | Path, *, out: str | Path | N
     cbs.check(run)
     examples = [ex for _, ex in rows]
     result: dict[str, Any] = {}
-    with cbs.run(run, result), measured(model.name):
-        announce(project_run("predict", strategy, prog, examples, lm=model.lm, model=model.name), on_cost, progress)
+    with cbs.run(run, result), entered(model):
+        announce(project_run("predict", strategy, prog, examples, lm=model.lm, model=model.name,
+                             inputs=st.inputs), on_cost, progress)
         outcome = run_program(prog, examples, inputs=st.inputs, output=None, lm=model.lm, description=strategy,
                               progress=progress)
         field = st.output

@@ -176,9 +176,9 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
     uses_lm = bool(getattr(program, "uses_lm", False)) if name is None else registry.info(name).uses_lm
     lm_obj = None
     if uses_lm:
-        from personalign.lm import default_model, make_lm
+        from personalign.lm import resolve_lm
 
-        lm_obj = make_lm(model_string or default_model())
+        lm_obj = resolve_lm(model_string)
     if program is None:
         program, info = compile_strategy(name, data=data, split=split, lm=lm_obj, seed=seed)
         if data is None and registry.info(name).trainable:

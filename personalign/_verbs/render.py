@@ -44,6 +44,15 @@ def _vs_first(row: dict) -> tuple[str, str]:
     return fmt_ci(d["diff"], d.get("ci"), d.get("range"), "+"), p_cell(vs)
 
 
+def spent_text(row: dict) -> str:
+    """``"9,120+480 $0.0016"`` (``$0`` without a price on file; ``-`` for an LM-free row): the tokens
+    and dollars a strategy's responses reported (:func:`personalign.lm.spend.spent_fields`)."""
+    if "spent_input_tokens" not in row or not row.get("uses_lm", True):
+        return "-"
+    paid = f"${row['spent_dollars']:.4f}" if row.get("priced") else "$0"
+    return f"{row['spent_input_tokens']:,}+{row['spent_output_tokens']:,} {paid}"
+
+
 def render_table(result: dict):
     from rich.table import Table
 
@@ -63,7 +72,8 @@ def render_table(result: dict):
     cols = ["strategy", f"{key} [95% CI]"] + ([f"{objective} (objective)"] if extra else [])
     if binary:
         cols += ["precision", "recall", f"{result.get('positive_name', 'yes')}-rate"]
-    cols += ["LM calls eval+compile", "seconds", "failures", f"Δ{key} vs first [95% CI]", p_header(result)]
+    cols += ["LM calls eval+compile", "tokens in+out, $", "seconds", "failures", f"Δ{key} vs first [95% CI]",
+             p_header(result)]
     cols += [SHARE_COLUMN] if result.get("human") else []
     for col in cols:
         table.add_column(col, justify="left" if col == "strategy" else "right",
@@ -75,7 +85,7 @@ def render_table(result: dict):
             cells.append("-" if value is None or value != value else f"{value:.3f}")
         if binary:
             cells += [f"{row['precision']:.3f}", f"{row['recall']:.3f}", f"{row['yes_rate']:.1%}"]
-        cells += [lm_calls_text(row), f"{row['seconds']:.1f}", str(row["failures"]),
+        cells += [lm_calls_text(row), spent_text(row), f"{row['seconds']:.1f}", str(row["failures"]),
                   *_vs_first(row)]
         table.add_row(*cells, *([share_text(row)] if result.get("human") else []))
     _add_human(table, result, cols)
@@ -157,9 +167,9 @@ def groups_renderables(result: dict) -> list:
         if row.get("warnings"):
             out.append(f"{row['name']}: {len(row['warnings'])} note(s) from fitting, in the results file "
                        "(strategies[].warnings)")
-    from personalign.results_page.tables import cv_notes
+    from personalign.results_page.tables import cv_notes, decision_lines
 
-    return out + cv_notes(result)
+    return out + decision_lines(result) + cv_notes(result)
 
 
 def single_renderables(result: dict) -> list:
@@ -167,7 +177,7 @@ def single_renderables(result: dict) -> list:
     line, compiled-vs-uncompiled pairs and repeat notes."""
     key = result.get("metric", "f1")
     from personalign.metrics.paired import p_note
-    from personalign.results_page.tables import human_note
+    from personalign.results_page.tables import decision_lines, human_note
 
     out: list = [render_table(result)]
     out += [line for line in (resampling_line(result), p_note(result), human_note(result)) if line]
@@ -181,7 +191,7 @@ def single_renderables(result: dict) -> list:
             out.append(f"{row['name']} vs {vs['against']} (compiled vs uncompiled, paired on the same examples): "
                        f"Δ{key} {fmt_ci(d['diff'], d.get('ci'), d.get('range'), '+')}, {vs_line_p(vs)}")
     out += [f"{row['name']}: {row['repeat_note']}" for row in result["strategies"] if row.get("repeat_note")]
-    return out
+    return out + decision_lines(result)
 
 
 def comparison_renderables(result: dict) -> list:
@@ -212,12 +222,14 @@ def eval_line(out: dict, *, metric: str, kind: str, positive_name: str) -> str:
         line += f" (intervals resample {res['unit']}: {n} top-level cluster{'s' if n != 1 else ''})"
     h = out.get("human")
     if h:
+        from personalign.labels.ceiling import duplicates_text
         from personalign.results_page.tables import share_text
 
         m = h["metric"]
         line += (f"\nhuman: {m} {fmt_ci(h[m], h.get(m + '_ci'), h.get(m + '_range'))}: each annotator against the "
                  f"strict majority of the others on the {h['rows_covered']} of {h['rows']} rows with >= "
-                 f"{h['min_annotators']} annotators ({h['n']} judgments, {h['n_annotators']} annotators); "
+                 f"{h['min_annotators']} annotators ({h['n']} judgments, {h['n_annotators']} annotators"
+                 f"{duplicates_text(h.get('duplicates'))}); "
                  f"{out['strategy']} on those rows: {share_text(out)} of it")
     return line
 
@@ -230,6 +242,19 @@ def sweep_lines(result: dict) -> list[str]:
     out = [f"study {result['study']} in {result['storage']}: {result['n_complete']} complete, "
            f"{result['n_pruned']} pruned, {result['n_fail']} failed of {result['n_trials']} requested "
            f"(this run: {result['ran']} trials, {result['seconds']:.1f} s, {result['lm_calls']} LM calls)"]
+    if "n_distinct" in result:
+        size = result.get("space_size")
+        line = (f"{result['n_distinct']} distinct configurations ran"
+                + (f" of the {size} in the search space" if size is not None else " (the search space is unbounded)"))
+        if result.get("n_reused"):
+            n = result["n_reused"]
+            line += (f"; {n} trial{'s' if n != 1 else ''} repeated a finished configuration: its value reused, "
+                     "not counted toward the trials requested")
+        out.append(line)
+    if result.get("stop_reason"):
+        out.append(f"stopped: {result['stop_reason']}")
+    if result.get("seed_ignored") is not None:
+        out.append(f"seed {result['seed']}: the study's own (--seed {result['seed_ignored']} ignored)")
     if result.get("stale_failed"):
         out.append(f"stale trials of killed workers failed and re-queued: {result['stale_failed']}")
     best = result.get("best")
@@ -240,6 +265,15 @@ def sweep_lines(result: dict) -> list[str]:
         out.append(f"best: trial {best['number']} {metric} {figure} {best['params']}")
         if resampling_note(report.get("resampling")):
             out.append(resampling_note(report.get("resampling")))
+    ref = result.get("reference")
+    if ref and "value" in ref:
+        interval = f" [{ref['low']:.3f}, {ref['high']:.3f}] ({ref['interval']})" if ref.get("interval") else ""
+        out.append(f"reference: the constant {ref['strategy']} {ref['objective']} {ref['value']:.3f}{interval} "
+                   f"on the same {ref['n']} rows" + (" -- the best beats it" if ref.get("best_beats_it") else ""))
+        if ref.get("note"):
+            out.append(f"note: {ref['note']}")
+    elif ref and ref.get("error"):
+        out.append(f"reference {ref['strategy']}: not scored ({ref['error']})")
     if result.get("program"):
         out += [f"program: {result['program']}", f"readable prompt: {result['prompt_file']}"]
     out.append(f"view: {result['dashboard']}")

@@ -167,14 +167,27 @@ def write_result(result: dict[str, Any], out_dir: Path, stem: str | None = None)
     return write_json(out_dir / f"{stem or result['stage'] + '-' + result['split'] + '-' + stamp()}.json", result)
 
 
-def progress_display(enabled: bool):
-    """The one progress display of a cross-validation (stderr, cleared when done)."""
+def progress_display(enabled: bool, seconds_per_call: float | None = None):
+    """The one progress display of a cross-validation (stderr, cleared when done): done / total,
+    elapsed and the time left -- from the pace so far, or until there is one, ``seconds_per_call``
+    (the model's known speed) times the calls left."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    from personalign._verbs.cost import duration
+
+    class Left(ProgressColumn):
+        def render(self, task) -> Text:
+            left = task.time_remaining
+            if left is None and seconds_per_call is not None and task.total is not None:
+                left = max(0.0, task.total - task.completed) * seconds_per_call
+            return Text("" if left is None else f"~{duration(left)} left", style="progress.remaining")
 
     console = Console(stderr=True)  # not a terminal (a log file): no bar, not even its closing newline
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, disable=not enabled or not console.is_terminal, transient=True)
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("model calls"),
+                    TimeElapsedColumn(), Left(), console=console, disable=not enabled or not console.is_terminal,
+                    transient=True)
 
 
 def stamp() -> str:

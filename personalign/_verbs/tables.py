@@ -31,6 +31,14 @@ def row_arrays(done: list[FoldResult]) -> dict:
     return out
 
 
+def decision_rules(done: list[FoldResult]) -> list[dict]:
+    """The decision rule each fold's compile chose (``{"group", "rule", "describe", "reason",
+    "band"}``; :func:`personalign.compile_service.decision_rule_of`), folds without one left out."""
+    from personalign.compile_service import decision_rule_of
+
+    return [{"group": f.fold, **rule} for f in done if (rule := decision_rule_of(f.compile_info))]
+
+
 class _Table:
     def __init__(self, stage, result: dict, folds: list, *, n_boot: int, seed: int) -> None:
         self.stage, self.result, self.n_boot, self.seed, self.folds = stage, result, n_boot, seed, folds
@@ -64,6 +72,11 @@ class _Table:
     def partial(self) -> dict:
         return self.result
 
+    def note(self, fields: dict) -> None:
+        """Add ``fields`` to the row just added (its spend: :func:`personalign.lm.spend.spent_fields`)."""
+        for row in (*self.result["strategies"][-1:], *getattr(self, "rows", [])[-1:]):
+            row.update(fields)
+
     def finish(self, partial: bool = False) -> None:
         from personalign._verbs.results import result_record
 
@@ -93,7 +106,7 @@ class SplitTable(_Table):
                "compile_lm_calls": compile_calls(fold.compile_info),
                "compile_cached_lm_calls": compile_cached(fold.compile_info), "seconds": fold.seconds,
                "compile": fold.compile_info, "compile_summary": fold.compile_summary, "warnings": fold.warnings,
-               **row_arrays(done)}
+               "decision_rules": decision_rules(done), **row_arrays(done)}
         if reference:
             row["reference"] = True
         if self.human is not None:
@@ -149,7 +162,8 @@ class GroupTable(_Table):
                    compile_cached_lm_calls=sum(compile_cached(f.compile_info) for f in done),
                    failures=sum(f.report["failures"] for f in done),
                    seconds=round(sum(f.seconds for f in done), 3), repeats=done[0].report["repeats"],
-                   repeat_note=done[0].report["repeat_note"], warnings=sorted({w for f in done for w in f.warnings}))
+                   repeat_note=done[0].report["repeat_note"], warnings=sorted({w for f in done for w in f.warnings}),
+                   decision_rules=decision_rules(done))
         row.update(row_arrays(done))
         if reference:
             row["reference"] = True
@@ -170,35 +184,46 @@ class GroupTable(_Table):
 
 
 class _Bar:
-    """The leave-one-group-out progress display (stderr; cleared when done; none off a terminal)."""
+    """The leave-one-group-out progress display (stderr; cleared when done; none off a terminal):
+    the run's new model calls, advanced by each one made, and the fold being fitted and scored."""
 
     def __init__(self, bar, total: int, n_folds: int) -> None:
-        self.bar, self.n_folds = bar, n_folds
-        self.task = bar.add_task("leave-one-group-out", total=total) if bar is not None else None
+        self.bar, self.n_folds, self.counter = bar, n_folds, None
+        self.task = bar.add_task("leave-one-group-out", total=max(total, 1)) if bar is not None else None
+
+    def tick(self) -> None:
+        """A model call was made or answered: the bar shows the calls made so far."""
+        if self.bar is not None and self.counter is not None:
+            self.bar.update(self.task, completed=self.counter.snapshot())
 
     def on_fold(self, name: str):
         def update(k: int, fold) -> None:
-            if self.bar is None:
-                return
-            if k:
-                self.bar.advance(self.task)
-            self.bar.update(self.task, description=f"{name}: fit on {self.n_folds - 1} groups, score {fold.name} "
-                                                   f"({k + 1}/{self.n_folds})")
+            if self.bar is not None:
+                self.bar.update(self.task, description=f"{name}: fit on {self.n_folds - 1} groups, score {fold.name} "
+                                                       f"({k + 1}/{self.n_folds})")
         return update
 
 
 @contextlib.contextmanager
-def progress_for(folds, specs, enabled: bool) -> Iterator[_Bar]:
-    """A :class:`_Bar` over ``len(specs) x len(folds)`` fits (a no-op one when not ``enabled``)."""
+def progress_for(folds, specs, enabled: bool, cost=None) -> Iterator[_Bar]:
+    """A :class:`_Bar` of the run's new model calls (``cost``: its projection), with the time left:
+    from the pace of the calls made, and before that from the model's known speed (a no-op bar when
+    not ``enabled``)."""
     if not enabled:
         yield _Bar(None, 0, len(folds))
         return
     from personalign._verbs.results import progress_display
+    from personalign.lm import CallCounter
 
-    bar = progress_display(True)
+    new = cost.new if cost is not None else 0
+    seconds = cost.seconds if cost is not None else None
+    bar = progress_display(True, seconds_per_call=seconds / new if new and seconds else None)
     bar.start()
     try:
-        yield _Bar(bar, len(specs) * len(folds), len(folds))
+        shown = _Bar(bar, new, len(folds))
+        with CallCounter(on_call=shown.tick) as counter:
+            shown.counter = counter
+            yield shown
     finally:
         bar.stop()
 

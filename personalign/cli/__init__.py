@@ -18,6 +18,8 @@ from personalign import __version__
 from personalign.cli._options import (
     CONFIRM_OVER_DEFAULT,
     ApiBaseOpt,
+    ConcurrencyOpt,
+    MaxCostOpt,
     CacheDirOpt,
     ConfirmOverOpt,
     DataOpt,
@@ -128,6 +130,8 @@ def compare(
     lm: LmOpt = None,
     api_base: ApiBaseOpt = None,
     lm_kwargs: LmKwargsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    max_cost: MaxCostOpt = None,
     seed: SeedOpt = 0,
     n_boot: NBootOpt = 1000,
     limit: LimitOpt = None,
@@ -149,7 +153,7 @@ def compare(
     from personalign.cli._commands import run_compare
 
     run_compare(stage=stage, data=data, split=split, train_split=train_split, strategies=strategies,
-                model=(lm, api_base, lm_kwargs), seed=seed, n_boot=n_boot, limit=limit, cv=cv, repeats=repeats,
+                model=(lm, api_base, lm_kwargs, concurrency, max_cost), seed=seed, n_boot=n_boot, limit=limit, cv=cv, repeats=repeats,
                 temperature=temperature, json_out=json_out, html=html, train_limit=train_limit, cost=(confirm_over, yes),
                 tracking=dict(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track,
                               results=results))
@@ -165,6 +169,8 @@ def compile_(
     lm: LmOpt = None,
     api_base: ApiBaseOpt = None,
     lm_kwargs: LmKwargsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    max_cost: MaxCostOpt = None,
     seed: SeedOpt = 0,
     out: Optional[Path] = typer.Option(None, "--out", help="Output directory (default runs/programs/STAGE-STRATEGY-...)."),
     cache_dir: CacheDirOpt = None,
@@ -180,7 +186,7 @@ def compile_(
     from personalign.cli._commands import run_compile
 
     run_compile(stage=stage, strategy=strategy, optimizer=optimizer, data=data, train_split=train_split,
-                model=(lm, api_base, lm_kwargs), seed=seed, out=out, json_out=json_out, train_limit=train_limit,
+                model=(lm, api_base, lm_kwargs, concurrency, max_cost), seed=seed, out=out, json_out=json_out, train_limit=train_limit,
                 cost=(confirm_over, yes),
                 tracking=dict(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track))
 
@@ -194,6 +200,8 @@ def eval_(
     lm: ProgramLmOpt = None,
     api_base: ApiBaseOpt = None,
     lm_kwargs: LmKwargsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    max_cost: MaxCostOpt = None,
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     n_boot: NBootOpt = 1000,
     limit: LimitOpt = None,
@@ -208,7 +216,7 @@ def eval_(
     """Evaluate a saved program on a labelled split (binary stages: F1 with 95% CI, precision, recall, yes-rate, LM calls)."""
     from personalign.cli._commands import run_eval
 
-    run_eval(stage=stage, program=program, data=data, split=split, model=(lm, api_base, lm_kwargs), seed=seed,
+    run_eval(stage=stage, program=program, data=data, split=split, model=(lm, api_base, lm_kwargs, concurrency, max_cost), seed=seed,
              n_boot=n_boot, limit=limit, json_out=json_out, cost=(confirm_over, yes),
              tracking=dict(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri, no_track=no_track))
 

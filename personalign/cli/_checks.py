@@ -24,6 +24,24 @@ def lm_option(value: str | None) -> str | None:
     return value.strip() if value is not None else None
 
 
+def max_cost_option(value: str | None) -> float | None:
+    """Typer callback of ``--max-cost``: None (no limit) or a finite number of dollars >= 0.
+
+    Raises:
+        ConfigurationError: negative, NaN, infinite or not a number (one line, exit 2).
+    """
+    if value is None:
+        return None
+    try:
+        out = float(value.strip())
+    except ValueError:
+        out = float("nan")
+    if not out >= 0 or out == float("inf"):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise ConfigurationError(f"--max-cost must be a finite number of dollars >= 0 (e.g. 0.50), not {shown!r}")
+    return out
+
+
 def api_base_option(value: str | None) -> str | None:
     """Typer callback of ``--api-base``: an ``http(s)://`` URL, passed to the verb (``api_base=``).
 

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from personalign.cli._options import callbacks, cost_hook, model_args
-from personalign.cli._output import print_json
+from personalign.cli._output import failing_on, print_json
 
 
 def _console():
@@ -55,7 +55,13 @@ def run_stages(*, json_out: bool) -> None:
 
 def run_compare(*, stage, data, split, train_split, strategies, model, seed, n_boot, limit, cv, repeats, temperature,
                 json_out, tracking, html: bool = False, train_limit=None, cost=()) -> None:
+    """Run the comparison, then show it: the table (or ``--json``), the page (``--html``), the files.
+
+    The result file is written by the verb before anything here reads it back: a page or a chart
+    that fails is one ``error: FILE: ...`` line naming it (exit 2), after everything else was shown.
+    """
     import personalign
+    from personalign.errors import DataError, PersonalignError
     from personalign.settings import runs_dir
 
     report = personalign.compare(stage, strategies, data, split=split, train_split=train_split, cv=cv,
@@ -63,17 +69,31 @@ def run_compare(*, stage, data, split, train_split, strategies, model, seed, n_b
                                  temperature=temperature, out_dir=runs_dir() / "compare", callbacks=callbacks(**tracking),
                                  progress=not json_out, train_limit=train_limit, on_cost=cost_hook(*cost))
     result = report.to_dict()
-    page = None
-    if html and result.get("result_file"):
-        from personalign.results_page import render_results_page
+    file = result.get("result_file")
+    page, failed = None, None
+    if html and file:
+        from personalign.cli.view import write_page
 
-        page = render_results_page(result["result_file"])
+        try:
+            page = write_page(file)
+        except PersonalignError as exc:  # shown last: the table and the files come first
+            failed = exc
     if json_out:
         per_row = ("predictions", "scores", "correct", "row_errors")  # every row's: in the result file
         summary = {**{k: v for k, v in result.items() if k != "rows"}, **({"results_page": str(page)} if page else {}),
                    "strategies": [{k: v for k, v in row.items() if k not in per_row} for row in result["strategies"]]}
         print_json(summary, default=str)
-        return
+    else:
+        with failing_on(file, "printing the table"):
+            _show_compare(report, result, page, tracking)
+    if failed is not None:
+        raise failed
+    if result.get("chart_error"):
+        raise DataError(file, None, "chart_file", f"the chart could not be drawn: {result['chart_error']}")
+
+
+def _show_compare(report, result: dict, page, tracking: dict) -> None:
+    """The comparison's table, each row's first errors and warnings, and the files it wrote."""
     _say(report.renderables())
     for row in result["strategies"]:
         if result.get("cv") != "groups":

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from personalign.cli._checks import api_base_option, lm_kwargs_option, lm_option
+from personalign.cli._checks import api_base_option, lm_kwargs_option, lm_option, max_cost_option
 
 LM_HELP = ("Model: local/qwen2.5-coder-1.5b-instruct (default), local/qwen2.5-coder-0.5b-instruct (fast), "
            "local/smollm2-135m-instruct (tiny), or any litellm model string.")
@@ -36,6 +36,17 @@ LmKwargsOpt = Annotated[Optional[str], typer.Option(
     "--lm-kwargs", callback=lm_kwargs_option, envvar="PERSONALIGN_LM_KWARGS",
     help='JSON object of model kwargs passed to litellm with every call, e.g. \'{"api_key": "none", '
          '"extra_body": {"repeat_penalty": 1.0}}\' (env PERSONALIGN_LM_KWARGS).')]
+CONCURRENCY_MAX = 256  # personalign.lm.flight.MAX_CONCURRENCY; kept light here, tested equal
+ConcurrencyOpt = Annotated[Optional[int], typer.Option(
+    "--concurrency", min=1, max=CONCURRENCY_MAX, metavar="N",
+    help="Model calls kept in flight at once (default: 1 for the embedded model, 32 for a hosted or served one). "
+         "Rate-limit (429) and overload (503) answers shrink the window and honour Retry-After; results and "
+         "figures are the same at any N.")]
+MaxCostOpt = Annotated[Optional[str], typer.Option(
+    "--max-cost", callback=max_cost_option, metavar="USD",
+    help="Spend at most USD dollars (litellm's bundled prices; embedded and unpriced models cost $0): the model call "
+         "that would pass it (at the cost line's projected dollars per call) is not made, nothing is written, "
+         "exit 1 with how far it got.")]
 SEED_MAX = 2**32 - 1  # personalign.settings.SEED_MAX (llama.cpp seeds are uint32); kept light here, tested equal
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=SEED_MAX, help="Seed of every stochastic step.")]
 N_BOOT_MAX, N_TRIALS_MAX = 20_000, 100_000  # personalign.settings.N_BOOT_MAX / N_TRIALS_MAX; kept light here, tested equal
@@ -61,11 +72,14 @@ ConfirmOverOpt = Annotated[float, typer.Option(
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Never ask before running (see --confirm-over).")]
 
 
-def model_args(lm: str | None, api_base: str | None, lm_kwargs: str | None) -> dict:
-    """The verbs' model arguments from the flags: ``lm``, ``api_base``, ``lm_kwargs`` (a dict)."""
+def model_args(lm: str | None, api_base: str | None, lm_kwargs: str | None, concurrency: int | None = None,
+               max_cost: float | None = None) -> dict:
+    """The verbs' model arguments from the flags: ``lm``, ``api_base``, ``lm_kwargs`` (a dict),
+    ``concurrency``, ``max_cost``."""
     from personalign.cli._checks import parse_lm_kwargs
 
-    return {"lm": lm, "api_base": api_base, "lm_kwargs": parse_lm_kwargs(lm_kwargs)}
+    return {"lm": lm, "api_base": api_base, "lm_kwargs": parse_lm_kwargs(lm_kwargs), "concurrency": concurrency,
+            "max_cost": max_cost}
 
 
 def cost_hook(confirm_over: float = CONFIRM_OVER_DEFAULT, yes: bool = False):
@@ -90,7 +104,7 @@ def callbacks(*, cache_dir: Path | None = None, no_cache: bool = False, tracking
     return out
 
 
-__all__ = ["ApiBaseOpt", "CONFIRM_OVER_DEFAULT", "CacheDirOpt", "ConfirmOverOpt", "DataOpt", "JsonOpt", "LIMIT_HELP",
-           "LM_HELP", "N_BOOT_MAX", "N_TRIALS_MAX", "LimitOpt", "LmKwargsOpt", "LmOpt", "NBootOpt", "NoCacheOpt", "NoTrackOpt", "ProgramLmOpt",
+__all__ = ["ApiBaseOpt", "CONCURRENCY_MAX", "CONFIRM_OVER_DEFAULT", "CacheDirOpt", "ConcurrencyOpt", "ConfirmOverOpt", "DataOpt", "JsonOpt", "LIMIT_HELP",
+           "LM_HELP", "MaxCostOpt", "N_BOOT_MAX", "N_TRIALS_MAX", "LimitOpt", "LmKwargsOpt", "LmOpt", "NBootOpt", "NoCacheOpt", "NoTrackOpt", "ProgramLmOpt",
            "STAGE_HELP", "SeedOpt", "SplitOpt", "StageArg", "TrackingOpt", "TrainLimitOpt", "TrainSplitOpt", "YesOpt",
            "callbacks", "cost_hook", "model_args"]

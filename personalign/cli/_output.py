@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 
 def print_json(obj: Any, **kwargs: Any) -> None:
@@ -23,4 +24,23 @@ def print_jsonl(rows: list, **kwargs: Any) -> None:
     sys.stdout.write("".join(dumps(row, **kwargs) + "\n" for row in rows))
 
 
-__all__ = ["print_json", "print_jsonl"]
+@contextlib.contextmanager
+def failing_on(path: Any, what: str) -> Iterator[None]:
+    """Inside, a failure that is not an input error (a bug in a view of a result) is still one line
+    naming the file it shows: ``error: PATH: WHAT failed: TypeName: message`` (exit 2, chained).
+
+    Raises:
+        DataError: naming ``path`` and ``what``; a :class:`~personalign.errors.PersonalignError`
+            passes through as raised.
+    """
+    from personalign.errors import DataError, PersonalignError, brief
+
+    try:
+        yield
+    except PersonalignError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise DataError(path, None, None, f"{what} failed: {brief(exc)}") from exc
+
+
+__all__ = ["failing_on", "print_json", "print_jsonl"]

@@ -4,7 +4,9 @@ Plain ``mlflow ui`` imports litellm, which fetches a remote model cost map at st
 a network call, on every launch). This command starts the same server (``mlflow server``) with
 personalign's offline environment (:mod:`personalign._env`: ``LITELLM_LOCAL_MODEL_COST_MAP``,
 telemetry off), on ``127.0.0.1`` only, with the store personalign writes to, and prints the URL of
-the experiment's runs page to open.
+the experiment's runs page to open. The server answers its own page only (``http://127.0.0.1:PORT``
+as origin and host: :mod:`personalign._mlflow_ui`); MLflow's own check lets a page on any other
+loopback port read and write the store.
 
 It opens only an existing MLflow store (:func:`check_store`: an SQLite file holding MLflow's
 tables, read-only; a file-store directory with an experiment folder) on a free port
@@ -28,17 +30,22 @@ LOOPBACK = "127.0.0.1"
 
 def ui_command(tracking_uri: str | None = None, port: int = 5000) -> tuple[list[str], dict[str, str]]:
     """``(argv, env)`` of the MLflow UI server for ``tracking_uri`` (default: personalign's store,
-    ``sqlite:///<runs>/mlflow.db``) on ``http://127.0.0.1:<port>``; ``env`` is this process's
-    environment plus the offline defaults (the user's explicit values win)."""
+    ``sqlite:///<runs>/mlflow.db``) on ``http://127.0.0.1:<port>``, answering that origin and host
+    only (:mod:`personalign._mlflow_ui`: ``mlflow server`` behind an origin check, since MLflow's
+    own lets every loopback port through); ``env`` is this process's environment plus the offline
+    defaults (the user's explicit values win), without ``MLFLOW_SERVER_DISABLE_SECURITY_MIDDLEWARE``."""
     from personalign.settings import OFFLINE_DEFAULTS
     from personalign.settings import default_tracking_uri, runs_dir
 
     uri = tracking_uri or default_tracking_uri()
-    argv = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", LOOPBACK,
-            "--port", str(port), "--workers", "1"]
+    own = f"{LOOPBACK}:{port}"
+    argv = [sys.executable, "-m", "personalign._mlflow_ui", "--backend-store-uri", uri, "--host", LOOPBACK,
+            "--port", str(port), "--workers", "1", "--allowed-hosts", own, "--cors-allowed-origins", f"http://{own}",
+            "--x-frame-options", "SAMEORIGIN"]
     if uri.startswith("sqlite:"):  # artifacts uploaded through the UI go beside the others, not ./mlartifacts
         argv += ["--artifacts-destination", (runs_dir() / "mlartifacts").resolve().as_uri()]
     env = {**OFFLINE_DEFAULTS, **os.environ}
+    env.pop("MLFLOW_SERVER_DISABLE_SECURITY_MIDDLEWARE", None)  # the flags above, not the user's environment
     return argv, env
 
 

@@ -51,10 +51,17 @@ def _print_merge(summary: dict, out: Path | None) -> None:
                                                           for p in pairs))
     if ag.get("pairwise_skipped"):
         console.print(f"pairwise Cohen's κ skipped: {ag['pairwise_skipped']}")
+    if summary["dropped_annotators"]["names"]:
+        d = summary["dropped_annotators"]
+        console.print(f"left out: {d['labels']} labels of {', '.join(d['names'])} (--drop-annotator)")
+    for p in summary["identical"]:
+        console.print(f"note: {p['a']} and {p['b']} gave the same label on all {p['n']} rows they share, counted "
+                      "as two people (--allow-identical)")
     line = (f"{summary['annotated']} annotated rows ({ag['n_judgments']} judgments by {ag['n_annotators']} annotators"
             f", per row: {', '.join(f'{k}: {v}' for k, v in ag['annotators_per_item'].items())}); "
-            f"{summary['unannotated']} without annotations; {summary['dropped_ties']} ties dropped; "
-            f"{summary['changed']} labels changed")
+            f"{summary['unannotated']} without annotations"
+            + (f" ({summary['unlabelled']} rows without a label left out)" if summary.get("unlabelled") else "")
+            + f"; {summary['dropped_ties']} ties dropped; {summary['changed']} labels changed")
     j = summary.get("joined")
     if j:
         console.print(f"joined: {j['matched']} of {j['raw_items']} raw items match a released row ({j['released_only']} "
@@ -74,10 +81,15 @@ def merge(
                                                         "as the released recenter labels), positive, or drop (left out)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the merged rows here (canonical JSONL, atomically; "
                                                            "read back with the stage's loader first)."),
+    drop_annotator: Optional[str] = typer.Option(None, "--drop-annotator", help="Comma-separated annotator names "
+                                                 "whose labels are left out (e.g. a person's second name)."),
+    allow_identical: bool = typer.Option(False, "--allow-identical", help="Count two annotators who gave the same "
+                                         "label on every one of 10 or more shared rows as two people (default: "
+                                         "refused as one person under two names)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Derive each annotated row's majority label, n_annotators and yes-rate; print the annotators' agreement."""
-    from personalign.labels import merge_labels, read_annotated, write_merged
+    from personalign.labels import drop_annotators, merge_labels, read_annotated, refuse_identical, write_merged
     from personalign.stages import resolve_stage
 
     st = resolve_stage(stage)
@@ -86,7 +98,12 @@ def merge(
 
         check_output(out)  # before any reading: a bad --out is refused first
     rows, joined = read_annotated(st, data, join=join)
-    merged, summary = merge_labels(st, [r for _, r in rows], ties=ties)
+    names = [n.strip() for n in (drop_annotator or "").split(",") if n.strip()]
+    given, n_dropped = drop_annotators([r for _, r in rows], names, path=data)
+    merged, summary = merge_labels(st, given, ties=ties)
+    if not allow_identical:
+        refuse_identical(given, summary["identical"], path=data)  # before anything is written
+    summary["dropped_annotators"] = {"names": names, "labels": n_dropped}
     if out is not None:
         dropped = set(summary["dropped_rows"])
         write_merged(st, merged, out, source=data, lines=[line for i, (line, _) in enumerate(rows) if i not in dropped])
@@ -175,9 +192,9 @@ def next_(
 
         prog, meta = load_program(program, stage=st, with_metadata=True)
     if lm is not None or any(st.registry.info(n).uses_lm for n in names):
-        from personalign.lm import default_model, make_lm
+        from personalign.lm import resolve_lm
 
-        lm_obj = make_lm(lm or default_model())  # noqa: the model of the strategies compared
+        lm_obj = resolve_lm(lm)  # the model of the strategies compared
     from personalign.labels import next_rows
 
     result = next_rows(st, rows, pool_ex, k=k, strategies=names, program=prog, goal=goal, seed=seed, floor=floor,

@@ -81,20 +81,26 @@ def export(
 
 
 def import_(
-    tasks: Path = typer.Argument(..., help="Label Studio JSON export (a task array)."),
+    tasks: Path = typer.Argument(..., help="Label Studio JSON export (a task array; not JSON-MIN)."),
     stage: str = typer.Option(..., "--stage", help="The stage the tasks label (its inputs and output)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the tasks as canonical JSONL here (atomically)."),
     store: Optional[str] = typer.Option(None, "--store", help="Also put the labels into this store (one "
                                         "transaction: all or none)."),
     replace: bool = typer.Option(False, "--replace", help="Overwrite stored labels that differ from the file's "
                                  "(default: refuse, nothing written)."),
+    annotator_map: Optional[str] = typer.Option(None, "--annotator-map", help="Who Label Studio's users are: "
+                                                "USER_ID=NAME (or E-MAIL=NAME), comma-separated, e.g. 2=alice,3=bob; "
+                                                "for an export without e-mails, every user id in it."),
 ) -> None:
     """Read Label Studio tasks and annotations into canonical JSONL (--out) and/or a label store
     (--store). A choice the stage does not allow, a task without an input field or an annotation
-    without an annotator is one error line naming file, line and field; nothing is written."""
-    from personalign.labels import import_label_studio
+    without an annotator is one error line naming file, line and field; nothing is written. User
+    ids without an e-mail (Label Studio's default export) are refused when the store holds named
+    annotators: export with user details, or name them with --annotator-map."""
+    from personalign.labels import import_label_studio, parse_annotator_map
 
-    facts = import_label_studio(tasks, stage, out_path=out, store_url=store, replace=replace)
+    names = parse_annotator_map(annotator_map)
+    facts = import_label_studio(tasks, stage, out_path=out, store_url=store, replace=replace, names=names)
     where = " and ".join(str(x) for x in (out, store and _shown(store)) if x)
     line = (f"imported {facts['rows']} tasks, {facts['labels']} labels "
             f"(annotators: {', '.join(facts['annotators']) or 'none'}) into {where}")

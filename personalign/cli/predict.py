@@ -11,7 +11,8 @@ from typing import List, Optional
 import typer
 
 from personalign.cli._checks import api_base_option, lm_option
-from personalign.cli._options import CONFIRM_OVER_DEFAULT, ConfirmOverOpt, YesOpt, callbacks, cost_hook, model_args
+from personalign.cli._options import (CONFIRM_OVER_DEFAULT, ConcurrencyOpt, ConfirmOverOpt, MaxCostOpt, YesOpt, callbacks,
+                                     cost_hook, model_args)
 from personalign.cli._output import print_json, print_jsonl
 
 app = typer.Typer(rich_markup_mode=None, no_args_is_help=True,
@@ -97,6 +98,8 @@ def batch(
                                      callback=lm_option),
     api_base: Optional[str] = typer.Option(None, "--api-base", callback=api_base_option, envvar="PERSONALIGN_API_BASE",
                                            help="OpenAI-compatible server for a non-embedded --lm (env PERSONALIGN_API_BASE)."),
+    concurrency: ConcurrencyOpt = None,
+    max_cost: MaxCostOpt = None,
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="DSPy cache directory (default runs/cache)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Disable the LM cache."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object (the summary; the rows too without --out)."),
@@ -108,7 +111,7 @@ def batch(
 
     if out == "-":
         out = None
-    report = personalign.predict(stage, program, data, out=out, **model_args(lm, api_base, None),
+    report = personalign.predict(stage, program, data, out=out, **model_args(lm, api_base, None, concurrency, max_cost),
                                  callbacks=callbacks(cache_dir=cache_dir, no_cache=no_cache, no_track=True),
                                  progress=out is not None and not json_out, on_cost=cost_hook(confirm_over, yes))
     result, rows = report.to_dict(), report.rows

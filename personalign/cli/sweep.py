@@ -15,6 +15,8 @@ from personalign.cli._output import print_json
 from personalign.cli._options import (
     CONFIRM_OVER_DEFAULT,
     ApiBaseOpt,
+    ConcurrencyOpt,
+    MaxCostOpt,
     CacheDirOpt,
     ConfirmOverOpt,
     JsonOpt,
@@ -35,7 +37,8 @@ from personalign.cli._options import (
 
 _STORAGE_HELP = ("Optuna storage: sqlite:///PATH (default sqlite:///runs/optuna.db; one process, threads included -- "
                  "SQLite is not meant for many concurrent writers), journal:PATH (several processes on one machine "
-                 "or a shared file system), postgresql://USER@HOST/DB (many workers on many machines).")
+                 "or a shared file system), postgresql+psycopg://USER@HOST/DB (many workers on many machines; "
+                 "pip install 'personalign[postgres]').")
 
 
 def sweep(
@@ -56,10 +59,13 @@ def sweep(
                                                      "kappa); dev (default): whole groups held out of the train "
                                                      "split as compile holds them out, never val."),
     train_split: str = typer.Option("train", "--train-split", help="Split each trial is compiled on."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the TPE sampler, the optimizers and the bootstrap."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the TPE sampler, the optimizers and the "
+                                                  "bootstrap; the study keeps its first worker's seed."),
     lm: LmOpt = None,
     api_base: ApiBaseOpt = None,
     lm_kwargs: LmKwargsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    max_cost: MaxCostOpt = None,
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Evaluate on a random sample of N examples of the split, "
                                                                      "stratified over the stage's groups (its group key; "
                                                                      "mcq/respond: topic), seed 0."),
@@ -88,7 +94,7 @@ def sweep(
     import personalign
 
     report = personalign.sweep(stage, data, space=space, n_trials=n_trials, storage=storage, study_name=study_name,
-                               n_jobs=n_jobs, split=split, train_split=train_split, **model_args(lm, api_base, lm_kwargs),
+                               n_jobs=n_jobs, split=split, train_split=train_split, **model_args(lm, api_base, lm_kwargs, concurrency, max_cost),
                                seed=seed, limit=limit, n_boot=n_boot, heartbeat=heartbeat, grace=grace, export=export,
                                callbacks=callbacks(cache_dir=cache_dir, no_cache=no_cache, tracking_uri=tracking_uri,
                                                    no_track=no_track), progress=True, train_limit=train_limit,
@@ -108,9 +114,11 @@ def sweep(
             console.print(f"MLflow run {result['mlflow_parent_run_id']} (view: personalign ui"
                           + (f" --tracking-uri {redact(tracking_uri)})" if tracking_uri else ")"), markup=False,
                           highlight=False)
-    done = result["n_complete"] + result["n_pruned"]
-    # trials another live worker is still running count as on their way, not as missing
-    if done + result.get("n_running", 0) < result["n_trials"] or not done:
+    # the trials the budget counts: a trial that reused a finished trial's value is not one
+    done = result.get("n_counted", result["n_complete"] + result["n_pruned"])
+    # trials another live worker is still running count as on their way, not as missing; a finite
+    # space whose every configuration ran has nothing left to run
+    if (done + result.get("n_running", 0) < result["n_trials"] and not result.get("exhausted")) or not done:
         # fewer trials than asked for is a failure, not a success (exit 1, after the summary)
         what = "every trial" if not done else f"{result['n_trials'] - done} of the {result['n_trials']} trials asked for"
         sys.stderr.write(f"error: {what} of study {result['study']} did not complete ({result['n_fail']} failed); "

@@ -23,12 +23,28 @@ def view(
     every evaluated row (inputs, gold, each strategy's output, score, right or wrong) with filters.
     Offline: one HTML file, no request; opens from disk."""
     from personalign.data import check_input
-    from personalign.results_page import render_results_page
 
     check_input(result, what="result file")
-    page = render_results_page(result, out, data=data, stage=stage)
+    page = write_page(result, out, data=data, stage=stage)
     typer.echo(f"results page: {page}")
     if open_:
         import webbrowser
 
         webbrowser.open(page.resolve().as_uri())
+
+
+def write_page(result: Path | str, out: Path | None = None, *, data: Path | None = None,
+               stage: str | None = None) -> Path:
+    """The results page of the result file ``result`` (:func:`personalign.results_page.render_results_page`),
+    for ``view`` and ``compare --html``; the result file is only read, so it is kept whatever fails.
+
+    Raises:
+        PersonalignError: what ``render_results_page`` raises (a :class:`~personalign.errors.DataError`
+            names the result file and the field: ``error: FILE: field '...': ...``); any other failure
+            as a DataError naming ``result`` (:func:`personalign.cli._output.failing_on`).
+    """
+    from personalign.cli._output import failing_on
+    from personalign.results_page import render_results_page
+
+    with failing_on(result, "the results page"):
+        return render_results_page(result, out, data=data, stage=stage)

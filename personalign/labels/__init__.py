@@ -22,12 +22,13 @@ Layer: above compile/evaluate (it fits strategies and runs programs), below the 
 from personalign.labels.agreement import agreement
 from personalign.labels.ceiling import human_ceiling, share_of_ceiling
 from personalign.labels.estimate import Draw, fbeta_difference, lure_weights
-from personalign.labels.merge import merge_labels, read_annotated, write_merged
+from personalign.labels.merge import drop_annotators, merge_labels, read_annotated, refuse_identical, write_merged
 from personalign.labels.next import cross_fitted, design_from_rows, next_rows
 
 _LAZY = {"serve_labels": ("personalign.labels.serve", "serve"), "export_canonical": ("personalign.labels.export", "export_canonical"),
          "export_label_studio": ("personalign.labels.labelstudio", "export_label_studio"),
          "import_label_studio": ("personalign.labels.labelstudio", "import_label_studio"),
+         "parse_annotator_map": ("personalign.labels.labelstudio", "parse_annotator_map"),
          "shown_url": ("personalign.labels.store", "shown_url")}
 
 
@@ -41,5 +42,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'personalign.labels' has no attribute {name!r}")
 
 
-__all__ = ["agreement", "merge_labels", "read_annotated", "write_merged", "human_ceiling", "share_of_ceiling",
+__all__ = ["agreement", "merge_labels", "read_annotated", "write_merged", "drop_annotators", "refuse_identical", "human_ceiling", "share_of_ceiling",
            "next_rows", "cross_fitted", "design_from_rows", "fbeta_difference", "lure_weights", "Draw", *_LAZY]

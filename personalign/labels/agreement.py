@@ -18,6 +18,12 @@ Input everywhere: ``items`` -- ``{item_id: {annotator: label}}`` (the ``annotati
   the others).
 
 κ or α is None (with ``undefined`` saying why) when it is 0/0: every label the same.
+
+**One person under two names.** Two annotators who gave the same label on every one of at least
+:data:`IDENTICAL_MIN_ROWS` (10) rows they share are taken for one person counted twice (Label
+Studio's user ids imported beside the names the same people labelled under): :func:`identical_annotators`
+finds such pairs, :func:`same_person` chooses which name of each group to keep. ``label merge``
+refuses them and the human ceiling leaves the extra names out.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from typing import Any, Hashable, Mapping
 
 import numpy as np
 
-__all__ = ["agreement", "vs_rest", "fleiss", "krippendorff_alpha"]
+__all__ = ["IDENTICAL_MIN_ROWS", "agreement", "identical_annotators", "same_person", "vs_rest", "fleiss",
+           "krippendorff_alpha"]
 
 Items = Mapping[Hashable, Mapping[str, Any]]
 
@@ -132,6 +139,67 @@ def vs_rest(items: Items, *, ties: str = "negative", positive: Any = True, min_o
                     "kappa": kappa, "undefined": why,
                     "yes_rate": float(np.mean([m == positive for m in mine])) if binary else None})
     return out
+
+
+IDENTICAL_MIN_ROWS = 10
+"""Shared rows from which two annotators who never differ are taken for one person under two names."""
+
+
+def identical_annotators(items: Items, *, min_rows: int = IDENTICAL_MIN_ROWS) -> list[dict]:
+    """Pairs of annotators who share at least ``min_rows`` items and gave the same label on every one.
+
+    Returns:
+        ``[{"a", "b", "n"}]`` (``a`` < ``b``; ``n`` shared items), most shared items first.
+    """
+    shared: Counter = Counter()
+    differ: set[tuple[str, str]] = set()
+    for labels in items.values():
+        names = sorted(labels)
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                shared[a, b] += 1
+                if labels[a] != labels[b] or type(labels[a]) is not type(labels[b]):
+                    differ.add((a, b))
+    pairs = [{"a": a, "b": b, "n": n} for (a, b), n in shared.items() if n >= min_rows and (a, b) not in differ]
+    return sorted(pairs, key=lambda p: (-p["n"], p["a"], p["b"]))
+
+
+def same_person(items: Items, *, min_rows: int = IDENTICAL_MIN_ROWS) -> list[dict]:
+    """The names to leave out so that no one is counted twice: annotators linked by
+    :func:`identical_annotators` are one person, kept under one name -- not a ``ls-user-ID`` one
+    when there is another, then the one with the most labels, then the first in order.
+
+    Returns:
+        ``[{"dropped", "kept", "n"}]`` (``n``: the rows the two share), one per name left out.
+    """
+    pairs = identical_annotators(items, min_rows=min_rows)
+    if not pairs:
+        return []
+    from personalign.labels.labelstudio import USER_ID_NAME
+
+    counts = Counter(a for labels in items.values() for a in labels)
+    group = {}
+
+    def root(a: str) -> str:
+        while group.get(a, a) != a:
+            a = group[a]
+        return a
+
+    for p in pairs:
+        group.setdefault(p["a"], p["a"])
+        group.setdefault(p["b"], p["b"])
+        group[root(p["b"])] = root(p["a"])
+    members: dict[str, list[str]] = {}
+    for a in group:
+        members.setdefault(root(a), []).append(a)
+    out = []
+    for names in members.values():
+        kept = min(names, key=lambda a: (bool(USER_ID_NAME.fullmatch(a)), -counts[a], a))
+        for a in sorted(set(names) - {kept}):
+            n = next((p["n"] for p in pairs if {p["a"], p["b"]} == {a, kept}),
+                     max(p["n"] for p in pairs if a in (p["a"], p["b"])))
+            out.append({"dropped": a, "kept": kept, "n": n})
+    return sorted(out, key=lambda d: d["dropped"])
 
 
 MAX_PAIRWISE = 200  # annotators whose every pair gets a Cohen's κ (19,900 pairs); beyond it: skipped, said why

@@ -15,16 +15,27 @@ matches an imported annotation to one of its users -- with ``NAME@personalign.in
 annotator name that is not an e-mail address (``.invalid`` is a reserved, never-routable domain).
 :func:`labeling_config` is the matching Label Studio labeling config.
 
-Import reads such a file (a task array, or one task object), Label Studio's own exports included:
-an annotation's annotator is its ``completed_by`` e-mail (``@personalign.invalid`` removed) or, for
-Label Studio's numeric user ids, ``ls-user-ID``; cancelled (skipped) and empty annotations are
-not labels; the ``choices`` result of the output field (or the only ``choices`` result) is the
-label, as :meth:`~personalign.labels.spec.LabelSpec.from_text` reads it. When one annotator
-annotated a task twice, the later annotation counts.
+Import reads such a file (a task array, or one task object), Label Studio's own JSON exports
+included: cancelled (skipped) and empty annotations are not labels; the ``choices`` result of the
+output field (or the only ``choices`` result) is the label, as
+:meth:`~personalign.labels.spec.LabelSpec.from_text` reads it. When one annotator annotated a task
+twice, the later annotation counts. An annotation's annotator is, in this order:
+
+* the name an explicit mapping gives its user id or e-mail (``--annotator-map 2=alice,3=bob@lab.org``);
+* its ``completed_by`` e-mail (``@personalign.invalid`` removed) -- an export with user details
+  (``label-studio export``, an export snapshot) expands ``completed_by`` to ``{"id", "email", ...}``,
+  and a bare user id elsewhere in the file takes the e-mail its id has there;
+* else ``ls-user-ID``: Label Studio's default JSON export writes bare user ids. A person who also
+  labelled under their name (``label serve``) would then be counted twice, so such an import is
+  refused when the store holds named annotators, and any id the mapping leaves out is refused.
+
+Label Studio's JSON-MIN export is refused with one line saying so: it writes Label Studio's task id
+over the row's ``id``, so its labels cannot be matched to the rows.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -33,6 +44,8 @@ from personalign.errors import DataError
 from personalign.labels.rowfile import ANNOTATIONS
 
 DOMAIN = "@personalign.invalid"
+USER_ID_NAME = re.compile(r"ls-user-\d+")
+"""The annotator name of a Label Studio user id that came without an e-mail (``ls-user-ID``)."""
 
 
 def _email(annotator: str) -> str:
@@ -85,7 +98,56 @@ def labeling_config(spec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _annotator(completed_by: Any, where) -> str:
+def parse_annotator_map(text: str | None) -> dict[str, str]:
+    """``{user id or e-mail: annotator name}`` of ``--annotator-map 2=alice,3=bob@lab.org``.
+
+    Raises:
+        ConfigurationError: an item that is not ``KEY=NAME``, a key twice, a name that is not one.
+    """
+    from personalign.errors import ConfigurationError
+    from personalign.labels.queue import check_annotator
+    from personalign.labels.spec import LabelValueError
+
+    out: dict[str, str] = {}
+    for item in (text or "").split(","):
+        key, eq, name = (part.strip() for part in item.partition("="))
+        if not item.strip():
+            continue
+        if not eq or not key or not name:
+            raise ConfigurationError(f"--annotator-map: {item.strip()!r} is not ID=NAME (e.g. 2=alice,3=bob@lab.org)")
+        if key in out:
+            raise ConfigurationError(f"--annotator-map: {key} is mapped twice")
+        try:
+            out[key] = check_annotator(name)
+        except LabelValueError as exc:
+            raise ConfigurationError(f"--annotator-map {key}={name}: {exc}") from None
+    return out
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _users(tasks: list) -> dict[int, str]:
+    """``{user id: e-mail}`` of the expanded ``completed_by`` objects in ``tasks``."""
+    out = {}
+    for task in tasks:
+        for ann in (task.get("annotations") or task.get("completions") or []) if isinstance(task, dict) else []:
+            who = ann.get("completed_by") if isinstance(ann, dict) else None
+            if isinstance(who, dict) and _is_id(who.get("id")) and isinstance(who.get("email"), str) and who["email"]:
+                out[who["id"]] = who["email"]
+    return out
+
+
+def _named(names: dict[str, str], uid: Any, email: str | None) -> str | None:
+    """The mapping's name of a user id or e-mail (with or without ``@personalign.invalid``)."""
+    keys = ([str(uid)] if _is_id(uid) else []) + ([email, email.removesuffix(DOMAIN)] if email else [])
+    return next((names[k] for k in keys if k in names), None)
+
+
+def _annotator(completed_by: Any, where, users: dict[int, str], names: dict[str, str]) -> str:
+    """The annotator of an annotation (see the module doc): the mapping's name of its user id or
+    e-mail, its e-mail, or ``ls-user-ID``."""
     from personalign.labels.queue import check_annotator
     from personalign.labels.spec import LabelValueError
 
@@ -93,9 +155,10 @@ def _annotator(completed_by: Any, where) -> str:
         name = completed_by.get("email") or completed_by.get("username")
         if not isinstance(name, str) or not name:
             raise where("completed_by", "has no email; personalign needs to know who labelled")
-        name = name.removesuffix(DOMAIN)
-    elif isinstance(completed_by, int) and not isinstance(completed_by, bool):
-        name = f"ls-user-{completed_by}"
+        name = _named(names, completed_by.get("id"), name) or name.removesuffix(DOMAIN)
+    elif _is_id(completed_by):
+        email = users.get(completed_by)
+        name = _named(names, completed_by, email) or (email.removesuffix(DOMAIN) if email else f"ls-user-{completed_by}")
     elif completed_by is None:
         raise where("completed_by", "missing; personalign needs to know who labelled")
     else:
@@ -151,14 +214,23 @@ def _row(spec, task: dict, where) -> dict[str, Any]:
     return row
 
 
-def read_tasks(path: str | Path, spec) -> list[dict[str, Any]]:
-    """Canonical rows (with ``annotations``) of a Label Studio JSON file, in task order.
+def read_tasks(path: str | Path, spec, *, names: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Canonical rows (with ``annotations``) of a Label Studio JSON file, in task order; ``names``:
+    ``{user id or e-mail: annotator}`` (:func:`parse_annotator_map`).
 
     Raises:
         DataError: one line naming the file, the task's line and the field: not a task array,
-            a task without ``data`` or an id, a missing input field, an annotation without an
-            annotator, a choice the stage does not allow, two tasks with one id.
+            Label Studio's JSON-MIN export, a task without ``data`` or an id, a missing input field,
+            an annotation without an annotator, a user id ``names`` does not map (when given), a
+            choice the stage does not allow, two tasks with one id.
     """
+    return _read(path, spec, names or {})[0]
+
+
+def _read(path, spec, names: dict[str, str]) -> tuple[list[dict[str, Any]], dict]:
+    """``(rows, {user id: where})`` of :func:`read_tasks`: the user ids left as ``ls-user-ID``, each
+    with a function making the DataError of its first annotation (refused here when ``names`` is
+    given)."""
     from personalign.data.files import array_element_lines, read_json
 
     doc = read_json(path)
@@ -166,7 +238,12 @@ def read_tasks(path: str | Path, spec) -> list[dict[str, Any]]:
     if not isinstance(tasks, list):
         raise DataError(path, None, None, "expected a JSON array of Label Studio tasks")
     lines = array_element_lines(path, len(tasks)) if isinstance(doc, list) else [1]
-    rows, seen = [], {}
+    first = tasks[0] if tasks else None
+    if isinstance(first, dict) and "data" not in first and {"annotator", "annotation_id"} & set(first):
+        raise DataError(path, lines[0], "[0]", "this is Label Studio's JSON-MIN export, which writes Label Studio's "
+                        "task id over each row's id, so its labels cannot be matched to the rows; export the "
+                        "project as JSON")
+    rows, seen, users, unmapped = [], {}, _users(tasks), {}
     for i, task in enumerate(tasks):
         def where(fld: str, problem: str, _i=i, _pre="") -> DataError:
             return DataError(path, lines[_i], f"[{_i}].{_pre}{fld}".rstrip("."), problem)
@@ -189,11 +266,19 @@ def read_tasks(path: str | Path, spec) -> list[dict[str, Any]]:
                 raise at("", "expected an annotation object")
             value = _label(spec, ann, at)
             if value is not None:
-                merged[_annotator(ann.get("completed_by"), at)] = value
+                uid = ann.get("completed_by")
+                who = _annotator(uid, at, users, names)
+                if _is_id(uid) and who == f"ls-user-{uid}" and uid not in unmapped:  # no e-mail, no name
+                    unmapped[uid] = lambda problem, _at=at: _at("completed_by", problem)
+                merged[who] = value
         if merged:
             row[ANNOTATIONS] = merged
         rows.append(row)
-    return rows
+    if names and unmapped:
+        uid, err = next(iter(unmapped.items()))
+        raise err(f"Label Studio user id {uid} is not in --annotator-map and the file has no e-mail for it "
+                  f"(ids without one: {', '.join(map(str, unmapped))})")
+    return rows, unmapped
 
 
 def export_label_studio(rows_path, out_path, stage, *, store_url: str | None = None,
@@ -218,14 +303,16 @@ def export_label_studio(rows_path, out_path, stage, *, store_url: str | None = N
     return exported
 
 
-def import_label_studio(path, stage, *, out_path=None, store_url: str | None = None, replace: bool = False) -> dict:
-    """Read Label Studio tasks (:func:`read_tasks`) and write them as canonical JSONL at
-    ``out_path`` and/or put their labels into the store at ``store_url`` (one transaction: all or
-    none). A stored label that differs from the file's is kept unless ``replace``.
+def import_label_studio(path, stage, *, out_path=None, store_url: str | None = None, replace: bool = False,
+                        names: dict[str, str] | None = None) -> dict:
+    """Read Label Studio tasks (:func:`read_tasks`, ``names`` its mapping) and write them as
+    canonical JSONL at ``out_path`` and/or put their labels into the store at ``store_url`` (one
+    transaction: all or none). A stored label that differs from the file's is kept unless ``replace``.
 
     Returns ``{"rows", "labels", "annotators", "added", "same", "replaced"}`` (the last three: in the
-    store). Raises DataError for a bad task (nothing written), ConfigurationError for neither
-    output or differing stored labels without ``replace`` (nothing written), StoreError.
+    store). Raises DataError for a bad task, or for user ids without an e-mail (``ls-user-ID``) when
+    the store holds named annotators (a person would be counted twice); ConfigurationError for
+    neither output or differing stored labels without ``replace``; StoreError. Nothing is written then.
     """
     from personalign.data.digest import file_sha256
     from personalign.data.files import check_output, write_jsonl
@@ -238,13 +325,14 @@ def import_label_studio(path, stage, *, out_path=None, store_url: str | None = N
         raise ConfigurationError("label import: give --out ROWS.jsonl, --store URL, or both")
     spec = label_spec(resolve_stage(stage))
     target = None if out_path is None else check_output(out_path)
-    rows = read_tasks(path, spec)
+    rows, unmapped = _read(path, spec, names or {})
     labels = [(r["id"], who, v) for r in rows for who, v in (r.get(ANNOTATIONS) or {}).items()]
     facts = {"rows": len(rows), "labels": len(labels), "annotators": sorted({w for _, w, _ in labels}),
              "added": 0, "same": 0, "replaced": 0}
     if store_url is not None:
         store = LabelStore(store_url, write=True)
         try:
+            _refuse_unnamed(unmapped, store)
             stored = {(lab.row_id, lab.annotator): lab.value for lab in store.labels(spec.stage) if not lab.skipped}
             differ = [(r, w, v) for r, w, v in labels if (r, w) in stored and stored[(r, w)] != v]
             if differ and not replace:
@@ -265,4 +353,20 @@ def import_label_studio(path, stage, *, out_path=None, store_url: str | None = N
     return facts
 
 
-__all__ = ["DOMAIN", "export_label_studio", "import_label_studio", "labeling_config", "read_tasks", "to_tasks"]
+def _refuse_unnamed(unmapped: dict, store) -> None:
+    """Raise DataError when the file leaves user ids (``unmapped``, of :func:`_read`) as
+    ``ls-user-ID`` and ``store`` holds named annotators: the people labelling under a name would be
+    counted again under their id."""
+    named = [a for a in store.annotators() if not USER_ID_NAME.fullmatch(a)]
+    if not unmapped or not named:
+        return
+    uid, err = next(iter(unmapped.items()))
+    ids = ("user ids " if len(unmapped) > 1 else "user id ") + ", ".join(map(str, unmapped))
+    raise err(f"Label Studio {ids} without an e-mail (Label Studio's default JSON export), and the store "
+              f"holds named annotators ({', '.join(named[:5])}{' ...' if len(named) > 5 else ''}): as ls-user-{uid} a "
+              f"person would be counted twice; nothing was written; export with user details (label-studio export "
+              f"PROJECT JSON) or pass --annotator-map {','.join(f'{i}=NAME' for i in list(unmapped)[:3])}")
+
+
+__all__ = ["DOMAIN", "USER_ID_NAME", "export_label_studio", "import_label_studio", "labeling_config",
+           "parse_annotator_map", "read_tasks", "to_tasks"]

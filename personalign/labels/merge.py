@@ -4,9 +4,16 @@ yes-rate of every annotated row, with the annotators' agreement.
 A row's ``annotations`` (:mod:`personalign.data.annotations`) are checked against the stage's output
 type; the row's label field (relevance: ``relevant``) becomes their majority under the tie rule,
 ``n_annotators`` their number and, for yes/no labels, ``human_yes_rate`` the share of ``true``.
-Rows without annotations are written as they are; a tie under ``--ties drop`` leaves its row out.
+Rows without annotations are written as they are when they carry the label already (a gold label);
+rows without either -- the rows nobody labelled yet, in the export of a partly labelled round -- are
+left out and counted. A tie under ``--ties drop`` leaves its row out.
 The merged file is read back with the stage's own loader before it replaces ``--out``, so what is
 written is what every verb reads (and nothing is written when it would not be).
+
+Two annotators who gave the same label on every one of at least 10 rows they share are one person
+counted twice (:func:`personalign.labels.agreement.identical_annotators`): the summary lists them
+(``identical``) and ``label merge`` refuses them (``--drop-annotator`` leaves a name out,
+``--allow-identical`` counts them as two people).
 
 The recenter raw annotations (``raw_task3_annotations.jsonl``) carry no prompt text: they are joined
 to the released ``relevance_labels.jsonl`` (``join``), and only the rows with votes are merged.
@@ -22,7 +29,8 @@ from typing import Any, Mapping, Sequence
 
 from personalign.errors import ConfigurationError, DataError
 
-__all__ = ["output_type", "read_annotated", "merge_labels", "write_merged", "annotation_items"]
+__all__ = ["output_type", "read_annotated", "merge_labels", "write_merged", "annotation_items", "drop_annotators",
+           "refuse_identical"]
 
 
 def output_type(stage) -> Any:
@@ -84,6 +92,45 @@ def annotation_items(rows: Sequence[Mapping]) -> dict[str, dict[str, Any]]:
             if r.get("annotations")}
 
 
+def drop_annotators(rows: Sequence[Mapping], names: Sequence[str], *, path=None) -> tuple[list[dict], int]:
+    """``(rows, labels removed)``: ``rows`` with the labels of the annotators ``names`` removed from
+    their ``annotations`` (a row left with none has no ``annotations``).
+
+    Raises:
+        DataError: a name with no label in ``rows`` (a typo), naming ``path``.
+    """
+    known = {a for row in rows for a in row.get("annotations") or {}}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise DataError(path, None, "annotations", f"no label of {', '.join(unknown)} (--drop-annotator); its "
+                        f"annotators: {', '.join(sorted(known)[:20]) or 'none'}{' ...' if len(known) > 20 else ''}")
+    gone, out, n = set(names), [], 0
+    for row in rows:
+        labels = row.get("annotations")
+        if labels and gone & set(labels):
+            kept = {a: v for a, v in labels.items() if a not in gone}
+            n += len(labels) - len(kept)
+            row = {k: v for k, v in row.items() if k != "annotations"} | ({"annotations": kept} if kept else {})
+        out.append(dict(row))
+    return out, n
+
+
+def refuse_identical(rows: Sequence[Mapping], identical: Sequence[dict], *, path=None) -> None:
+    """Raise DataError (naming ``path``) when ``identical`` (the summary's pairs of
+    :func:`personalign.labels.agreement.identical_annotators`) holds any: one person under two
+    names, with the ``--drop-annotator`` that leaves the extra names out."""
+    if not identical:
+        return
+    from personalign.labels.agreement import same_person
+
+    p, extra = identical[0], ",".join(d["dropped"] for d in same_person(annotation_items(rows)))
+    more = f" (and {len(identical) - 1} more pairs)" if len(identical) > 1 else ""
+    raise DataError(path, None, "annotations", f"annotators {p['a']} and {p['b']} gave the same label on all {p['n']} "
+                    f"rows they share{more}: one person under two names (a Label Studio export imported without "
+                    f"e-mails?); nothing was written; leave the extra names out with --drop-annotator {extra}, or "
+                    "--allow-identical if they are different people")
+
+
 def merge_labels(stage, rows: Sequence[Mapping], *, ties: str = "negative") -> tuple[list[dict], dict]:
     """Derive each annotated row's label from its annotations.
 
@@ -95,23 +142,29 @@ def merge_labels(stage, rows: Sequence[Mapping], *, ties: str = "negative") -> t
 
     Returns:
         ``(merged rows, summary)``; summary ``{"n_rows", "annotated", "unannotated", "dropped_ties",
-        "dropped_rows" (indices into ``rows``), "changed" (rows whose existing label the majority replaced), "written", "ties", "label",
-        "agreement"}`` (:func:`personalign.labels.agreement.agreement` of the annotated rows).
+        "unlabelled" (rows with neither annotations nor a label: left out), "dropped_rows" (indices
+        into ``rows`` of every row left out), "changed" (rows whose existing label the majority
+        replaced), "written", "ties", "label", "agreement", "identical"}``
+        (:func:`personalign.labels.agreement.agreement` of the annotated rows; ``identical``: the
+        pairs of :func:`personalign.labels.agreement.identical_annotators`).
 
     Raises:
         ConfigurationError: an unknown tie rule; a tie of labels that are not yes/no without ``drop``.
     """
     from personalign.data.annotations import TIE_RULES, majority, yes_rate
-    from personalign.labels.agreement import agreement
+    from personalign.labels.agreement import agreement, identical_annotators
 
     if ties not in TIE_RULES:
         raise ConfigurationError(f"--ties must be one of {', '.join(TIE_RULES)}, got {ties!r}")
     positive = _positive(stage)
-    out, annotated, dropped, changed = [], 0, [], 0
+    out, annotated, dropped, unlabelled, changed = [], 0, [], [], 0
     for i, row in enumerate(rows):
         labels = row.get("annotations")
         if not labels:
-            out.append(dict(row))
+            if row.get(stage.label) is None:  # nobody labelled it yet, and it has no gold: nothing to merge
+                unlabelled.append(i)
+            else:
+                out.append(dict(row))
             continue
         annotated += 1
         try:
@@ -127,10 +180,11 @@ def merge_labels(stage, rows: Sequence[Mapping], *, ties: str = "negative") -> t
         if rate is not None:
             merged["human_yes_rate"] = rate
         out.append(merged)
+    items = annotation_items(rows)
     summary = {"n_rows": len(rows), "annotated": annotated, "unannotated": len(rows) - annotated,
-               "dropped_ties": len(dropped), "dropped_rows": dropped, "changed": int(changed), "written": len(out), "ties": ties,
-               "label": stage.label,
-               "agreement": agreement(annotation_items(rows), ties=ties, positive=positive)}
+               "dropped_ties": len(dropped), "unlabelled": len(unlabelled), "dropped_rows": sorted(dropped + unlabelled),
+               "changed": int(changed), "written": len(out), "ties": ties, "label": stage.label,
+               "agreement": agreement(items, ties=ties, positive=positive), "identical": identical_annotators(items)}
     return out, summary
 
 

@@ -1,12 +1,17 @@
 """``personalign label serve``: a local annotation page for a rows file (Starlette + uvicorn).
 
-The server listens on 127.0.0.1 only, answers only requests addressed to 127.0.0.1 or localhost
-(a page elsewhere cannot reach it through DNS rebinding), and takes labels only as JSON POSTs (a
-cross-site form cannot post one). The page is one HTML file with its script inline: no CDN, no
-web font, no network (its Content-Security-Policy forbids any other origin).
+The server listens on 127.0.0.1 only and answers its own page only
+(:class:`personalign.origin.OwnOrigin`): requests addressed to 127.0.0.1 or localhost (a page
+elsewhere cannot reach it through DNS rebinding), whose ``Origin``, when the browser sends one, is
+the page's own (a page on another port or site can neither read the rows nor post a label, not
+even as a form or a ``no-cors`` fetch). Labels are JSON POSTs of at most :data:`MAX_BODY` bytes.
+The page is one HTML file with its script inline: no CDN, no web font, no network (its
+Content-Security-Policy forbids any other origin).
 
 HTTP API (JSON; errors are ``{"error": "one line"}``: 400 a bad annotator, row id or label
-value, 415 not JSON, 503 the store refused -- in every error case nothing was stored):
+value, a body that is not JSON or nested too deeply, or another host; 403 another origin; 413 a
+body over :data:`MAX_BODY` (refused unread); 415 not JSON; 503 the store refused -- in every
+error case nothing was stored):
 
 * ``GET /api/task``: the stage's fields and choices (:meth:`~personalign.labels.spec.LabelSpec.page`),
   ``total``, ``annotators`` (``[{"name", "done", "skipped"}]``), ``annotator`` (``--annotator``),
@@ -19,6 +24,7 @@ value, 415 not JSON, 503 the store refused -- in every error case nothing was st
 from __future__ import annotations
 
 import errno
+import json
 import socket
 from importlib import resources
 from typing import Any, Callable
@@ -27,6 +33,7 @@ from personalign.errors import ConfigurationError
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+MAX_BODY = 1024 * 1024  # bytes of a POST's body; a label is well under 1 KiB
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
        "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
@@ -41,10 +48,10 @@ def build_app(queue, *, annotator: str | None = None, export_hint: str = ""):
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.middleware import Middleware
-    from starlette.middleware.trustedhost import TrustedHostMiddleware
     from starlette.responses import HTMLResponse, JSONResponse
     from starlette.routing import Route
 
+    from personalign.origin import OwnOrigin
     from personalign.labels.spec import LabelValueError
     from personalign.labels.store import StoreError
 
@@ -65,10 +72,21 @@ def build_app(queue, *, annotator: str | None = None, export_hint: str = ""):
     async def body(request) -> dict | JSONResponse:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             return answer({"error": "send JSON (Content-Type: application/json)"}, 415)
+        too_big = answer({"error": f"the request body is over {MAX_BODY // 1024} KiB"}, 413)
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > MAX_BODY:  # refused before a byte of it is read
+            return too_big
+        raw = bytearray()
+        async for chunk in request.stream():  # a chunked body: read up to the bound, no further
+            raw += chunk
+            if len(raw) > MAX_BODY:
+                return too_big
         try:
-            data = await request.json()
+            data = json.loads(raw)
         except ValueError:
             return answer({"error": "the request body is not valid JSON"}, 400)
+        except RecursionError:
+            return answer({"error": "the request body is JSON nested too deeply"}, 400)
         if not isinstance(data, dict):
             return answer({"error": "expected a JSON object"}, 400)
         return data
@@ -100,7 +118,7 @@ def build_app(queue, *, annotator: str | None = None, export_hint: str = ""):
               Route("/api/label", post(queue.label, "row_id", "value"), methods=["POST"]),
               Route("/api/skip", post(queue.skip, "row_id"), methods=["POST"]),
               Route("/api/undo", post(queue.undo), methods=["POST"])]
-    return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=[HOST, "localhost"])])
+    return Starlette(routes=routes, middleware=[Middleware(OwnOrigin, hosts=[HOST, "localhost"], what="label serve")])
 
 
 def bind(port: int) -> socket.socket:
@@ -189,4 +207,4 @@ def serve(rows, stage, *, store_url: str | None = None, port: int = DEFAULT_PORT
         queue.store.close()
 
 
-__all__ = ["DEFAULT_PORT", "HOST", "bind", "build_app", "open_queue", "page_html", "serve"]
+__all__ = ["DEFAULT_PORT", "HOST", "MAX_BODY", "bind", "build_app", "open_queue", "page_html", "serve"]

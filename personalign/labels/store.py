@@ -14,7 +14,10 @@ A store is any SQLAlchemy database URL: SQLite by default (``sqlite:///RUNS/labe
 
 Every write is one transaction, committed before the call returns (so before the annotation
 page is told "saved"): a label survives ``kill -9`` of the server. SQLite transactions that write
-begin ``IMMEDIATE`` and wait at most :data:`BUSY_TIMEOUT_S` seconds for another writer's lock.
+begin ``IMMEDIATE`` and wait at most :data:`BUSY_TIMEOUT_S` seconds for another process's lock;
+reads begin deferred (no write lock). The threads of one process take turns at a lock of their own
+first (SQLite's busy handler polls, and among 20 annotators' requests a writer could lose every
+poll for the whole timeout: a false "locked for more than 5 s").
 Database failures (locked, read-only, unreachable, not a store) are one-line :class:`StoreError`\\ s.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,6 +35,7 @@ from personalign.errors import ConfigurationError, PersonalignError
 
 BUSY_TIMEOUT_S = 5.0  # how long a write waits for another process's SQLite lock before failing
 MAX_ROW_ID, MAX_ANNOTATOR, MAX_STAGE = 255, 64, 128  # column widths (characters)
+READS_ONLY = "personalign_reads_only"  # execution option of a connection that only reads
 RETRIES = 10  # a concurrent first label of one (stage, row, annotator) on a server database: retried
 
 
@@ -138,6 +143,7 @@ class LabelStore:
         from sqlalchemy.engine import make_url
 
         self.url, self.shown, self.write = url, shown_url(url), write
+        self._turn = threading.Lock()  # this process's SQLite transactions, one at a time
         try:
             parsed = make_url(url)
         except Exception:  # noqa: BLE001 -- ArgumentError, ValueError: not a URL
@@ -198,7 +204,8 @@ class LabelStore:
 
         @event.listens_for(self.engine, "begin")
         def _begin(conn):
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if self.write else "BEGIN")
+            reads = conn.get_execution_options().get(READS_ONLY, False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if self.write and not reads else "BEGIN")
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
@@ -215,10 +222,31 @@ class LabelStore:
             raise StoreError(f"label store {self.shown}: {_problem(exc)}") from None
 
     @contextlib.contextmanager
+    def _turn_taken(self) -> Iterator[None]:
+        """On SQLite, after this process's earlier transactions (:attr:`_turn`, waited on for at
+        most :data:`BUSY_TIMEOUT_S`); elsewhere at once (the database server queues them)."""
+        if not self.sqlite:
+            yield
+            return
+        if not self._turn.acquire(timeout=BUSY_TIMEOUT_S):
+            raise StoreError(f"label store {self.shown}: busy with this process's other requests for more than "
+                             f"{BUSY_TIMEOUT_S:g} s; nothing was written, try again")
+        try:
+            yield
+        finally:
+            self._turn.release()
+
+    @contextlib.contextmanager
     def _transaction(self):
         """One transaction, committed when the block ends (rolled back on an exception)."""
-        with self._errors(), self.engine.begin() as conn:
+        with self._turn_taken(), self._errors(), self.engine.begin() as conn:
             yield conn
+
+    @contextlib.contextmanager
+    def _reading(self):
+        """A connection for reads only: on SQLite its transaction begins deferred (no write lock)."""
+        with self._turn_taken(), self._errors(), self.engine.connect() as conn:
+            yield conn.execution_options(**{READS_ONLY: True})
 
     def close(self) -> None:
         self.engine.dispose()
@@ -293,7 +321,7 @@ class LabelStore:
         wanted = None if row_ids is None else set(row_ids)
         with self._transaction() as conn:
             rows = conn.execute(sa.select(t).where(t.c.stage == stage, t.c.annotator == annotator)
-                                .order_by(t.c.id.desc())).mappings()
+                                .order_by(t.c.id.desc())).mappings().all()
             last = next((r for r in rows if wanted is None or r["row_id"] in wanted), None)
             if last is None:
                 return None
@@ -311,15 +339,23 @@ class LabelStore:
             query = query.where(t.c.stage == stage)
         if annotator is not None:
             query = query.where(t.c.annotator == annotator)
-        with self._errors(), self.engine.connect() as conn:
+        with self._reading() as conn:
             return [_label(r) for r in conn.execute(query).mappings()]
+
+    def annotators(self) -> list[str]:
+        """Annotators with at least one stored label or skip, of any stage, sorted."""
+        import sqlalchemy as sa
+
+        t = self.labels_table
+        with self._reading() as conn:
+            return sorted(r[0] for r in conn.execute(sa.select(t.c.annotator).distinct()))
 
     def stages(self) -> list[str]:
         """Stages with at least one stored label, sorted."""
         import sqlalchemy as sa
 
         t = self.labels_table
-        with self._errors(), self.engine.connect() as conn:
+        with self._reading() as conn:
             return sorted(r[0] for r in conn.execute(sa.select(t.c.stage).distinct()))
 
     def stages_of_file(self, sha256: str) -> list[str]:
@@ -327,7 +363,7 @@ class LabelStore:
         import sqlalchemy as sa
 
         t = self.files_table
-        with self._errors(), self.engine.connect() as conn:
+        with self._reading() as conn:
             return sorted(r[0] for r in conn.execute(sa.select(t.c.stage).where(t.c.sha256 == sha256)))
 
 

@@ -28,31 +28,10 @@ from personalign.lm._models import (DEFAULT_MODEL, FAST_MODEL, MODELS, PROVIDER,
 from personalign.lm.tokens import context_window, count_tokens, prompt_tokens
 
 __all__ = [
-    "bench_model",
-    "DEFAULT_MODEL",
-    "default_model",
-    "FAST_MODEL",
-    "TINY_MODEL",
-    "MODELS",
-    "LocalSettings",
-    "CallCounter",
-    "calls_text",
-    "check_cache_dir",
-    "configure_cache",
-    "configure_local",
-    "current_settings",
-    "grammar_constrained",
-    "context_window",
-    "count_tokens",
-    "prompt_tokens",
-    "make_lm",
-    "adapter_for",
-    "adapter_name",
-    "resolve_lm",
-    "model_file",
-    "how_verified",
-    "use",
-    "is_local",
+    "bench_model", "DEFAULT_MODEL", "default_model", "FAST_MODEL", "TINY_MODEL", "MODELS", "LocalSettings",
+    "CallCounter", "calls_text", "check_cache_dir", "configure_cache", "configure_local", "current_settings",
+    "grammar_constrained", "context_window", "count_tokens", "prompt_tokens", "make_lm", "adapter_for",
+    "adapter_name", "resolve_lm", "model_file", "how_verified", "use", "concurrency", "is_local",
 ]
 
 
@@ -144,7 +123,7 @@ def _check_cache_files(path: Path) -> None:
     import stat
 
     entries = [(path / "cache.db", stat.S_ISREG, "a regular file")]
-    for shard in [*sorted(path.glob("[0-9][0-9][0-9]")), path / "forward-pass"]:
+    for shard in [*sorted(path.glob("[0-9][0-9][0-9]")), path / "forward-pass", path / "ledger"]:
         entries += [(shard, stat.S_ISDIR, "a directory"), (shard / "cache.db", stat.S_ISREG, "a regular file")]
     for entry, ok, kind in entries:
         try:
@@ -163,7 +142,8 @@ def _check_cache_files(path: Path) -> None:
 
 
 def configure_cache(cache_dir: str | os.PathLike | None = None, *, enabled: bool = True) -> Path | None:
-    """Point DSPy's disk + memory cache at ``cache_dir`` (default ``runs/cache``).
+    """Point DSPy's disk + memory cache at ``cache_dir`` (default ``runs/cache``): a
+    :class:`personalign.lm.ledger.KeyedCache`, DSPy's cache whose keys a projection can look up.
 
     Returns the directory (None when disabled).
 
@@ -175,13 +155,9 @@ def configure_cache(cache_dir: str | os.PathLike | None = None, *, enabled: bool
     path = check_cache_dir(cache_dir) if enabled else (
         Path(cache_dir).expanduser().absolute() if cache_dir else default_cache_dir())
     os.environ.setdefault("DSPY_CACHEDIR", str(path))
-    import dspy
+    from personalign.lm.ledger import install
 
-    dspy.configure_cache(
-        enable_disk_cache=enabled,
-        enable_memory_cache=enabled,
-        disk_cache_dir=str(path),
-    )
+    install(enabled, str(path))  # DSPy's cache, whose keys a projection can look up (personalign.lm.ledger)
     return path if enabled else None
 
 
@@ -242,11 +218,12 @@ def make_lm(model: str | None = None, *, temperature: float | None = None, max_t
         temperature = 0.0 if temperature is None else temperature
         max_tokens = 512 if max_tokens is None else max_tokens
     else:
-        register()
-        _check_routable(model)
         env_base, env_kwargs = endpoint_env()
         extra.update(env_kwargs)
         api_base = api_base or extra.pop("api_base", None) or env_base
+        if not api_base:  # a served model is checked by its capability probe, without importing litellm (~4 s)
+            register()
+            _check_routable(model)
         if api_base:  # a self-hosted server: deterministic by default, like the embedded engine
             extra["api_base"] = _userinfo_to_header(api_base, extra)
             if model.startswith("openai/") and "api_key" not in extra and "api_key" not in kwargs \
@@ -254,8 +231,6 @@ def make_lm(model: str | None = None, *, temperature: float | None = None, max_t
                 extra["api_key"] = "none"  # a local server wants none; the OpenAI client insists on one
             temperature = 0.0 if temperature is None else temperature
             max_tokens = 512 if max_tokens is None else max_tokens
-    import dspy
-
     extra.update(kwargs)
     if temperature is not None:
         extra["temperature"] = temperature
@@ -265,7 +240,13 @@ def make_lm(model: str | None = None, *, temperature: float | None = None, max_t
 
     check_lm_kwargs(extra)  # --lm-kwargs / lm_kwargs: one line per wrong type, before any model is built
     num_retries = extra.pop("num_retries", num_retries)  # --lm-kwargs may set it (checked: settings.check_lm_kwargs)
-    lm = dspy.LM(model, cache=cache, num_retries=num_retries, **extra)
+    from personalign.lm.client import ENDPOINT_TIMEOUT, LM
+
+    if not is_local(model):
+        extra.setdefault("timeout", ENDPOINT_TIMEOUT)  # a hung endpoint fails the call, not the run
+    # DSPy's own retries off: the one retry policy (personalign.lm.retry) runs in LM.__call__
+    lm = LM(model, cache=cache, num_retries=0, **extra)
+    lm.transient_retries = int(num_retries)
     if load and not is_local(model) and api_base:
         from personalign.lm.serving import probe
 
@@ -351,10 +332,49 @@ def adapter_name(model: str) -> str:
     return "json" if isinstance(adapter, dspy.JSONAdapter) else "chat"
 
 
+#: The ``dspy.context`` key holding the run's calls in flight (:func:`use`, :func:`concurrency`).
+CONCURRENCY_KEY = "personalign_concurrency"
+
+
 @contextlib.contextmanager
-def use(lm) -> Iterator[Any]:
-    """``dspy.context`` with ``lm`` and its adapter. Safe from worker threads (never ``dspy.configure``)."""
+def use(lm, *, concurrency: int | None = None) -> Iterator[Any]:
+    """``dspy.context`` with ``lm`` and its adapter, entered once per verb (inner layers run inside
+    it). Safe from worker threads (never ``dspy.configure``). ``lm`` None: nothing changes (an
+    LM-free run, or the caller's context already holds the model). ``concurrency``: the calls the
+    run keeps in flight (:func:`concurrency`), and the cap of the endpoint's window
+    (:class:`personalign.lm.flight.Window`)."""
     import dspy
 
-    with dspy.context(lm=lm, adapter=adapter_for(lm.model)):
+    extra = {}
+    if concurrency is not None:
+        extra[CONCURRENCY_KEY] = int(concurrency)
+        if lm is not None:
+            from personalign.lm.client import endpoint_key
+            from personalign.lm.flight import window_for
+
+            window_for(endpoint_key(lm), int(concurrency))
+    if lm is None:
+        with dspy.context(**extra) if extra else contextlib.nullcontext():
+            yield None
+        return
+    with dspy.context(lm=lm, adapter=adapter_for(lm.model), **extra):
         yield lm
+
+
+def concurrency(lm=None) -> int:
+    """The calls in flight the current run keeps: the value :func:`use` entered, else the
+    default for ``lm`` (or the context's model): 1 for the embedded engine and DSPy's ``DummyLM``
+    (its answers are a sequence), 32 for any other (:func:`personalign.lm.flight.in_flight_default`)."""
+    import dspy
+
+    from personalign.lm.flight import in_flight_default
+
+    value = dspy.settings.get(CONCURRENCY_KEY)
+    if value:
+        return int(value)
+    lm = lm if lm is not None else dspy.settings.lm
+    from dspy.utils import DummyLM
+
+    if isinstance(lm, DummyLM):  # in-process answers given in order: side by side they would be scrambled
+        return 1
+    return in_flight_default(getattr(lm, "model", None))

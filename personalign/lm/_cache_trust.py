@@ -33,7 +33,7 @@ from pathlib import Path
 from personalign.errors import CacheDirError
 
 SQLITE_TIMEOUT_S = 2.0
-SUBDIRS = ("forward-pass",)
+SUBDIRS = ("forward-pass", "ledger")
 JOURNAL_MODES = ("delete", "truncate", "persist", "memory", "wal", "off")
 COUNTERS = ("count", "size", "hits", "misses")  # diskcache's metadata rows, kept by its triggers
 _NUMBER = re.compile(r"-?[0-9]{1,19}(\.[0-9]{1,19})?")

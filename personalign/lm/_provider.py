@@ -37,7 +37,10 @@ def _make_handler():
                        optional_params: dict, acompletion=None, litellm_params=None, logger_fn=None,
                        headers=None, timeout=None, client=None) -> ModelResponse:
             from personalign.lm._engine import get_engine  # looked up per call: a test may serve a stand-in
+            from personalign.lm.ledger import Probed, probing
 
+            if probing():  # a projection's probe never reaches the model (personalign.lm.ledger)
+                raise Probed
             name = model.split("/", 1)[1] if model.startswith(PROVIDER + "/") else model
             engine = get_engine(f"{PROVIDER}/{name}")
             params = dict(optional_params or {})

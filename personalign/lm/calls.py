@@ -122,7 +122,7 @@ class CallCounter:
         self.cached = max(0, self._generation_done - self._generation_real) + self._forward_cached
 
     def _collect(self) -> None:
-        data = getattr(self._tracker, "usage_data", {}) or {}
+        data = dict(getattr(self._tracker, "usage_data", {}) or {})
         with self._lock:
             self._generation_real = sum(len(v) for v in data.values())
             self._refresh()
@@ -148,19 +148,44 @@ class CallCounter:
     def __enter__(self) -> "CallCounter":
         import dspy
 
-        usage = dspy.track_usage()
-        self._tracker = usage.__enter__()
+        self._tracker = _shared_tracker_class()()
+        self._parent = dspy.settings.usage_tracker
         scope = dspy.context(callbacks=[*(dspy.settings.get("callbacks") or []), _watch_class()(self)],
-                             **{STACK: (*_active(), self)})
+                             usage_tracker=self._tracker, **{STACK: (*_active(), self)})
         scope.__enter__()
-        self._cms = [usage, scope]
+        self._cms = [scope]
         return self
 
     def __exit__(self, *exc) -> None:
         self._collect()
-        usage, scope = self._cms
+        (scope,) = self._cms
         scope.__exit__(*exc)
-        usage.__exit__(*exc)
+        if self._parent is not None:  # as dspy.track_usage: the block's usage rolls up into the parent's
+            for model, entries in list(self._tracker.usage_data.items()):
+                self._parent.usage_data[model].extend(entries)
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_tracker_class() -> type:
+    """DSPy's ``UsageTracker``, one for every thread of a block: DSPy's ``ParallelExecutor`` (its
+    ``Evaluate`` and teleprompters with ``num_threads`` > 1) deep-copies the tracker into each
+    thread, so the calls made there would be lost to the block's count; a deep copy of this one is
+    itself, and entries are added under a lock."""
+    from dspy.utils.usage_tracker import UsageTracker
+
+    class SharedUsageTracker(UsageTracker):
+        def __init__(self) -> None:
+            super().__init__()
+            self._lock = threading.Lock()
+
+        def __deepcopy__(self, memo) -> "SharedUsageTracker":
+            return self
+
+        def add_usage(self, lm: str, usage_entry: dict) -> None:
+            with self._lock:
+                super().add_usage(lm, usage_entry)
+
+    return SharedUsageTracker
 
 
 @functools.lru_cache(maxsize=1)

@@ -140,16 +140,17 @@ class BytesDisk(diskcache.Disk):
         return value if isinstance(value, bytes) else None
 
 
-def store():
-    """The disk cache in use (a :class:`diskcache.Cache` at ``<DSPy's disk cache dir>/forward-pass``),
-    or None when DSPy's disk cache is off (``--no-cache``) or the directory cannot be opened."""
+def store(subdir: str = SUBDIR):
+    """The disk cache in use (a :class:`diskcache.Cache` of :class:`BytesDisk` rows at ``<DSPy's disk
+    cache dir>/<subdir>``: ``forward-pass``, or the ledger of :mod:`personalign.lm.ledger`), or None
+    when DSPy's disk cache is off (``--no-cache``) or the directory cannot be opened."""
     import dspy
 
     cache = getattr(dspy, "cache", None)
     directory = getattr(cache, "disk_cache_dir", None)
     if cache is None or not getattr(cache, "enable_disk_cache", False) or not directory:
         return None
-    path = str(Path(directory) / SUBDIR)
+    path = str(Path(directory) / subdir)
     with _lock:
         if path not in _stores:
             import sqlite3
@@ -226,6 +227,25 @@ def yes_no_pass(model: str, messages: Sequence[dict]) -> YesNoPass:
         return _remembered(key, value, "computed", model)
 
 
+def pass_lookup(model: str, messages: Sequence[dict]) -> tuple[str, bool]:
+    """``(key, cached)`` of the pass :func:`yes_no_pass` would make of ``messages``: its
+    :func:`pass_key`, and whether this process's memory or the disk cache holds it (the disk's
+    index only: no value read). No forward pass is made (the prompt is rendered and tokenized).
+
+    Raises: as :func:`yes_no_pass` (the model is loaded, not run)."""
+    engine = _engine(model)
+    tokens = engine._prompt_tokens(engine.render(list(messages))[0])
+    key = pass_key(engine.sha256, tokens, len(tokens) - 1)
+    with _lock:
+        if key in _memory_cache():
+            return key, True
+    disk = store()
+    try:
+        return key, disk is not None and key in disk
+    except Exception:  # noqa: BLE001 -- a locked or broken cache: not known to hold it
+        return key, False
+
+
 def remember(model: str, messages: Sequence[dict], margin: float, hidden) -> None:
     """Put a pass computed elsewhere (e.g. a benchmark's own store) in this process's memory, so
     :func:`yes_no_pass` serves it; ``hidden`` shape (n_embd,)."""
@@ -250,4 +270,4 @@ def clear_memory() -> None:
 
 
 __all__ = ["MAX_VALUE_BYTES", "MEMORY_ENTRIES", "BytesDisk", "PASS_VERSION", "SUBDIR", "YesNoPass", "clear_memory", "counts", "decode", "encode",
-           "pass_key", "remember", "store", "yes_no_pass"]
+           "pass_key", "pass_lookup", "remember", "store", "yes_no_pass"]

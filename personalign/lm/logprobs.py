@@ -50,6 +50,12 @@ def request(lm: Any = None) -> dict[str, Any]:
 
     lm = lm if lm is not None else dspy.settings.lm
     model = getattr(lm, "model", None)
+    from personalign.lm.serving import known
+
+    endpoint = known(model) if isinstance(model, str) else None  # a probed server says what it returns
+    if endpoint is not None:
+        return {"config": {"logprobs": True, "top_logprobs": min(TOP_LOGPROBS, endpoint.top_logprobs)}} \
+            if endpoint.top_logprobs else {}
     if not isinstance(model, str) or not _supports(model):
         return {}
     return {"config": {"logprobs": True, "top_logprobs": TOP_LOGPROBS}}

@@ -84,14 +84,9 @@ def cached_yes_no_margin(model: str, messages: Sequence[dict]) -> float:
         from personalign.lm.forward import yes_no_pass
 
         return yes_no_pass(model, messages).margin
-    lm = dspy.settings.lm
-    endpoint = lm.kwargs.get("api_base") if lm is not None and getattr(lm, "model", None) == model else None
-    request = {"personalign": "yes_no_margin/1", "model": model, "messages": list(messages), "weights": None}
-    if endpoint:
-        request["api_base"] = endpoint
+    request, memo = _served_request(model, messages)
     from personalign.lm.calls import count_cached, count_computed
 
-    memo = json.dumps(request, sort_keys=True, default=str)
     with _served_lock:
         hit = _served.get(memo)
     if hit is not None:
@@ -111,8 +106,66 @@ def cached_yes_no_margin(model: str, messages: Sequence[dict]) -> float:
     return value
 
 
+def _served_request(model: str, messages: Sequence[dict], lm=None) -> tuple[dict, str]:
+    """``(request, memo)``: a served model's margin as DSPy's cache keys it, and as this process's
+    memory does (the endpoint of ``lm``, default the LM in context, when it is ``model``'s)."""
+    import dspy
+
+    lm = lm if lm is not None else dspy.settings.lm
+    endpoint = lm.kwargs.get("api_base") if lm is not None and getattr(lm, "model", None) == model else None
+    request = {"personalign": "yes_no_margin/1", "model": model, "messages": list(messages), "weights": None}
+    if endpoint:
+        request["api_base"] = endpoint
+    return request, json.dumps(request, sort_keys=True, default=str)
+
+
+def margin_lookup(model: str, messages: Sequence[dict], lm=None) -> tuple[str, bool]:
+    """``(key, cached)`` of the margin :func:`cached_yes_no_margin` would compute: its cache key,
+    and whether a cache holds it (an embedded model's pass: :func:`personalign.lm.forward.pass_lookup`;
+    a served model's: this process's memory, or DSPy's cache by key, no value read). No model call."""
+    from personalign.lm._models import is_local
+
+    if is_local(model):
+        from personalign.lm.forward import pass_lookup
+
+        return pass_lookup(model, messages)
+    import dspy
+
+    request, memo = _served_request(model, messages, lm)
+    with _served_lock:
+        if memo in _served:
+            return memo, True
+    cache = getattr(dspy, "cache", None)
+    try:
+        return memo, cache is not None and cache.cache_key(request) in cache
+    except Exception:  # noqa: BLE001 -- a locked or broken cache: not known to hold it
+        return memo, False
+
+
 _served: dict[str, float] = {}  # a served model's margins in this process (the cache may be off)
 _served_lock = threading.Lock()
+
+
+def cached_yes_no_margins(model: str, messages: Sequence[Sequence[dict]], order: Sequence[int] | None = None) -> list[float]:
+    """:func:`cached_yes_no_margin` of each message list (nats, shape (n,), in the caller's order).
+    An embedded model evaluates them one at a time in ``order`` (e.g. :func:`sharing_order`, so its
+    KV prefix is reused); a served model keeps the run's calls in flight
+    (:func:`personalign.lm.concurrency`, :func:`personalign.lm.flight.map_in_flight`)."""
+    from personalign.lm._models import is_local
+
+    order = list(order) if order is not None else list(range(len(messages)))
+    out = [0.0] * len(messages)
+    if is_local(model):
+        for i in order:
+            out[i] = cached_yes_no_margin(model, messages[i])
+        return out
+    from personalign.lm import concurrency
+    from personalign.lm.flight import map_in_flight
+
+    values = map_in_flight(lambda _, i: cached_yes_no_margin(model, messages[i]), order, concurrency())
+    for i, v in zip(order, values):
+        out[i] = v
+    return out
 
 
 def relevance_messages(attribute: str, prompt: str) -> list[dict]:

@@ -81,12 +81,13 @@ def response_format(schema: dict[str, Any], dialect: str, name: str = "output") 
 
 
 def _call(lm, messages: list[dict], **extra: Any):
-    """One uncached chat completion through litellm with ``lm``'s kwargs (api_base, keys, extra_body)."""
-    import litellm
+    """One uncached chat completion with ``lm``'s kwargs (api_base, keys, extra_body), through
+    ``dspy.LM.forward`` on a copy without cache or retries (an OpenAI-shaped response; DSPy's own
+    engine reaches an OpenAI-compatible server without importing litellm)."""
+    import dspy
 
-    kwargs = {k: v for k, v in dict(lm.kwargs).items() if k not in ("temperature", "max_tokens", "n")}
-    kwargs.update(extra)
-    return litellm.completion(model=lm.model, messages=messages, temperature=0.0, num_retries=0, **kwargs)
+    plain = dspy.LM.copy(lm, cache=False, num_retries=0)
+    return dspy.LM.forward(plain, messages=messages, **{"temperature": 0.0, "n": 1, **extra})
 
 
 def _top(choice) -> int:
@@ -108,10 +109,11 @@ def probe(lm, *, quiet: bool = False) -> Endpoint:
         ConfigurationError: the endpoint cannot be reached or answers with an error (one line
             naming the model, the URL and the cause).
     """
-    with _lock:
-        if lm.model in _endpoints:
-            return _endpoints[lm.model]
     api_base = lm.kwargs.get("api_base")
+    with _lock:
+        seen = _endpoints.get(lm.model)
+        if seen is not None and seen.api_base == api_base:  # the same model on another server: probed again
+            return seen
     messages = [{"role": "user", "content": "Say hello."}]
     dialect, top, reached, last_error = None, 0, False, None
     for candidate in DIALECTS:
@@ -238,8 +240,10 @@ def yes_no_margin(lm, messages: Sequence[dict], *, top_logprobs: int = 20) -> fl
 
     from personalign.lm.calls import count_call
 
+    from personalign.lm.client import within_window
+
     t0 = time.perf_counter()
-    resp = _call(lm, list(messages), max_tokens=1, logprobs=True, top_logprobs=top_logprobs)
+    resp = within_window(lm, lambda: _call(lm, list(messages), max_tokens=1, logprobs=True, top_logprobs=top_logprobs))
     count_call(lm.model, seconds=time.perf_counter() - t0)  # a forward pass through the endpoint: a model call
     choice = resp.choices[0]
     lp = getattr(choice, "logprobs", None)

@@ -5,7 +5,9 @@ model in ``speed.json`` in the cache directory (``PERSONALIGN_CACHE_DIR``, defau
 
 The file holds, per model string and kind of call (``generation``: a DSPy LM call; ``forward``: a
 forward pass, :mod:`personalign.lm.calls`), the seconds per call, how many calls measured it,
-what measured it and when; the latest measurement of a kind replaces the one before.
+what measured it and when; the latest measurement of a kind replaces the one before. A strategy's
+own calls on a model are kept the same way under ``"MODEL STRATEGY"``
+(:func:`personalign._verbs.cost.speed_key`: a model string has no space).
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class Speed(BaseModel):
         calls: calls that measured it, 1 to :data:`MAX_CALLS`.
         source: what measured it, one of :data:`SOURCES`.
         measured: when, an ISO 8601 timestamp (``2026-01-01T00:00:00+00:00``).
+        output_tokens_per_call: the mean output tokens of a call, from the responses' ``usage``
+            (None: not reported), the cost line's output tokens (:mod:`personalign.lm.spend`).
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -52,6 +56,7 @@ class Speed(BaseModel):
     calls: StrictInt = Field(ge=1, le=MAX_CALLS)
     source: Literal[SOURCES]  # type: ignore[valid-type]
     measured: str = Field(max_length=40)
+    output_tokens_per_call: float | None = Field(default=None, ge=0, le=1e7, allow_inf_nan=False)
 
     @field_validator("seconds_per_call", mode="before")
     @classmethod
@@ -123,7 +128,7 @@ def _valid(entry: object) -> dict[str, dict]:
     out = {}
     for kind in KINDS:
         try:
-            out[kind] = Speed.model_validate(entry.get(kind)).model_dump()
+            out[kind] = Speed.model_validate(entry.get(kind)).model_dump(exclude_none=True)
         except (ValidationError, ValueError, TypeError, RecursionError):
             continue
     return out
@@ -165,9 +170,11 @@ def _replace(path: Path, text: str) -> None:
         raise
 
 
-def record_speed(model: str | None, measured: dict[str, tuple[float, int]], *, source: str) -> None:
+def record_speed(model: str | None, measured: dict[str, tuple[float, int]], *, source: str,
+                 output_tokens: dict[str, int] | None = None) -> None:
     """Keep ``model``'s speed: ``measured`` maps a kind to ``(seconds, calls)`` (kinds with no call
-    are skipped; ``source``: one of :data:`SOURCES`). Best effort: a cache directory that cannot be
+    are skipped; ``source``: one of :data:`SOURCES`; ``output_tokens``: a kind's output tokens in
+    all, kept as their mean per call). Best effort: a cache directory that cannot be
     written keeps nothing, silently (the next run simply has no estimate). Only valid entries are
     kept (:class:`Speed`: an invalid one read from the file is dropped). Written atomically, a
     symlink replaced rather than followed (:func:`_replace`)."""
@@ -182,6 +189,8 @@ def record_speed(model: str | None, measured: dict[str, tuple[float, int]], *, s
     for kind, (seconds, calls) in kept.items():
         entry[kind] = {"seconds_per_call": round(seconds / calls, 4), "calls": int(calls), "source": source,
                        "measured": stamp}
+        if (output_tokens or {}).get(kind):
+            entry[kind]["output_tokens_per_call"] = round(output_tokens[kind] / calls, 2)
     data[model] = entry
     try:
         _replace(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -192,14 +201,17 @@ def record_speed(model: str | None, measured: dict[str, tuple[float, int]], *, s
 def bench_model(model: str, *, prompt_tokens: int = 256, gen_tokens: int = 64, calls: int = 3,
                 keep: bool = True) -> dict:
     """Prompt-processing and generation speed of an embedded model in tokens/s (one run each), and
-    the seconds of the two kinds of model call a run makes, each the median of ``calls``: a
-    ``forward`` pass (the yes/no question over a ``prompt_tokens``-token prompt, KV cache reset) and
-    a ``generation`` (a typed DSPy call: a ``bool`` answer to a question about the same text, DSPy's
-    cache off). ``keep``: stored as the model's speed (:func:`record_speed`, source ``doctor --bench``;
-    ``kept_in``: the file, None without ``keep``)."""
+    the seconds of the two kinds of model call a run makes, each the median of ``calls`` made as a
+    run makes them -- one after another on different rows, the prompt's shared prefix kept: a
+    ``forward`` pass (relevance's yes/no question of a fact about a user and one request) and a
+    ``generation`` (a typed DSPy call: a ``bool`` answer to a question about the same fact and
+    request, DSPy's cache off), each after one call that warms the prefix. ``keep``: stored as the
+    model's speed (:func:`record_speed`, source ``doctor --bench``; ``kept_in``: the file, None
+    without ``keep``)."""
     import statistics
 
     from personalign.lm._engine import get_engine
+    from personalign.lm.scoring import relevance_messages
     from personalign.lm.yesno import NO, YES
 
     eng = get_engine(model)
@@ -217,17 +229,19 @@ def bench_model(model: str, *, prompt_tokens: int = 256, gen_tokens: int = 64, c
                                         repeat_penalty=1.0, logit_bias={eng.llm.token_eos(): -1e9})
         t_gen = time.perf_counter() - t0
     n_gen = out["usage"]["completion_tokens"]
-    passage = eng.llm.detokenize(toks).decode("utf-8", errors="replace")
-    question, _ = eng.render([{"role": "user", "content": f"{passage}\n\nDoes the user like the outdoors? Answer Yes or No."}])
     forward, generation = [], []
-    for _ in range(calls):
-        with eng.lock:
-            eng.llm.reset()
+    with eng.lock:
+        eng.llm.reset()
+    lm = _typed_lm(model)
+    for i in range(calls + 1):  # as a run makes them: one question over consecutive rows, the shared prefix kept
+        question, _ = eng.render(relevance_messages(FACTS[i % len(FACTS)], REQUEST))
         t0 = time.perf_counter()
-        eng.next_token_logprobs(question, list(YES + NO))
+        eng.next_token_logprobs(question, list(YES + NO))  # no cache in the way
         forward.append(time.perf_counter() - t0)
-        generation.append(_typed_call(model, passage))
-    per_call = {"forward": statistics.median(forward), "generation": statistics.median(generation)}
+    for i in range(calls + 1):  # then the calls, apart: interleaved, each would evaluate its whole prompt again
+        generation.append(_typed_call(lm, f"{FACTS[i % len(FACTS)]} Their request: {REQUEST}"))
+    # the first of each warms the shared prefix (a run pays it once, over all its rows)
+    per_call = {"forward": statistics.median(forward[1:]), "generation": statistics.median(generation[1:])}
     if keep:
         record_speed(model, {k: (v, 1) for k, v in per_call.items()}, source="doctor --bench")
     return {"model": model, "prompt_tokens": len(toks), "prompt_tokens_per_s": round(len(toks) / t_prompt, 1),
@@ -237,17 +251,23 @@ def bench_model(model: str, *, prompt_tokens: int = 256, gen_tokens: int = 64, c
             "kept_in": str(speed_file()) if keep else None}
 
 
-def _typed_call(model: str, passage: str) -> float:
-    """Seconds of one typed DSPy call on ``model`` (DSPy's cache off), the KV cache reset first."""
+REQUEST = "Can you suggest a weekly dinner plan for a family of four? We want meals that are quick to cook."
+FACTS = ("The user follows a vegetarian diet.", "The user enjoys hiking in the mountains.",
+         "The user prefers concise answers.", "The user has two young children.", "The user reads history books.")
+
+
+def _typed_lm(model: str):
+    from personalign.lm import make_lm
+
+    return make_lm(model, cache=False)
+
+
+def _typed_call(lm, passage: str) -> float:
+    """Seconds of one typed DSPy call on ``lm`` (DSPy's cache off)."""
     import dspy
 
-    from personalign.lm import make_lm, use
-    from personalign.lm._engine import get_engine
+    from personalign.lm import use
 
-    eng = get_engine(model)
-    with eng.lock:
-        eng.llm.reset()
-    lm = make_lm(model, cache=False)
     t0 = time.perf_counter()
     with use(lm):
         dspy.Predict("passage: str -> likes_outdoors: bool")(passage=passage)

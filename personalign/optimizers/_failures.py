@@ -22,6 +22,17 @@ def error_budget(trainset: Sequence, valset: Sequence | None) -> int:
     return max(int(dspy.settings.max_errors or 10), (max(len(trainset), len(valset or ())) + 1) // 2)
 
 
+class Stopped(BaseException):
+    """A run-stopping error (``--max-cost``: :class:`~personalign.errors.BudgetExceeded`) carried past
+    a teleprompter's per-example error handling (which catches ``Exception`` and would log and
+    count the same stop once per remaining example); re-raised as ``error`` where the teleprompter
+    was called."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class RetryingAdapter:
     """The active DSPy adapter, with :class:`personalign.lm.retry.RetryPolicy` (the policy of
     :func:`personalign.programs.run.run_program`) for every predictor call a teleprompter makes
@@ -58,11 +69,15 @@ class RetryingAdapter:
         return attempt == self.policy.retries or self.policy.decide(exc).action != "retry"
 
     def __call__(self, lm, lm_kwargs, signature, demos, inputs):
+        from personalign.errors import BudgetExceeded, find_personalign_error
+
         for attempt in range(self.policy.retries + 1):
             try:
                 return self.adapter(lm, lm_kwargs=self._kwargs(dict(lm_kwargs or {}), attempt), signature=signature,
                                     demos=demos, inputs=inputs)
             except Exception as exc:
+                if isinstance(find_personalign_error(exc), BudgetExceeded):
+                    raise Stopped(find_personalign_error(exc)) from None
                 if self._give_up(exc, attempt):
                     raise
 

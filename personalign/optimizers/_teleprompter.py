@@ -33,16 +33,20 @@ from __future__ import annotations
 
 import abc
 import logging
+import math
 import random
 import time
 from typing import Any, Callable, Sequence
 
 from personalign.lm.retry import DEFAULT_POLICY, RetryPolicy
 from personalign.optimizers.budget import Projection, adapter_factor, calls_per_run, lm_adapter_factor
-from personalign.optimizers._failures import RetryingAdapter, error_budget, failure_counter
+from personalign.optimizers._failures import RetryingAdapter, Stopped, error_budget, failure_counter
 from personalign.optimizers.base import CompileResult, Optimizer
 
 logger = logging.getLogger("personalign.optimizers")
+
+EXPECTED_PASS = 0.5  # the share of a bootstrap's program runs its metric keeps, expected before any run (chance
+# for a binary stage): the expected calls of a bootstrap are those of demos / EXPECTED_PASS runs
 
 EventCallback = Callable[[str, dict], None]
 
@@ -72,8 +76,9 @@ class TeleprompterOptimizer(Optimizer):
             ``Stage.teleprompter_kwargs()``; the compile service passes its class-balanced form).
         lm: the ``dspy.LM`` to compile with (None: the active one, ``dspy.settings.lm``).
         seed: every random choice of the wrapper and of the teleprompter (0 is honoured).
-        num_threads: threads of DSPy's parallel evaluation inside the teleprompter (default 1:
-            the embedded models run one call at a time).
+        num_threads: threads of DSPy's parallel evaluation inside the teleprompter; None (the
+            default): the run's calls in flight (:func:`personalign.lm.concurrency`: the verb's
+            ``--concurrency``; 1 for the embedded engine, 32 for a hosted or served model).
         calls_per_run: predictor calls of one forward pass, for the projection (None: the
             program's ``lm_calls_per_run``, else ``len(program.predictors())``; each costs up to the
             adapter factor in LM calls, :mod:`personalign.optimizers.budget`).
@@ -90,13 +95,13 @@ class TeleprompterOptimizer(Optimizer):
     # retries of failed predictor calls inside the teleprompter (the evaluator's policy)
     retry_policy: RetryPolicy = DEFAULT_POLICY
 
-    def __init__(self, *, metric=None, lm=None, seed: int = 0, num_threads: int = 1,
+    def __init__(self, *, metric=None, lm=None, seed: int = 0, num_threads: int | None = None,
                  calls_per_run: int | None = None, score: bool = True, label_field: str | None = None,
                  n_boot: int = 1000, on_event: EventCallback | None = None) -> None:
         super().__init__(seed=seed)
         self.metric = metric
         self.lm = lm
-        self.num_threads = int(num_threads)
+        self.num_threads = None if num_threads is None else int(num_threads)
         self.calls_per_run = None if calls_per_run is None else int(calls_per_run)
         self.score = bool(score)
         self.label_field = label_field
@@ -119,8 +124,23 @@ class TeleprompterOptimizer(Optimizer):
                 "inside personalign.lm.use(lm)")
         return lm
 
+    # True while :meth:`expected_lm_calls` projects: no retry counted, bootstraps stop early
+    expecting = False
+
     def _adapter_factor(self) -> int:
-        return lm_adapter_factor(self.lm)
+        return 1 if self.expecting else lm_adapter_factor(self.lm)
+
+    def _bootstrap_tries(self, demos: int, n: int, rounds: int) -> int:
+        """Program runs of bootstrapping ``demos`` traces from ``n`` examples in up to ``rounds``
+        rounds each: all of them at most; expected (:attr:`expecting`), DSPy stopping once it has
+        its demos, each run kept with probability :data:`EXPECTED_PASS` (``demos / p`` runs, at
+        most what the rows allow)."""
+        if demos <= 0:
+            return 0
+        if not self.expecting:
+            return rounds * n
+        per_row = (1 - (1 - EXPECTED_PASS) ** rounds) / EXPECTED_PASS  # runs of one row, in expectation
+        return min(math.ceil(demos / EXPECTED_PASS), math.ceil(n * per_row))
 
     def _calls_per_run(self, program) -> int:
         """``c``: LM calls of one forward pass (:func:`personalign.optimizers.budget.calls_per_run`;
@@ -161,6 +181,16 @@ class TeleprompterOptimizer(Optimizer):
     def projected_lm_calls(self, program, trainset: Sequence, valset: Sequence | None = None) -> int:
         """Upper bound of the LM calls of :meth:`compile` (scoring included)."""
         return self.projection(program, trainset, valset)["total"]
+
+    def expected_lm_calls(self, program, trainset: Sequence, valset: Sequence | None = None) -> int:
+        """The LM calls :meth:`compile` is expected to make: the projection without retries (an
+        adapter's fallback call is a retry) and with each bootstrap stopping once it has its demos
+        (:meth:`_bootstrap_tries`)."""
+        self.expecting = True
+        try:
+            return self.projection(program, trainset, valset)["total"]
+        finally:
+            self.expecting = False
 
     # -- running -----------------------------------------------------------------------------
     @abc.abstractmethod
@@ -210,6 +240,10 @@ class TeleprompterOptimizer(Optimizer):
         valset = list(valset) if valset else []
         self._validate(trainset, valset)
         lm = self._resolve_lm()
+        if self.num_threads is None:
+            from personalign.lm import concurrency
+
+            self.num_threads = concurrency(lm)
         self._guards = []
         proj = self._projection(program, trainset, valset)
         self._emit("projected", {"optimizer": self.name, "projected_lm_calls": proj.total,
@@ -233,7 +267,10 @@ class TeleprompterOptimizer(Optimizer):
             retrying = RetryingAdapter(dspy.settings.adapter or dspy.ChatAdapter(), self.retry_policy)
             with dspy.context(max_errors=budget, callbacks=[*(dspy.settings.callbacks or []), failures],
                               adapter=retrying):
-                compiled = self._run(student, trainset, valset or None)
+                try:
+                    compiled = self._run(student, trainset, valset or None)
+                except Stopped as stop:  # --max-cost: the run stops here, once
+                    raise stop.error from None
             calls_tele = counter.snapshot() - calls_before
             self.alternatives = self._alternatives(compiled, program)
             stripped = self._strip(compiled, program)

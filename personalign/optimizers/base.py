@@ -122,6 +122,11 @@ class Optimizer(abc.ABC):
         know (e.g. fitting a scorer whose LM use depends on the program)."""
         return None
 
+    def expected_lm_calls(self, program, trainset: Sequence, valset: Sequence | None = None) -> int | None:
+        """The LM calls :meth:`compile` is expected to make (no retry; a teleprompter that stops
+        early, as soon as it stops); default :meth:`projected_lm_calls`."""
+        return self.projected_lm_calls(program, trainset, valset)
+
     @abc.abstractmethod
     def compile(self, program, *, trainset: Sequence, valset: Sequence | None = None):
         """Return ``(compiled_program, CompileResult)``; ``program`` itself is not modified."""

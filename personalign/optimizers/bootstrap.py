@@ -9,9 +9,11 @@ class BootstrapFewShot(TeleprompterOptimizer):
     """Wrap ``dspy.BootstrapFewShot``: run the program (as its own teacher, with labeled demos) on
     train examples and keep the traces the metric accepts as demos, topped up with labeled ones.
 
-    Projected LM calls (teleprompter): ``max_rounds x len(trainset) x calls_per_run`` when
+    Projected LM calls (teleprompter): at most ``max_rounds x len(trainset) x calls_per_run`` when
     ``max_bootstrapped_demos > 0`` (every train example is tried for up to ``max_rounds`` rounds
-    until enough traces are kept), else 0. Plus scoring: ``2 x len(valset) x calls_per_run``.
+    until enough traces are kept), else 0; expected: DSPy stops once it has its demos
+    (:meth:`~personalign.optimizers._teleprompter.TeleprompterOptimizer._bootstrap_tries`). Plus
+    scoring: ``2 x len(valset) x calls_per_run``.
 
     Seed: DSPy walks the trainset in order and samples labeled demos with a fixed ``Random(0)``;
     the wrapper shuffles the trainset with ``random.Random(seed)`` first.
@@ -42,9 +44,8 @@ class BootstrapFewShot(TeleprompterOptimizer):
         self.max_errors = max_errors
 
     def _projected_teleprompter_calls(self, program, trainset, valset) -> dict[str, int]:
-        if self.max_bootstrapped_demos == 0:
-            return {"bootstrap": 0}
-        return {"bootstrap": self.max_rounds * len(trainset) * self._calls_per_run(program)}
+        tries = self._bootstrap_tries(self.max_bootstrapped_demos, len(trainset), self.max_rounds)
+        return {"bootstrap": tries * self._calls_per_run(program)}
 
     def _run(self, student, trainset, valset):
         import dspy

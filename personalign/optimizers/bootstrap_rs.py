@@ -51,8 +51,9 @@ class BootstrapRS(TeleprompterOptimizer):
         v = len(valset) if valset else len(trainset)  # DSPy scores on trainset when no valset
         if self.max_bootstrapped_demos == 0:
             return {"candidate_scoring": 3 * v * c, "bootstrap": 0}
+        tries = self._bootstrap_tries(self.max_bootstrapped_demos, len(trainset), self.max_rounds)
         return {"candidate_scoring": (self.num_candidate_programs + 3) * v * c,
-                "bootstrap": (self.num_candidate_programs + 1) * self.max_rounds * len(trainset) * c}
+                "bootstrap": (self.num_candidate_programs + 1) * tries * c}
 
     def _run(self, student, trainset, valset):
         import dspy

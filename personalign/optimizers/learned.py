@@ -32,9 +32,10 @@ class LearnedSelectorFit(Optimizer):
     ``decide`` of their own): the out-of-fold scores also go to
     :func:`~personalign.optimizers.decision.fit_decision_rule`, which chooses among the raw
     threshold and the rules inside a unit (top share, z-score, offset; unit = ``group_key`` or
-    ``decision_keys``) by leave-one-group-out F-beta. A unit rule wraps the compiled scorer
-    (:func:`~personalign.programs.decision.with_rule`; saved as the program's ``decision_rule``); a
-    threshold win keeps the scorer as it is. ``details["decision_rule"]`` holds the choice, its
+    ``decision_keys``) by leave-one-group-out F-beta, an absolute threshold only where it shows it
+    survives a new group, and every rule with a yes-rate guard (half to twice the share of positives
+    in train, kept inside each unit by rank). The rule wraps the compiled scorer
+    (:func:`~personalign.programs.decision.with_rule`; saved as the program's ``decision_rule``). ``details["decision_rule"]`` holds the choice, its
     per-group figures and every candidate's. ``decision="threshold"``: the raw threshold only.
 
     Args:
@@ -151,12 +152,13 @@ class LearnedSelectorFit(Optimizer):
         with warnings.catch_warnings():  # candidate values that select nothing are expected in the search
             warnings.filterwarnings("ignore", message=".*predictions have no positives.*")
             rule = fit_decision_rule(oof, groups, None, objective, units=units or None, out_of_fold=rule_oof,
-                                     n_splits=self.max_folds)
+                                     n_splits=self.max_folds, positives=labels)
         if rule is None:
             return compiled, oof_pred, None
         if rule.kind == "threshold":  # the raw threshold wins: the scorer keeps its exhaustive one
             rule.value = threshold
-            return compiled, oof_pred, rule.to_dict()
+            if rule.band is None:
+                return compiled, oof_pred, rule.to_dict()
         wrapped = with_rule(compiled, rule, compiled.output_field, None, compiled.positive_output)
         return wrapped, rule_oof, rule.to_dict()
 
@@ -173,7 +175,8 @@ def apply_unit_rule(rule, scores, examples) -> list[bool]:
     from personalign.programs.decision import apply_rule
 
     units = [rule.unit_of(ex) for ex in examples]
-    return apply_rule(rule.kind, rule.value, scores, units, min_unit=rule.min_unit, fallback=rule.fallback)
+    return apply_rule(rule.kind, rule.value, scores, units, min_unit=rule.min_unit, fallback=rule.fallback,
+                      band=rule.band)
 
 
 __all__ = ["LearnedSelectorFit", "apply_unit_rule", "thresholds_raw_score"]

@@ -73,21 +73,62 @@ def make_optimizer(stage, strategy: str, optimizer: str, fit: list, dev: list | 
                                                            **settings)), selecting
 
 
-def selection_calls(stage, opt, program, fit: list, dev: list, *, calibrate: bool) -> int:
+def selection_calls(stage, opt, program, fit: list, dev: list, *, calibrate: bool, expected: bool = False) -> int:
     """Projected model calls of steps 3-4: every candidate on dev, and the fit rows scored for the
-    decision rule (binary stages, an LLM strategy, ``calibrate``)."""
-    per_run = opt._calls_per_run(program) if hasattr(opt, "_calls_per_run") else 1
+    decision rule (binary stages, an LLM strategy, ``calibrate``): at most; ``expected``: without
+    retries, and the fit rows only for a program whose predictions carry a score (``gives_score``:
+    the rule is fitted on it) less its demos."""
+    opt.expecting = expected
+    try:
+        per_run = opt._calls_per_run(program) if hasattr(opt, "_calls_per_run") else 1
+    finally:
+        opt.expecting = False
     n_cands = 2 + int(getattr(opt, "max_alternatives", 0) or 0)
     calib = len(fit) * per_run if (calibrate and stage.kind == "binary") else 0
+    if expected and calib:
+        calib = 0 if not getattr(program, "gives_score", False) else \
+            max(0, len(fit) - int(getattr(opt, "max_labeled_demos", getattr(opt, "k", 0)) or 0)) * per_run
     return n_cands * len(dev) * per_run + calib
+
+
+def compile_fingerprint(stage, strategy: str, optimizer: str | None, trainset: list, *, lm, seed: int = 0,
+                        optimizer_settings: dict | None = None, fit_settings: dict | None = None, program=None,
+                        select: bool = True, calibrate: bool = True) -> str | None:
+    """The name of a compile's generation calls in the cache ledger (:func:`personalign.lm.ledger.unit`):
+    a digest of everything that decides them -- the program's state (its signature, instructions
+    and demos), the strategy, optimizer and settings, the seed, the model and its settings, the
+    rows. None for a compile that makes none (no LM, a forward-pass scorer, an LM-free strategy)."""
+    from personalign.lm.ledger import fingerprint, rows_of
+
+    cls = stage.registry.load(strategy)
+    if lm is None or not stage.registry.info(strategy).uses_lm or getattr(cls, "needs_logprobs", False):
+        return None
+    program = program if program is not None else cls()
+    try:
+        state = program.dump_state()
+    except Exception:  # noqa: BLE001 -- a program without a state: its class names it
+        state = None
+    return fingerprint("compile", stage.name, stage.signature_record(), f"{cls.__module__}.{cls.__qualname__}",
+                       state, strategy, optimizer, optimizer_settings, fit_settings, seed, select, calibrate,
+                       getattr(lm, "model", None), getattr(lm, "kwargs", None), rows_of(trainset))
+
+
+def evaluation_fingerprint(compiled: str | None, examples: list, runs: int = 1) -> str | None:
+    """The name in the cache ledger of the evaluation, on ``examples`` (``runs`` times), of the
+    program the compile ``compiled`` (:func:`compile_fingerprint`) makes; None with no compile."""
+    from personalign.lm.ledger import fingerprint, rows_of
+
+    return None if compiled is None else fingerprint("evaluation", compiled, runs, rows_of(examples))
 
 
 def projected_calls(stage, strategy: str, optimizer: str | None, trainset: list, *, lm=None, seed: int = 0,
                     optimizer_settings: dict | None = None, program=None, select: bool = True,
-                    calibrate: bool = True) -> int:
+                    calibrate: bool = True, expected: bool = False) -> int:
     """Model calls :func:`compile_program` will make at most, before it runs (its record's
     ``projected_lm_calls``): a strategy's own fit, one forward pass per training row for an LLM
-    scorer (0 LM-free); a teleprompter, its own projection plus steps 3-4; nothing to compile: 0."""
+    scorer (0 LM-free); a teleprompter, its own projection plus steps 3-4; nothing to compile: 0.
+    ``expected``: the calls it is expected to make (no retry, a bootstrap that stops once it has
+    its demos: :meth:`~personalign.optimizers.base.Optimizer.expected_lm_calls`)."""
     info = stage.registry.info(strategy)
     if not info.uses_lm or (optimizer is None and not info.trainable):
         return 0
@@ -98,10 +139,10 @@ def projected_calls(stage, strategy: str, optimizer: str | None, trainset: list,
     fit, dev = dev_split(trainset, seed, stage.group_key)
     opt, selecting = make_optimizer(stage, strategy, optimizer, fit, dev, lm=lm, seed=seed, settings=settings,
                                     select=select)
-    own = opt.projected_lm_calls(program, fit, dev)
+    own = (opt.expected_lm_calls if expected else opt.projected_lm_calls)(program, fit, dev)
     own = len(trainset) if own is None else own
-    return own + (selection_calls(stage, opt, program, fit, dev, calibrate=calibrate and rule_mode == "auto")
-                  if selecting else 0)
+    return own + (selection_calls(stage, opt, program, fit, dev, calibrate=calibrate and rule_mode == "auto",
+                                  expected=expected) if selecting else 0)
 
 
-__all__ = ["dev_split", "make_optimizer", "projected_calls", "selection_calls", "settings_of", "teleprompter_kwargs"]
+__all__ = ["compile_fingerprint", "dev_split", "evaluation_fingerprint", "make_optimizer", "projected_calls", "selection_calls", "settings_of", "teleprompter_kwargs"]

@@ -11,6 +11,13 @@ user's attributes for one prompt) -- using only that unit's own, unlabelled scor
 * ``zscore``: ``(score - mean_unit) / std_unit >= value``;
 * ``offset``: ``score - median_unit >= value`` (the unit's own level removed).
 
+**Yes-rate guard (band):** a rule fitted by :func:`personalign.optimizers.decision.fit_decision_rule`
+carries ``band = [low, high]``, the share of a unit it may predict True: half to twice the share of
+positives in its calibration examples. A unit of at least :data:`MIN_UNIT` examples whose decisions
+fall outside it is decided by rank instead: its top ``ceil(low * n)`` scores (at least one) when the
+rule selected fewer, its top ``floor(high * n)`` when it selected more. So a new group whose scores
+sit at another level never gets an empty (or a flooded) selection while its scores still rank.
+
 **Fallback (no pool):** a unit with fewer than ``min_unit`` scored examples (a single call of
 ``forward``, ``predict`` on one attribute) cannot be normalized; it is decided by
 ``score >= fallback``, the raw score at which the rule flips in the *median* calibration unit
@@ -39,6 +46,15 @@ from personalign.programs.program_schema import RULE_KINDS
 #: Rule kinds; every kind but ``threshold`` works inside a unit.
 KINDS = RULE_KINDS
 UNIT_KINDS = ("top_share", "zscore", "offset")
+#: Smallest unit a unit rule normalizes and the yes-rate guard keeps in its band (smaller units
+#: use the rule's fallback threshold, unguarded).
+MIN_UNIT = 3
+
+
+def yes_band(rate: float, factor: float = 2.0) -> list[float]:
+    """The yes-rate band of a unit for a calibration positive share ``rate`` in (0, 1]:
+    ``[rate / factor, min(1, rate * factor)]``."""
+    return [float(rate) / factor, min(1.0, float(rate) * factor)]
 
 
 @dataclass
@@ -61,6 +77,10 @@ class DecisionRule:
             (``{"group", "n", "objective", "yes_rate"}``).
         candidates: every candidate rule's cross-validated figures (``{"kind", "unit",
             "cv_objective", "worst", "per_group"}``).
+        band: ``[low, high]``, the share of a unit of at least :data:`MIN_UNIT` examples the rule
+            may predict True (the module docstring's guard); None: unguarded (a rule saved before
+            the guard, or fitted without labels).
+        reason: why this rule was chosen over the others (one sentence; None: not recorded).
     """
 
     kind: str
@@ -75,6 +95,8 @@ class DecisionRule:
     fallback: float | None = None
     per_group: list[dict[str, Any]] = field(default_factory=list)
     candidates: list[dict[str, Any]] = field(default_factory=list)
+    band: list[float] | None = None
+    reason: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -98,16 +120,26 @@ class DecisionRule:
     def describe(self) -> str:
         where = f"within each {'+'.join(self.unit)} unit" if self.unit else "within each group"
         if self.kind == "threshold":
-            return f"yes when score >= {self.value:.4g}"
+            text = f"yes when score >= {self.value:.4g}"
+            if self.band is not None:
+                text += f"; {self.guard_text(where)}"
+            return text
         if self.kind == "top_share":
             text = f"yes for the top {self.value:.0%} of scores {where}"
         elif self.kind == "zscore":
             text = f"yes when the score's z-score {where} >= {self.value:.4g}"
         else:
             text = f"yes when score - the median score {where} >= {self.value:.4g}"
+        if self.band is not None and self.kind != "top_share":
+            text += f"; {self.guard_text(where)}"
         if self.fallback is not None:
             text += f"; units under {self.min_unit} examples: score >= {self.fallback:.4g}"
         return text
+
+    def guard_text(self, where: str = "within each group") -> str:
+        """``"yes-rate kept within 9%-36% within each prompt_id unit (by rank)"``."""
+        low, high = self.band or (0.0, 1.0)
+        return f"yes-rate kept within {low:.0%}-{high:.0%} {where} (by rank)"
 
 
 def _units(groups: Sequence[Any]) -> dict[Any, list[int]]:
@@ -140,15 +172,41 @@ def normalize(kind: str, scores: Sequence[float], groups: Sequence[Any]) -> np.n
     return out
 
 
+def guard(decisions: Sequence[bool], scores: Sequence[float], groups: Sequence[Any],
+          band: Sequence[float] | None, min_unit: int = MIN_UNIT) -> list[bool]:
+    """``decisions`` with each unit of at least ``min_unit`` examples kept inside the yes-rate
+    ``band`` ``[low, high]`` by rank (the module docstring's guard); None: unchanged."""
+    out = [bool(d) for d in decisions]
+    if band is None:
+        return out
+    s = np.asarray(scores, dtype=float)
+    low, high = float(band[0]), float(band[1])
+    for idx in _units(groups).values():
+        n = len(idx)
+        if n < max(min_unit, MIN_UNIT):
+            continue
+        k = sum(out[i] for i in idx)
+        k_min = max(1, math.ceil(low * n - 1e-9))
+        k_max = max(k_min, math.floor(high * n + 1e-9))
+        if k_min <= k <= k_max:
+            continue
+        keep = k_min if k < k_min else k_max
+        ranked = sorted(idx, key=lambda i: -s[i])  # stable: ties keep the examples' order
+        for j, i in enumerate(ranked):
+            out[i] = j < keep
+    return out
+
+
 def apply_rule(kind: str, value: float, scores: Sequence[float], groups: Sequence[Any], *,
-               min_unit: int = 1, fallback: float | None = None) -> list[bool]:
+               min_unit: int = 1, fallback: float | None = None, band: Sequence[float] | None = None) -> list[bool]:
     """Decisions of a rule on ``scores`` (one per example; ``groups`` = each example's unit).
 
     Units with fewer than ``min_unit`` examples are decided by ``score >= fallback`` (False when
-    ``fallback`` is None; see :func:`fallback_mask` to tell which)."""
+    ``fallback`` is None; see :func:`fallback_mask` to tell which). With a ``band``, every unit of
+    at least :data:`MIN_UNIT` examples is then kept inside it (:func:`guard`)."""
     s = np.asarray(scores, dtype=float)
     if kind == "threshold":
-        return [bool(x >= value) for x in s]
+        return guard([bool(x >= value) for x in s], s, groups, band)
     out = [False] * len(s)
     by = _units(groups)
     small = {g for g, idx in by.items() if len(idx) < min_unit}
@@ -165,7 +223,7 @@ def apply_rule(kind: str, value: float, scores: Sequence[float], groups: Sequenc
     for g in small:
         for i in by[g]:
             out[i] = bool(fallback is not None and s[i] >= fallback)
-    return out
+    return guard(out, s, groups, band, min_unit)
 
 
 def fallback_mask(rule: DecisionRule, groups: Sequence[Any]) -> list[bool]:
@@ -237,7 +295,7 @@ class DecidedProgram(dspy.Module):
         return self.rule.to_dict()
 
     #: Never read through to the wrapped program: deciding is the wrapper's job.
-    _OWN = frozenset({"predict_batch", "decide", "forward", "undecided", "rule"})
+    _OWN = frozenset({"predict_batch", "decide", "decide_predictions", "forward", "undecided", "rule"})
 
     def __getattr__(self, name: str):
         """The wrapped program's attributes (``threshold``, ``score_batch``, ``fitted_model``, ...)
@@ -276,8 +334,9 @@ class DecidedProgram(dspy.Module):
 
 
 class UnitRuleProgram(DecidedProgram):
-    """A :class:`DecidedProgram` with a unit rule (``top_share``, ``zscore``, ``offset``): decides
-    per unit in ``predict_batch(examples)``; ``forward`` on one example uses the fallback."""
+    """A :class:`DecidedProgram` with a unit rule (``top_share``, ``zscore``, ``offset``) or a
+    guarded threshold (a ``band``): decides per unit in ``predict_batch(examples)``; ``forward`` on
+    one example uses the fallback (a threshold: the threshold itself)."""
 
     def predict_batch(self, examples: Sequence) -> list:
         inner = self.undecided
@@ -285,11 +344,17 @@ class UnitRuleProgram(DecidedProgram):
             preds = list(inner.predict_batch(examples))
         else:
             preds = [inner(**ex.inputs()) for ex in examples]
-        scored = [i for i, p in enumerate(preds) if getattr(p, "score", None) is not None]
-        groups = [self._unit(examples[i]) for i in scored]
+        return self.decide_predictions(examples, preds)
+
+    def decide_predictions(self, examples: Sequence, preds: list) -> list:
+        """Decide ``preds`` (the wrapped program's, one per example; None for a failed one, left
+        as it is) by the rule, unit by unit; returns them. The runner of programs calls it after
+        running the wrapped program per example (:func:`personalign.programs.run.run_program`)."""
         r = self.rule
+        scored = [i for i, p in enumerate(preds) if p is not None and getattr(p, "score", None) is not None]
+        groups = [self._unit(examples[i]) for i in scored]
         decisions = apply_rule(r.kind, r.value, [float(preds[i].score) for i in scored], groups,
-                               min_unit=r.min_unit, fallback=r.fallback)
+                               min_unit=r.min_unit, fallback=r.fallback, band=r.band)
         small = fallback_mask(r, groups)
         for i, d, fb in zip(scored, decisions, small):
             if fb and r.fallback is None:
@@ -308,9 +373,9 @@ def with_rule(program, rule: DecisionRule | dict, output: str, group_of: Callabl
     gives a unit rule's unit when the rule names no ``unit`` fields."""
     if isinstance(rule, dict):
         rule = DecisionRule.from_dict(rule)
-    cls = DecidedProgram if rule.kind == "threshold" else UnitRuleProgram
+    cls = DecidedProgram if rule.kind == "threshold" and rule.band is None else UnitRuleProgram
     return cls(program, rule, output, group_of, positive)
 
 
-__all__ = ["KINDS", "UNIT_KINDS", "DecisionRule", "DecidedProgram", "TopShareProgram", "UnitRuleProgram",
+__all__ = ["KINDS", "MIN_UNIT", "UNIT_KINDS", "DecisionRule", "guard", "yes_band", "DecidedProgram", "TopShareProgram", "UnitRuleProgram",
            "apply_rule", "fallback_mask", "fallback_note", "fallback_threshold", "normalize", "with_rule"]

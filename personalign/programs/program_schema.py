@@ -80,7 +80,8 @@ class DecisionRuleRecord(_Strict):
     DecisionRule`) as saved, every value checked before the rule decides anything: ``kind`` one of
     :data:`RULE_KINDS`; ``value``, ``fallback``, ``cv_objective`` finite numbers (``top_share``:
     ``value`` a share in (0, 1]); ``n``, ``n_groups``, ``n_splits`` counts; ``min_unit`` >= 1;
-    ``unit`` field names."""
+    ``unit`` field names; ``band`` (the yes-rate guard) two shares ``[low, high]`` in [0, 1];
+    ``reason`` text."""
 
     kind: Literal[RULE_KINDS]  # type: ignore[valid-type]
     value: _Finite
@@ -94,11 +95,15 @@ class DecisionRuleRecord(_Strict):
     fallback: Optional[_Finite] = None
     per_group: list[dict[str, Any]] = Field(default_factory=list)
     candidates: list[dict[str, Any]] = Field(default_factory=list)
+    band: Optional[list[Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]]] = None
+    reason: Optional[Annotated[str, Field(max_length=2000)]] = None
 
     @model_validator(mode="after")
     def _share(self) -> "DecisionRuleRecord":
         if self.kind == "top_share" and not 0 < self.value <= 1:
             raise ValueError(f"a top_share rule's value is a share in (0, 1], got {self.value}")
+        if self.band is not None and (len(self.band) != 2 or self.band[0] > self.band[1]):
+            raise ValueError(f"a rule's band is [low, high] with low <= high, got {self.band}")
         return self
 
 

@@ -13,11 +13,11 @@ file, unknown model) do stop it.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from personalign.lm.flight import map_in_flight
 from personalign.lm.retry import DEFAULT_POLICY, RetryPolicy
 from personalign.redaction import redact
 
@@ -78,6 +78,7 @@ def run_program(
     description: str = "predict",
     progress: bool = True,
     on_example: Callable[[int], None] | None = None,
+    concurrency: int | None = None,
 ) -> EvalOutcome:
     """Run ``program`` on each example (or ``program.predict_batch`` when it has one).
 
@@ -86,62 +87,100 @@ def run_program(
         examples: dspy.Example-like objects carrying the ``inputs`` fields.
         output: the Prediction field kept per example; None keeps the whole Prediction (for
             DSPy metrics that read several fields).
-        lm: the dspy.LM to use (set with :func:`personalign.lm.use`); None for LM-free programs
-            (or for a program run inside an active ``use(lm)``: retries then repeat the same call).
+        lm: the dspy.LM to use (set with :func:`personalign.lm.use`); None: the model of the
+            caller's context (the verb entered it), or none for an LM-free program.
         retries: extra attempts per failed example (:class:`personalign.lm.retry.RetryPolicy`).
+        on_example: called with each example's index as it ends (in the calling thread; with
+            calls in flight, in the order they end).
+        concurrency: examples run at once (each on a worker thread carrying the caller's DSPy
+            context); None: :func:`personalign.lm.concurrency` (the verb's ``--concurrency``; 1
+            for the embedded engine, 32 for other models). Results are in input order and the
+            same at any concurrency (same requests, same cache keys).
 
     This is the one runner of programs over examples: ``compare``, ``eval``, the sweep, the
     compile service's dev selection and the teleprompter wrappers' before/after scores
     (:func:`evaluate_metric`) all use it, so a failure means
-    the same thing everywhere.
+    the same thing everywhere. A program deciding by a rule over a unit of examples
+    (:class:`personalign.programs.decision.UnitRuleProgram`) over a program without
+    ``predict_batch`` runs that program per example here (retried, in flight), then decides.
     """
     from personalign.lm import CallCounter, use
+    from personalign.lm import concurrency as current_concurrency
 
-    policy = RetryPolicy(retries=retries, temperature=DEFAULT_POLICY.temperature)
     start = time.perf_counter()
     preds: list[Any] = [None] * len(examples)
     scores: list[float | None] = [None] * len(examples)
-    errors: list[str] = []
     error_at: dict[int, str] = {}
     counter = CallCounter()
-    with counter, progress_bar(description, len(examples), progress) as bar:
+    per_example, decide = _split(program)
+    with counter, progress_bar(description, len(examples), progress) as bar, use(lm):
         task = bar.add_task(description, total=len(examples))
-        if hasattr(program, "predict_batch"):
-            with use(lm) if lm is not None else contextlib.nullcontext():
-                outs = program.predict_batch(examples)
-            for i, out in enumerate(outs):
-                preds[i] = out if output is None else getattr(out, output)
-                scores[i] = getattr(out, "score", None)
+        if per_example is None:
+            outs = program.predict_batch(examples)
             bar.update(task, advance=len(examples))
         else:
-            for i, ex in enumerate(examples):
-                kwargs = {k: getattr(ex, k) for k in inputs}
-                for attempt in range(policy.retries + 1):
-                    try:
-                        if lm is None:
-                            out = program(**kwargs)
-                        else:
-                            with use(policy.retry_lm(lm, attempt)):
-                                out = program(**kwargs)
-                        preds[i] = out if output is None else getattr(out, output)
-                        scores[i] = getattr(out, "score", None)
-                        break
-                    except Exception as exc:  # noqa: BLE001 -- counted, reported, never fatal
-                        decision = policy.decide(exc)
-                        if decision.action == "raise":
-                            raise decision.error from None
-                        if attempt == policy.retries or decision.action == "fail":
-                            ours = decision.error
-                            msg = redact(str(ours or exc).splitlines()[0])[:300] if str(ours or exc) else type(exc).__name__
-                            error_at[i] = f"{type(ours or exc).__name__}: {msg}"
-                            errors.append(f"example {i}: {error_at[i]}")
-                            break
+            one = _one(per_example, inputs, lm, RetryPolicy(retries=retries, temperature=DEFAULT_POLICY.temperature))
+
+            def done(i: int) -> None:
                 bar.update(task, advance=1)
                 if on_example is not None:
                     on_example(i)
+
+            ran = map_in_flight(one, list(examples), concurrency or current_concurrency(lm), on_done=done)
+            outs = [out for out, _ in ran]
+            error_at = {i: err for i, (_, err) in enumerate(ran) if err is not None}
+            if decide is not None:
+                outs = decide(examples, outs)
+        for i, out in enumerate(outs):
+            if out is not None:
+                preds[i] = out if output is None else getattr(out, output)
+                scores[i] = getattr(out, "score", None)
+    errors = [f"example {i}: {msg}" for i, msg in sorted(error_at.items())]
     failures = sum(p is None for p in preds)
     return EvalOutcome(preds, scores, failures, errors, counter.calls, time.perf_counter() - start, error_at,
                        counter.cached)
+
+
+def _split(program) -> tuple[Any, Callable | None]:
+    """``(the program run per example, the batch decision after it)``: ``(None, None)`` for a
+    program that predicts in bulk (``predict_batch``), ``(program, None)`` for one run per
+    example, ``(inner, rule)`` for a unit rule over a program without ``predict_batch``."""
+    inner = getattr(program, "undecided", None)
+    if hasattr(program, "decide_predictions") and inner is not None and not hasattr(inner, "predict_batch"):
+        return inner, program.decide_predictions
+    if hasattr(program, "predict_batch"):
+        return None, None
+    return program, None
+
+
+def _one(program, inputs: Sequence[str], lm, policy: RetryPolicy) -> Callable[[int, Any], tuple[Any, str | None]]:
+    """One example's run under ``policy``: ``(prediction | None, error line | None)``; a
+    configuration error raises (every example would fail alike)."""
+    import dspy
+
+    from personalign.lm import use
+
+    def run(i: int, ex) -> tuple[Any, str | None]:
+        kwargs = {k: getattr(ex, k) for k in inputs}
+        base = lm if lm is not None else dspy.settings.lm
+        for attempt in range(policy.retries + 1):
+            try:
+                if attempt == 0 or base is None:
+                    return program(**kwargs), None
+                with use(policy.retry_lm(base, attempt)) if lm is not None else \
+                        dspy.context(lm=policy.retry_lm(base, attempt)):
+                    return program(**kwargs), None
+            except Exception as exc:  # noqa: BLE001 -- counted, reported, never fatal
+                decision = policy.decide(exc)
+                if decision.action == "raise":
+                    raise decision.error from None
+                if attempt == policy.retries or decision.action == "fail":
+                    ours = decision.error
+                    msg = redact(str(ours or exc).splitlines()[0])[:300] if str(ours or exc) else type(exc).__name__
+                    return None, f"{type(ours or exc).__name__}: {msg}"
+        return None, "no attempt"
+
+    return run
 
 
 def score_of(value: Any) -> float:

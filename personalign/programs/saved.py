@@ -13,6 +13,8 @@ Layout of a saved program directory::
     *.npz / dirs      the strategy's weights, written by its ``save_weights(dir)`` (npz with
                       ``allow_pickle=False`` or safetensors), listed in ``weights``.
     prompt.md         a readable export (``extra_files``): never read on load, not listed.
+    signature.py      the compiled signature and ``load()`` for plain DSPy
+                      (:mod:`personalign.programs.dspy_signature`): never read nor imported here.
 
 :func:`load_program` is the one validated loader: the metadata against its schema, the state
 against the strategy's own (keys, JSON types, ``__init__`` annotations, finite numbers), the format
@@ -73,13 +75,10 @@ def _plain_dspy_state(program) -> dict[str, Any] | None:
     ``self.judge = dspy.ChainOfThought(Sig)``) gives that module's state (what
     ``dspy.ChainOfThought(Sig).load`` reads); else a program with exactly one predictor gives the
     predictor's state (what ``dspy.Predict(Sig).load`` reads); else None."""
-    import dspy
+    from personalign.programs.dspy_signature import plain_module
 
-    children = [v for v in vars(program).values() if isinstance(v, dspy.BaseModule)]
-    if len(children) == 1 and type(children[0]).__module__.startswith("dspy."):
-        return children[0].dump_state()
-    predictors = list(program.named_predictors()) if hasattr(program, "named_predictors") else []
-    return predictors[0][1].dump_state() if len(predictors) == 1 else None
+    module = plain_module(program)
+    return module.dump_state() if module is not None else None
 
 
 def _dspy_document(program, meta: dict[str, Any]) -> dict[str, Any]:
@@ -168,6 +167,10 @@ def save_program(program, directory: str | Path, *, stage: str, strategy: str, l
         options = (orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
                    | orjson.OPT_SERIALIZE_NUMPY)
         (tmp / PROGRAM_FILE).write_bytes(orjson.dumps(doc, default=str, option=options))
+        from personalign.programs.dspy_signature import FILE, signature_source
+
+        (tmp / FILE).write_text(signature_source(program, doc, stage=stage, strategy=strategy, rule=rule),
+                                encoding="utf-8")
         old = None
         if directory.exists():
             old = directory.parent / f".{directory.name}.old-{uuid.uuid4().hex[:8]}"

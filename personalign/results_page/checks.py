@@ -40,11 +40,11 @@ INTERVAL_FIELDS = ("ci", "range")
 
 FREE_FIELDS = frozenset({"compile", "run_record", "predictions", "scores", "correct", "row_errors", "errors",
                          "warnings", "config", "details", "groups", "group", "name", "metric", "against", "unit", "test",
-                         "statistic"})
+                         "statistic", "decision_rules"})
 """Fields not checked as figures: free values (``compile.details``), per-row arrays (the grid
 reads those with :func:`personalign.results_page.rows.number`, tolerating anything) and names."""
 
-_COMPARISONS = frozenset({"vs_first", "vs_uncompiled"})
+_COMPARISONS = frozenset({"vs_first", "vs_uncompiled", "compile_summary"})  # their "objective" is a name
 
 _NONE = type(None)
 _TEXT = (str, _NONE)
@@ -63,7 +63,8 @@ checked by :func:`personalign.results_page.rows.check_rows`, figures by :func:`c
 STRATEGY_FIELDS: dict[str, tuple[type, ...]] = {
     "name": (str,), "predictions": (list,), "scores": _LIST, "correct": _LIST, "row_errors": _OBJECT,
     "errors": _LIST, "warnings": _LIST, "compile": _OBJECT, "repeat_note": _TEXT, "resampling": _OBJECT,
-    "vs_first": _OBJECT, "vs_uncompiled": _OBJECT, "by_group": _LIST, "headline": (dict,), "pooled": (dict,)}
+    "vs_first": _OBJECT, "vs_uncompiled": _OBJECT, "decision_rules": _LIST, "by_group": _LIST, "headline": (dict,),
+    "pooled": (dict,)}
 """The types of a strategy row's fields (``*_by_group`` figures: an object or null, see :func:`check_figures`)."""
 
 ROW_FIELDS: dict[str, tuple[type, ...]] = {"inputs": _LIST, "gold": _TEXT, "group": _TEXT, "output": _TEXT}

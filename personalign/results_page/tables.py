@@ -16,7 +16,7 @@ from personalign.metrics.paired import comparison_test, p_header, p_note, p_part
 from personalign.record import group_noun, plural
 
 __all__ = ["WIDE_GROUPS", "summary_table", "group_table", "cell", "figure_cell", "p_cell", "is_cv", "human_note",
-           "share_text", "human_entries", "SHARE_COLUMN", "lm_calls_text", "cv_notes"]
+           "share_text", "human_entries", "SHARE_COLUMN", "lm_calls_text", "cv_notes", "decision_lines"]
 
 
 def cell(text: Any, sub: str | None = None, cls: str = "") -> dict[str, Any]:
@@ -181,6 +181,28 @@ def _row_notes(result: dict) -> list[str]:
         out += [line] if line else []
         out += [f"{r['name']}: {r['repeat_note']}"] if r.get("repeat_note") else []
         out += [f"{r['name']}: {w}" for w in (r.get("errors") or [])[:3] + (r.get("warnings") or [])]
+    return out + decision_lines(result)
+
+
+def decision_lines(result: dict) -> list[str]:
+    """One line per strategy whose compile fitted a decision rule: the rule and why it was chosen
+    (over folds: how many folds chose each rule, and the first fold's reason); the command line
+    prints them under its table, the page among its notes."""
+    from collections import Counter
+
+    out = []
+    for row in result["strategies"]:
+        rules = [r for r in row.get("decision_rules") or [] if isinstance(r, dict)]
+        if not rules:
+            continue
+        first = rules[0]
+        if len(rules) == 1:
+            head = f"{row['name']}: decision rule {first.get('rule')} ({first.get('describe')})"
+        else:
+            counts = ", ".join(f"{k} x{n}" for k, n in Counter(str(r.get("rule")) for r in rules).most_common())
+            head = f"{row['name']}: decision rule fitted in each of {len(rules)} folds: {counts}"
+            head += f"; fold {first.get('group')}: {first.get('describe')}"
+        out.append(head + (f"; why: {first['reason']}" if first.get("reason") else ""))
     return out
 
 
@@ -257,7 +279,10 @@ def human_note(result: dict) -> str | None:
     if not h:
         return None
     metric = h["metric"]
-    who = (f"{h['n']} judgments by {h['n_annotators']} annotators, ties {h.get('ties', 'negative')}")
+    from personalign.labels.ceiling import duplicates_text
+
+    who = (f"{h['n']} judgments by {h['n_annotators']} annotators, ties {h.get('ties', 'negative')}"
+           f"{duplicates_text(h.get('duplicates'))}")
     if is_cv(result):
         gk = group_noun(result["group_key"])
         without = h.get("groups_without") or []

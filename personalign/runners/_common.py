@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Any, Sequence
 
@@ -40,16 +39,4 @@ def run_strategy(stage_name: str, strategy: str, examples: Sequence, *, lm=None,
     return outcome, lm_obj
 
 
-@contextlib.contextmanager
-def maybe_use(lm):
-    """``personalign.lm.use(lm)`` when ``lm`` is not None, else a no-op."""
-    if lm is None:
-        yield None
-        return
-    from personalign.lm import use
-
-    with use(lm):
-        yield lm
-
-
-__all__ = ["mean_ci", "run_strategy", "maybe_use"]
+__all__ = ["mean_ci", "run_strategy"]

@@ -23,8 +23,8 @@ import time
 from typing import Mapping, Sequence
 
 from personalign.errors import DataError
-from personalign.lm import resolve_lm
-from personalign.runners._common import maybe_use, mean_ci
+from personalign.lm import resolve_lm, use
+from personalign.runners._common import mean_ci
 
 
 def read_texts(path: str | os.PathLike, field: str) -> dict[str, str]:
@@ -93,7 +93,7 @@ def score_inferred_preferences(instances: Sequence, inferred, *, lm=None, use_lm
     if use_lm:
         lm_obj = resolve_lm(lm, True)
         cover = dspy.Predict(PreferenceCoverageSignature)
-        with CallCounter() as cc, maybe_use(lm_obj):
+        with CallCounter() as cc, use(lm_obj):
             for inst, pref in zip(instances, got):
                 if not pref or not inst.current_checklist:
                     matches.append(0.0)
@@ -132,7 +132,7 @@ def score_responses(instances: Sequence, responses, *, lm=None, n_boot: int = 10
     lm_obj = resolve_lm(lm, True)
     judge = dspy.Predict(ChecklistSignature)
     scores, missing = [], 0
-    with CallCounter() as cc, maybe_use(lm_obj):
+    with CallCounter() as cc, use(lm_obj):
         for inst in instances:
             resp = texts.get(inst.id, "").strip()
             if not resp or not inst.current_checklist:

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from personalign.lm import resolve_lm
-from personalign.runners._common import maybe_use, mean_ci
+from personalign.lm import resolve_lm, use
+from personalign.runners._common import mean_ci
 
 
 def mcq_examples(data: str | os.PathLike, *, split: str | None = "val", limit: int | None = None, seed: int = 0,
@@ -138,7 +138,7 @@ def run_generation(examples: Sequence, strategies: Sequence[str] = ("generic", "
         out = run_program(program, list(examples), inputs=stage.inputs, output=stage.output, lm=lm_obj,
                           description=name, progress=progress)
         violations, mentions, chars, judge_fail = [], [], [], 0
-        with CallCounter() as cc, maybe_use(lm_obj):
+        with CallCounter() as cc, use(lm_obj):
             for ex, resp in zip(examples, out.predictions):
                 if not resp:
                     violations.append(1.0)

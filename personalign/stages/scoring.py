@@ -6,7 +6,6 @@ missing model, an unknown model): that one stops the run.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Any, Sequence
 
@@ -32,7 +31,7 @@ def per_example_scores(stage, examples: Sequence, predictions: Sequence[Any], *,
     metric = stage.metric_fn()
     scores: list[float] = []
     counter = CallCounter()
-    with counter, (use(lm) if lm is not None else contextlib.nullcontext()):
+    with counter, use(lm):
         for ex, p in zip(examples, predictions):
             if p is None:
                 scores.append(0.0)

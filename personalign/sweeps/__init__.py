@@ -38,11 +38,19 @@ inside :func:`personalign.lm.use` (``dspy.context``), never ``dspy.configure``.
 Modules: :mod:`~personalign.sweeps.space` (search-space language), :mod:`~personalign.sweeps.defaults`,
 :mod:`~personalign.sweeps.storage`, :mod:`~personalign.sweeps.workers`, :mod:`~personalign.sweeps.objective`,
 :mod:`~personalign.sweeps.callbacks`, :mod:`~personalign.sweeps.sampler`, :mod:`~personalign.sweeps.export`,
-:mod:`~personalign.sweeps.runner` (the :class:`Sweep` that :func:`personalign.sweep` runs, with injectable ``sampler=`` and ``pruner=``).
+:mod:`~personalign.sweeps.runner` (the :class:`Sweep` that :func:`personalign.sweep` runs, with injectable ``sampler=`` and ``pruner=``),
+:mod:`~personalign.sweeps.attrs` (a trial's report as short user attributes, :func:`trial_report` reads them back),
+:mod:`~personalign.sweeps.space_size` (a finite space's size), :mod:`~personalign.sweeps.reference` (the stage's
+reference constant beside the best).
+
+A trial whose parameters equal a COMPLETE trial's reuses its value without work and is not counted
+toward ``n_trials``; a finite space stops the sweep once every configuration has run. A study keeps
+one seed (its user attribute ``seed``); each trial's sampler seed derives from it and the trial's number.
 
 View the storage with ``optuna-dashboard sqlite:///runs/optuna.db`` and the runs with ``mlflow ui``.
 """
 
+from personalign.sweeps.attrs import trial_report
 from personalign.sweeps.callbacks import RetryStaleTrial, TrialEvents
 from personalign.sweeps.defaults import DEFAULT_SPACE, STAGE_SPACES, default_space
 from personalign.sweeps.objective import Objective, TrialFailed
@@ -67,6 +75,6 @@ __all__ = [
     "Dimension", "JournalHeartbeatStorage", "LivenessRDBStorage", "Objective", "PerTrialSeedSampler",
     "RetryStaleTrial", "SearchSpace", "Sweep", "TrialConfig", "TrialEvents", "TrialFailed", "default_sampler",
     "default_space", "default_study_name", "fail_stale_trials", "is_stale", "objective_name", "open_storage",
-    "redact_url", "worker_alive", "worker_id",
+    "redact_url", "trial_report", "worker_alive", "worker_id",
 ]
 

@@ -17,11 +17,18 @@ from typing import Any, Callable
 
 from optuna.trial import FrozenTrial, TrialState
 
+from personalign.sweeps.attrs import PREFIX, RESULT_KEYS, trial_report
 from personalign.sweeps.storage import HEARTBEAT_ATTR
-from personalign.sweeps.workers import WORKER_ATTR
+from personalign.sweeps.workers import REUSED_ATTR, WORKER_ATTR
 
 _BOOKKEEPING = (WORKER_ATTR, HEARTBEAT_ATTR)
-_RESULT_ATTRS = ("mlflow_run_id", "report", "lm_calls", "failures", "seconds", "compile", "surplus", "error")
+_RESULT_ATTRS = ("mlflow_run_id", "compile", "surplus", "error", REUSED_ATTR, *RESULT_KEYS)
+
+
+def _result_attr(key: str, attrs: dict) -> bool:
+    """Whether user attribute ``key`` is a result of the trial (not copied into its retry)."""
+    return (key in _RESULT_ATTRS or key.startswith(PREFIX) or key.endswith("_running")
+            or key == attrs.get("objective"))
 _STATUS = {TrialState.COMPLETE: "FINISHED", TrialState.PRUNED: "FINISHED", TrialState.FAIL: "FAILED"}
 
 
@@ -35,11 +42,11 @@ def trial_candidate(trial: FrozenTrial, status: str | None = None, predictions: 
     tags: dict[str, Any] = {"optuna.state": trial.state.name}
     if trial.state == TrialState.PRUNED and trial.intermediate_values:
         tags["pruned_at_step"] = max(trial.intermediate_values)
-    if "same_as" in trial.user_attrs:
-        tags["same_as_trial"] = trial.user_attrs["same_as"]
+    if REUSED_ATTR in trial.user_attrs:
+        tags["same_as_trial"] = trial.user_attrs[REUSED_ATTR]
     if trial.state == TrialState.FAIL and trial.user_attrs.get("error"):
         tags["error"] = trial.user_attrs["error"]
-    metrics = {} if trial.state == TrialState.FAIL or status == "KILLED" else dict(trial.user_attrs.get("report") or {})
+    metrics = {} if trial.state == TrialState.FAIL or status == "KILLED" else dict(trial_report(trial) or {})
     return Candidate(f"trial-{trial.number}", params=dict(trial.params), metrics=metrics,
                      row={"number": trial.number, "state": trial.state.name, "tags": tags, **trial.user_attrs},
                      report=predictions, status=status)
@@ -84,7 +91,7 @@ class RetryStaleTrial:
         if self.on_dead is not None:
             self.on_dead(trial)
         clean = copy.deepcopy(trial)
-        clean.user_attrs = {k: v for k, v in trial.user_attrs.items() if k not in _RESULT_ATTRS}
+        clean.user_attrs = {k: v for k, v in trial.user_attrs.items() if not _result_attr(k, trial.user_attrs)}
         clean.system_attrs = {k: v for k, v in trial.system_attrs.items() if k not in _BOOKKEEPING}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

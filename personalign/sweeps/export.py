@@ -11,6 +11,7 @@ from typing import Any
 from optuna.trial import FrozenTrial
 
 from personalign.errors import ConfigurationError
+from personalign.sweeps.attrs import trial_report
 from personalign.sweeps.storage import redact_url
 
 
@@ -48,13 +49,15 @@ def export_best(sweep, best: FrozenTrial) -> dict[str, Any]:
     info = dict(compile_info or {"optimizer": None})
     info.update({"data": sweep.data.label, "train_split": sweep.train_split, "sweep": {
         "study": sweep.study_name, "trial": best.number, "params": best.params, "recompiled": cached is None,
-        "storage": redact_url(sweep.storage_url)}})
+        "storage": redact_url(sweep.storage_url),
+        # the stage's reference constant on the same rows, and whether the best beats it
+        **({"reference": sweep.reference} if getattr(sweep, "reference", None) else {})}})
     uses_lm = sweep.stage.registry.info(config.strategy).uses_lm
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     save_program(program, tmp, stage=sweep.stage.name, stage_ref=sweep.stage.ref,
                  signature=sweep.stage.signature_record(), strategy=config.strategy,
-                 lm=sweep.lm_name if uses_lm else None, compile_info=info, metrics=best.user_attrs.get("report"))
+                 lm=sweep.lm_name if uses_lm else None, compile_info=info, metrics=trial_report(best))
     (tmp / "prompt.md").write_text(prompt_text(program))
     if target.exists() and not (target / PROGRAM_FILE).exists():
         shutil.rmtree(target, ignore_errors=True)  # an unfinished export of a killed worker

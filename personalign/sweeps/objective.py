@@ -21,9 +21,11 @@ import optuna
 from optuna.trial import TrialState
 
 from personalign.errors import DataError, PersonalignError, find_personalign_error
+from personalign.lm.ledger import unit
+from personalign.sweeps.attrs import set_report, trial_report
 from personalign.sweeps.storage import trial_id
 from personalign.sweeps.trust import trusted_trials
-from personalign.sweeps.workers import WORKER_ATTR, Surplus
+from personalign.sweeps.workers import REUSED_ATTR, WORKER_ATTR, Surplus
 
 
 class TrialFailed(Exception):
@@ -87,6 +89,16 @@ def load_splits(stage, ds, split: str, train_split: str, limit: int | None, stra
     return SweepData(trainset, evalset, ds.sha256, uses_lm)
 
 
+def trial_fingerprint(stage, space, trainset: list, evalset: list, seed: int, lm, number: int) -> str:
+    """The name in the cache ledger (:func:`personalign.lm.ledger.unit`) of trial ``number`` of a
+    sweep: its space, rows, seed and model -- the same sweep on another storage samples the same
+    configuration for it (the sampler is seeded per trial) and makes the same calls."""
+    from personalign.lm.ledger import fingerprint, rows_of
+
+    return fingerprint("sweep-trial", stage.name, stage.signature_record(), space.sha256, rows_of(trainset),
+                       rows_of(evalset), seed, getattr(lm, "model", None), getattr(lm, "kwargs", None), number)
+
+
 class Objective:
     """``objective(trial) -> float`` for ``study.optimize``.
 
@@ -105,15 +117,16 @@ class Objective:
     """
 
     def __init__(self, *, stage, space, data: SweepData, storage, study_name: str, budget, callbacks, run, lm,
-                 seed: int, n_boot: int, worker: str) -> None:
+                 seed: int, n_boot: int, worker: str, concurrency: int = 1) -> None:
         self.stage, self.space, self.data, self.storage = stage, space, data, storage
         self.study_name, self.budget, self.lm = study_name, budget, lm
         self.callbacks, self.run = callbacks, run
         self.predictions: dict[int, dict] = {}
-        self.seed, self.n_boot, self.worker = seed, n_boot, worker
+        self.seed, self.n_boot, self.worker, self.concurrency = seed, n_boot, worker, concurrency
         self.best: tuple[float, int, Any, dict] | None = None
         self.lm_calls = 0
         self.surplus_seen = False
+        self.reused = 0  # trials of this process whose value was reused (same parameters as a finished trial)
         self._lock = threading.Lock()
 
     def compile(self, config, lm):
@@ -132,6 +145,14 @@ class Objective:
         return self.lm if config.temperature is None else self.lm.copy(temperature=float(config.temperature))
 
     def __call__(self, trial: optuna.Trial) -> float:
+        """The trial on Optuna's thread, with the run's calls in flight entered there
+        (:func:`personalign.lm.use`; Optuna's threads do not carry the caller's context)."""
+        from personalign.lm import use
+
+        with use(self.lm, concurrency=self.concurrency):
+            return self._trial(trial)
+
+    def _trial(self, trial: optuna.Trial) -> float:
         self.storage.set_trial_system_attr(trial_id(self.storage, self.study_name, trial.number), WORKER_ATTR,
                                            self.worker)
         trials = trial.study.get_trials(deepcopy=False)
@@ -154,11 +175,18 @@ class Objective:
         if same is not None:
             # identical parameters were scored already (deterministic for a given seed): reuse the
             # result instead of spending LM calls on it again
-            trial.set_user_attr("same_as", same.number)
-            trial.set_user_attr("report", {**(same.user_attrs.get("report") or {}), "lm_calls": 0, "seconds": 0.0})
+            # (Optuna's FAQ for categorical spaces); it does not count toward the budget (REUSED_ATTR)
+            trial.set_user_attr(REUSED_ATTR, same.number)
+            set_report(trial, {**(trial_report(same) or {}), "lm_calls": 0, "seconds": 0.0},
+                       self.stage.objective.name, config.strategy)
+            with self._lock:
+                self.reused += 1
             return float(same.value)
         try:
-            return self._score(trial, config)
+            with unit(None if self.lm is None else trial_fingerprint(self.stage, self.space, self.data.trainset,
+                                                                     self.data.evalset, self.seed, self.lm,
+                                                                     trial.number)):
+                return self._score(trial, config)
         except (TrialFailed, optuna.TrialPruned):
             raise  # recorded by Optuna; its after-trial callback reports the trial
         except BaseException as exc:  # a configuration error or an interrupt stops the sweep: report it here
@@ -198,9 +226,9 @@ class Objective:
                 running = self.stage.score(evalset[: len(preds)], preds, scores=scores)
                 trial.report(float(running), step)
                 if len(preds) < len(evalset) and trial.should_prune():
-                    trial.set_user_attr("report", {f"{metric}_running": running, "n_scored": len(preds),
-                                                   "lm_calls": lm_calls,
-                                                   "seconds": round(time.perf_counter() - start, 3)})
+                    set_report(trial, {"objective": metric, f"{metric}_running": running, "n_scored": len(preds),
+                                       "lm_calls": lm_calls, "seconds": round(time.perf_counter() - start, 3)},
+                               metric, config.strategy)
                     raise optuna.TrialPruned(f"{metric} {running:.3f} after {len(preds)} examples")
             # below 5 dev groups (one topic, say): per-group figures and their range, no interval
             report = across_groups(stage_report(self.stage, evalset, preds, n_boot=self.n_boot, seed=self.seed),
@@ -210,7 +238,7 @@ class Objective:
             value = self.stage.score(evalset, preds, scores=scores)  # the set objective (F1, F2, kappa)
             summary.update({"lm_calls": lm_calls, "failures": sum(p is None for p in preds), "objective": metric,
                             metric: value, "seconds": round(time.perf_counter() - start, 3)})
-            trial.set_user_attr("report", summary)
+            set_report(trial, summary, metric, config.strategy)  # short attributes a person can read
             self.predictions[trial.number] = {"predictions": preds, "errors": errors[:50]}
             with self._lock:
                 self.lm_calls += lm_calls

@@ -26,9 +26,13 @@ from personalign.sweeps.callbacks import RetryStaleTrial, TrialEvents, trial_can
 from personalign.sweeps.objective import Objective, TrialFailed, load_splits
 from personalign.sweeps.sampler import default_sampler
 from personalign.sweeps.space import SearchSpace
+from personalign.sweeps.space_size import space_size
 from personalign.sweeps.storage import GRACE_PERIOD, HEARTBEAT_INTERVAL, fail_stale_trials, open_storage, redact_url
-from personalign.sweeps.trust import check_study_compatible, trusted_trials
-from personalign.sweeps.workers import Budget, Surplus, counts, worker_alive, worker_id
+from personalign.sweeps.trust import check_study_compatible, configurations_run, trusted_trials
+from personalign.sweeps.attrs import trial_report
+from personalign.sweeps.workers import REUSED_ATTR, Budget, Surplus, counts, finished, worker_alive, worker_id
+
+MAX_REPEATS = 50  # trials in a row that only repeat finished configurations before a sweep stops
 
 
 def objective_name(stage, split: str) -> str:
@@ -71,12 +75,16 @@ class Sweep:
         self.max_failures = max_failures if max_failures is not None else max(3, n_trials // 2)
         self.sampler, self.pruner = sampler, pruner
         self.train_limit = train_limit
-        self.cost = cost  # cost(splits, trials to run, lm): before the first trial (the cost line)
+        self.cost = cost  # cost(splits, trials to run, lm, the study's trials): before the first trial (the cost line)
         self.worker = worker_id()
         self.callbacks = callbacks
         self._lock = threading.Lock()
         self._failures = 0
         self._ran: list[int] = []
+        self._repeats = 0  # trials in a row whose value was reused
+        self.stop_reason: str | None = None  # why this run stopped before its budget (the space is exhausted)
+        self.exhausted = False  # every configuration of a finite space has run
+        self.seed_ignored: int | None = None  # a --seed other than the study's own
 
     def _record_tags(self, study) -> dict[str, str]:
         """The run record's provenance (:mod:`personalign.record`) as tags: versions, git commit,
@@ -85,7 +93,8 @@ class Sweep:
 
         sampler = {"name": type(study.sampler).__name__, "seed": self.seed, "pruner": type(study.pruner).__name__}
         if self.sampler is None:  # the default (sweep/sampler.py: default_sampler)
-            sampler["inner"] = "TPESampler(multivariate=True, group=True, constant_liar=True), seeded seed + trial"
+            sampler["inner"] = ("TPESampler(multivariate=True, group=True, constant_liar=True), seeded per trial "
+                                "from the study's seed and the trial's number")
         return mlflow_tags(run_record(slug(f"sweep-{self.study_name}"), [], model=self.lm_name, sampler=sampler,
                                       data=self.data.label, data_sha256=self.splits.data_sha256, stage=self.stage.name))
 
@@ -118,6 +127,7 @@ class Sweep:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 study.set_metric_names([objective_name(self.stage, self.split)])
+        self._study_seed(study, attrs)
         if "identity" not in attrs:
             study.set_user_attr("identity", identity)
             study.set_user_attr("data", self.data.label)
@@ -125,29 +135,77 @@ class Sweep:
             study.set_user_attr("lm", self.lm_name)
         return study
 
+    def _study_seed(self, study, attrs: dict) -> None:
+        """One seed per study: the first worker stores its ``--seed`` as the study's user attribute
+        ``seed``; a later worker with another ``--seed`` uses the study's (one line says so), so
+        each trial's sampler seed depends on the study and the trial's number alone."""
+        if "seed" not in attrs:
+            study.set_user_attr("seed", self.seed)
+            attrs = study.user_attrs  # two workers storing at once: both take the one stored last
+        stored = attrs.get("seed")
+        if isinstance(stored, int) and not isinstance(stored, bool) and stored != self.seed:
+            print(f"note: study {self.study_name} uses seed {stored} (set by its first worker); "
+                  f"--seed {self.seed} ignored", file=sys.stderr)
+            self.seed_ignored, self.seed = self.seed, stored
+            if self.sampler is None:
+                study.sampler = default_sampler(self.seed)
+
+    def _exhausted(self, trials: list) -> bool:
+        """Whether every configuration of a finite space has run (sets :attr:`stop_reason`)."""
+        if self.size is None or configurations_run(trials, self.space) < self.size:
+            return False
+        self.exhausted = True
+        if self.stop_reason is None:
+            self.stop_reason = f"every configuration of the search space has run ({self.size})"
+            print(f"stopping: {self.stop_reason}; nothing is left to try", file=sys.stderr)
+        return True
+
     def _after_trial(self, study, frozen) -> None:
-        """Optuna callback: count failures, print the trial, fail stale trials, stop at the budget."""
+        """Optuna callback: count failures and repeats, print the trial, fail stale trials, stop at
+        the budget, when the finite space is exhausted or the sampler only repeats itself."""
         with self._lock:
             self._ran.append(frozen.number)
             if frozen.state == TrialState.FAIL and not frozen.user_attrs.get("surplus"):
                 self._failures += 1
-            failures = self._failures
+            self._repeats = self._repeats + 1 if REUSED_ATTR in frozen.user_attrs else 0
+            failures, repeats = self._failures, self._repeats
         if self.progress:
             self._print_trial(frozen)
         fail_stale_trials(study)
-        if self.budget.missing(study.get_trials(deepcopy=False)) <= 0:
+        trials = study.get_trials(deepcopy=False)
+        if self.budget.missing(trials) <= 0 or self._exhausted(trials):
             study.stop()
         elif failures > self.max_failures:
             print(f"stopping: {failures} failed trials in this run (limit {self.max_failures})", file=sys.stderr)
             study.stop()
+        elif repeats >= MAX_REPEATS:
+            self.stop_reason = f"the sampler proposed only configurations that already ran, {repeats} times in a row"
+            print(f"stopping: {self.stop_reason}", file=sys.stderr)
+            study.stop()
+
+    def _reference(self, best_value: float | None) -> dict | None:
+        """The stage's reference constant on the same rows, set beside the best (None: the stage has none)."""
+        from personalign.sweeps.reference import reference_figure, versus_best
+
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                ref = reference_figure(self.stage, self.objective, self.splits.evalset, n_boot=self.n_boot,
+                                       seed=self.seed)
+        except PersonalignError:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- the sweep's results stand without the reference
+            first = (str(exc).splitlines() or [""])[0][:300]
+            print(f"warning: could not score the reference constant {self.stage.reference}: {first}", file=sys.stderr)
+            return {"strategy": self.stage.reference, "error": f"{type(exc).__name__}: {first}"}
+        return None if ref is None else versus_best(ref, best_value)
 
     def _print_trial(self, t) -> None:
         metric = self.stage.objective.name  # what t.value is
-        report = t.user_attrs.get("report") or {}
+        report = trial_report(t) or {}
         value = f"{metric} {figure_text(report, metric, t.value)}" if t.value is not None else ""
         extra = t.user_attrs.get("error", "")
-        if "same_as" in t.user_attrs:
-            extra = f"(same parameters as trial {t.user_attrs['same_as']}: result reused)"
+        if REUSED_ATTR in t.user_attrs:
+            extra = f"(same parameters as trial {t.user_attrs[REUSED_ATTR]}: result reused, not counted)"
         params = ", ".join(f"{k}={_short(v)}" for k, v in t.params.items())
         print(f"trial {t.number} {t.state.name} {value} {params} {extra}".rstrip(), file=sys.stderr, flush=True)
 
@@ -160,7 +218,9 @@ class Sweep:
         todo = missing
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         _quiet_interrupts()
-        while todo > 0 and self._failures <= self.max_failures:
+        while todo > 0 and self._failures <= self.max_failures and self.stop_reason is None:
+            if self._exhausted(study.get_trials(deepcopy=False)):
+                break
             ran_before = len(self._ran)
             # teleprompters print to stdout: keep stdout for the result (--json). Redirected once
             # here, in the main thread, never inside worker threads.
@@ -169,7 +229,7 @@ class Sweep:
                 study.optimize(self.objective, n_trials=todo, n_jobs=max(1, min(self.n_jobs, todo)),
                                catch=(TrialFailed, Surplus), callbacks=[self.events, self._after_trial],
                                gc_after_trial=False, show_progress_bar=False)
-            if len(self._ran) == ran_before or self.objective.surplus_seen:
+            if len(self._ran) == ran_before or self.objective.surplus_seen or self.stop_reason:
                 break
             todo = self.budget.missing(study.get_trials(deepcopy=False))
 
@@ -198,9 +258,11 @@ class Sweep:
         check_study_compatible(study.get_trials(deepcopy=False), self.space, self.study_name)  # a storage is input
         self.run_info.tags.update(self._record_tags(study))
         self.budget = Budget(self.n_trials, self.storage.is_stale)
+        self.size = space_size(self.space)
         self.objective = Objective(stage=self.stage, space=self.space, data=self.splits, storage=self.storage,
                                    study_name=self.study_name, budget=self.budget, callbacks=self.callbacks,
-                                   run=self.run_info, lm=lm, seed=self.seed, n_boot=self.n_boot, worker=self.worker)
+                                   run=self.run_info, lm=lm, seed=self.seed, n_boot=self.n_boot, worker=self.worker,
+                                   concurrency=model.concurrency)
         self.events = TrialEvents(self.callbacks, self.run_info, self.objective.predictions)
         fail_stale_trials(study)
         trials = study.get_trials(deepcopy=False)
@@ -209,7 +271,7 @@ class Sweep:
         result: dict[str, Any] = {}
         with self.callbacks.run(self.run_info, result):
             if self.cost is not None:  # the run's inputs and cache checked; no trial yet
-                self.cost(self.splits, max(0, missing), lm)
+                self.cost(self.splits, max(0, missing), lm, trials)
             self._optimize(study, missing)
             result.update(self._result(study, before, missing, t0))
             for key in ("program_json", "prompt_file"):
@@ -230,6 +292,10 @@ class Sweep:
             "missing_at_start": max(0, missing), "ran": len(self._ran), "ran_trials": sorted(self._ran),
             "n_complete": n["COMPLETE"], "n_pruned": n["PRUNED"], "n_fail": n["FAIL"], "n_running": n["RUNNING"],
             "n_waiting": n["WAITING"], "surplus": sum(1 for t in trials if t.user_attrs.get("surplus")),
+            "n_counted": finished(trials), "n_distinct": configurations_run(trials, self.space), "space_size": self.size,
+            "n_reused": sum(1 for t in trials if REUSED_ATTR in t.user_attrs and t.state == TrialState.COMPLETE),
+            "reused_this_run": self.objective.reused, "exhausted": self.exhausted, "stop_reason": self.stop_reason,
+            **({"seed_ignored": self.seed_ignored} if self.seed_ignored is not None else {}),
             "stale_failed": sorted(set(self.on_stale.retried)),
             "lm_calls": self.objective.lm_calls, "seconds": round(time.perf_counter() - t0, 3),
             "dashboard": f"optuna-dashboard {redact_url(self.storage_url)}" if "://" in self.storage_url else
@@ -244,17 +310,20 @@ class Sweep:
         if complete:
             best = max(complete, key=lambda t: (t.value, -t.number))
             out["best"] = {"number": best.number, "value": best.value, "params": best.params,
-                           "report": best.user_attrs.get("report")}
-            if self.export:
-                from personalign.sweeps.export import export_best
+                           "report": trial_report(best)}
+        self.reference = self._reference(out["best"]["value"] if out["best"] else None)
+        if self.reference is not None:
+            out["reference"] = self.reference
+        if complete and self.export:
+            from personalign.sweeps.export import export_best
 
-                try:
-                    out.update(export_best(self, best))
-                except PersonalignError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 -- the sweep's results stand without the export
-                    out["export_error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
-                    print(f"warning: could not export the best program: {out['export_error']}", file=sys.stderr)
+            try:
+                out.update(export_best(self, best))
+            except PersonalignError:
+                raise
+            except Exception as exc:  # noqa: BLE001 -- the sweep's results stand without the export
+                out["export_error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
+                print(f"warning: could not export the best program: {out['export_error']}", file=sys.stderr)
         return out
 
 

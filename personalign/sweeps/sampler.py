@@ -3,9 +3,12 @@
 Two processes (or threads) sweeping one study with one ``--seed`` must not propose the same
 parameters. Seeding each worker's sampler with the same number made them replay one random
 stream (8 trials covered 4 configurations). :class:`PerTrialSeedSampler` builds the real sampler
-(TPE) afresh for every trial with seed ``seed + trial.number``: trial numbers are unique in a study
-(the storage hands them out atomically), so concurrent workers draw from different streams, and a
-single worker with the same seed and history proposes the same parameters again.
+(TPE) afresh for every trial with the seed :func:`trial_seed` derives from the study's seed and the
+trial's number alone: trial numbers are unique in a study (the storage hands them out atomically),
+so concurrent workers draw from different streams, and a single worker with the same seed and
+history proposes the same parameters again. (``seed + trial.number`` let workers with different
+``--seed`` s replay each other's streams: seed 1's trial 3 was seed 2's trial 2. The study keeps
+one seed, :mod:`personalign.sweeps.runner`.)
 
 It implements Optuna's public :class:`optuna.samplers.BaseSampler` interface by delegation.
 """
@@ -20,8 +23,16 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 
+def trial_seed(seed: int, number: int) -> int:
+    """The seed of trial ``number`` of a study seeded ``seed``: a hash of the two (32 bits), so no
+    other (seed, number) pair of a study gives the same stream, unlike ``seed + number``."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"personalign-trial:{int(seed)}:{int(number)}".encode()).digest()[:4], "big")
+
+
 class PerTrialSeedSampler(optuna.samplers.BaseSampler):
-    """Delegate to ``make(seed + trial.number)`` -- one inner sampler per live trial.
+    """Delegate to ``make(trial_seed(seed, trial.number))`` -- one inner sampler per live trial.
 
     Args:
         make: builds an inner sampler from an integer seed (e.g. ``lambda s: TPESampler(seed=s)``).
@@ -37,7 +48,7 @@ class PerTrialSeedSampler(optuna.samplers.BaseSampler):
         with self._lock:
             inner = self._inner.get(trial.number)
             if inner is None:
-                inner = self._inner[trial.number] = self._make((self._seed + trial.number) % (2**32))
+                inner = self._inner[trial.number] = self._make(trial_seed(self._seed, trial.number))
             return inner
 
     def infer_relative_search_space(self, study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -64,7 +75,7 @@ class PerTrialSeedSampler(optuna.samplers.BaseSampler):
 
 
 def default_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
-    """The sweep's default sampler: multivariate TPE seeded per trial (``seed + trial.number``).
+    """The sweep's default sampler: multivariate TPE seeded per trial (:func:`trial_seed`).
 
     ``group=True`` decomposes the conditional space (parameters that exist only for some
     strategies) into groups of co-occurring parameters; ``constant_liar`` keeps parallel workers
@@ -80,4 +91,4 @@ def default_sampler(seed: int = 0) -> optuna.samplers.BaseSampler:
     return PerTrialSeedSampler(tpe, seed=seed)
 
 
-__all__ = ["PerTrialSeedSampler", "default_sampler"]
+__all__ = ["PerTrialSeedSampler", "default_sampler", "trial_seed"]

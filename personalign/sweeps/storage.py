@@ -199,7 +199,7 @@ def open_storage(url: str, *, heartbeat_interval: int = HEARTBEAT_INTERVAL, grac
     ``heartbeat_stale_trial_callback``.
 
     * ``journal:PATH`` -> :class:`JournalHeartbeatStorage` on ``JournalFileBackend(PATH)``;
-    * ``sqlite:///PATH``, ``postgresql://...``, ``mysql://...`` -> :class:`LivenessRDBStorage`.
+    * ``sqlite:///PATH``, ``postgresql+psycopg://...``, ``mysql://...`` -> :class:`LivenessRDBStorage`.
 
     Raises:
         ConfigurationError: unsupported URL, missing database driver, unreachable database.
@@ -226,7 +226,7 @@ def open_storage(url: str, *, heartbeat_interval: int = HEARTBEAT_INTERVAL, grac
                                      f"replayed: {type(exc).__name__}); pass another journal:PATH") from None
     if "://" not in url:
         raise ConfigurationError(f"unsupported --storage '{redact(url)}': use sqlite:///PATH, journal:PATH or "
-                                 "postgresql://USER@HOST/DB")
+                                 "postgresql+psycopg://USER@HOST/DB")
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:"):
         db = url.split("sqlite:///", 1)[-1].split("?", 1)[0] if url.startswith("sqlite:///") else ""
@@ -248,7 +248,8 @@ def open_storage(url: str, *, heartbeat_interval: int = HEARTBEAT_INTERVAL, grac
                 return LivenessRDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
         except ImportError as exc:
             raise ConfigurationError(f"cannot open --storage {redact(url)}: database driver missing ({redact(str(exc))}); for "
-                                     "PostgreSQL: pip install 'personalign[postgres]' (psycopg)") from None
+                                     "PostgreSQL: pip install 'personalign[postgres]' (psycopg 3) and a URL "
+                                     "postgresql+psycopg://USER@HOST/DB") from None
         except Exception as exc:  # noqa: BLE001 -- SQLAlchemy raises many types for bad URLs / servers
             if attempt < SCHEMA_RETRIES and _schema_race(exc):
                 time.sleep(0.5 * (attempt + 1))  # another process is creating the same fresh database

@@ -38,7 +38,17 @@ def trial_problem(trial, space: SearchSpace) -> str | None:
     value = trial.value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return f"value {value!r} is not a finite number"
-    params, used = trial.params, set()
+    why = params_problem(trial.params, space)
+    if why is not None:
+        return why
+    from personalign.sweeps.attrs import trial_report
+
+    return report_problem(trial_report(trial), space.stage.objective.name, value)
+
+
+def params_problem(params: dict, space: SearchSpace) -> str | None:
+    """Why ``params`` (a stored trial's) are not a point of ``space`` (None: they are)."""
+    used: set = set()
 
     def pick(dim: Dimension) -> Any:
         if dim.kind == "fixed":
@@ -56,7 +66,7 @@ def trial_problem(trial, space: SearchSpace) -> str | None:
         return str(exc)
     if extra := sorted(set(params) - used):
         return f"parameter {extra[0]!r} is not sampled by the search space"
-    return report_problem(trial.user_attrs.get("report"), space.stage.objective.name, value)
+    return None
 
 
 MAX_TEXT = 1000  # characters of a string inside a report (a group name, a unit)
@@ -136,6 +146,17 @@ def trusted_trials(trials: list, space: SearchSpace) -> tuple[list, dict[int, st
     return trusted, refused
 
 
+def configurations_run(trials: list, space: SearchSpace) -> int:
+    """Distinct configurations among the trusted COMPLETE trials and the PRUNED trials whose
+    parameters are a point of ``space`` (a storage is input: a forged trial exhausts nothing)."""
+    from optuna.trial import TrialState
+
+    from personalign.sweeps.workers import distinct
+
+    pruned = [t for t in trials if t.state == TrialState.PRUNED and params_problem(t.params, space) is None]
+    return distinct(trusted_trials(trials, space)[0] + pruned)
+
+
 def check_study_compatible(trials: list, space: SearchSpace, study: str) -> None:
     """Every parameter the trials of a stored study recorded under a name this ``space`` samples has
     a distribution Optuna accepts beside the space's (same kind and log scale; the same choices for
@@ -158,4 +179,5 @@ def check_study_compatible(trials: list, space: SearchSpace, study: str) -> None
                                          f"parameter {name!r} is {theirs!r:.100}); pass another --study-name")
 
 
-__all__ = ["check_study_compatible", "report_problem", "trial_problem", "trusted_trials"]
+__all__ = ["check_study_compatible", "configurations_run", "params_problem", "report_problem", "trial_problem",
+           "trusted_trials"]

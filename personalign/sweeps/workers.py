@@ -2,13 +2,15 @@
 
 A worker is one process (its threads share its identity, :mod:`personalign.processes`). Every
 trial records its worker in the system attribute :data:`WORKER_ATTR` as
-``host|boot_id|pid|start_ticks``; a worker of this machine whose process is gone is known dead at
-once (:func:`worker_alive`), a worker of another machine only through heartbeats
-(:mod:`personalign.sweeps.storage`).
+``host|boot_id|pid_ns|pid|start_ticks|token`` (``token``: random, drawn once per process); a worker
+of this machine and process namespace whose process is gone is known dead at once
+(:func:`worker_alive`), a worker of another machine or namespace (a container on the host's name)
+only through heartbeats (:mod:`personalign.sweeps.storage`).
 
 :class:`Budget` keeps several workers (threads, processes, machines) of one study from running
 more than ``n_trials`` COMPLETE + PRUNED trials: a worker starts a trial only when the finished
-trials plus the live running trials numbered before it leave room (:meth:`Budget.claim`).
+trials plus the live running trials numbered before it leave room (:meth:`Budget.claim`). A
+trial that reused a finished trial's value (same parameters) is not counted (:func:`finished`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import time
 
 from personalign.processes import worker_alive, worker_id
 
-WORKER_ATTR = "personalign:worker"  # system attr: "host|boot_id|pid|start_ticks" of the worker process
+WORKER_ATTR = "personalign:worker"  # system attr: "host|boot_id|pid_ns|pid|start_ticks|token" of the worker process
+REUSED_ATTR = "same_as"  # user attr: the finished trial with the same parameters whose value a trial reused
 
 
 class Surplus(Exception):
@@ -35,10 +38,22 @@ def counts(trials: list) -> dict[str, int]:
 
 
 def finished(trials: list) -> int:
-    """COMPLETE + PRUNED trials: the ones the budget counts."""
+    """COMPLETE + PRUNED trials that did work: the ones the budget counts (a trial that reused the
+    value of a finished trial with the same parameters, :data:`REUSED_ATTR`, does not)."""
     from optuna.trial import TrialState
 
-    return sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in trials)
+    return sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) and REUSED_ATTR not in t.user_attrs
+               for t in trials)
+
+
+def distinct(trials: list) -> int:
+    """Distinct parameter sets among the COMPLETE + PRUNED trials (the configurations that ran)."""
+    import json
+
+    from optuna.trial import TrialState
+
+    return len({json.dumps(t.params, sort_keys=True, default=str) for t in trials
+                if t.state in (TrialState.COMPLETE, TrialState.PRUNED)})
 
 
 class Budget:
@@ -89,4 +104,5 @@ class Budget:
         return me
 
 
-__all__ = ["WORKER_ATTR", "Budget", "Surplus", "counts", "finished", "worker_alive", "worker_id"]
+__all__ = ["REUSED_ATTR", "WORKER_ATTR", "Budget", "Surplus", "counts", "distinct", "finished", "worker_alive",
+           "worker_id"]

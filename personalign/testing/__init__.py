@@ -7,6 +7,10 @@
   answers, optional latency), for code that goes through litellm;
 * :mod:`personalign.testing.faults` -- a litellm provider injecting seeded faults (exceptions,
   timeouts, empty outputs) into another provider;
+* :mod:`personalign.testing.openai_server` -- a real OpenAI-compatible HTTP server on 127.0.0.1
+  (latency, 429s past ``max_in_flight``, seeded HTTP faults, hangs, dropped connections;
+  ``stats()``), callable as ``openai_server(latency=...)`` and runnable with ``python -m``;
+  :mod:`personalign.testing.server` serves a real embedded model through llama-cpp-python's;
 * :class:`~personalign.testing.suites.StageTestCase` / :class:`~personalign.testing.suites.OptimizerTestCase`
   -- pytest suites a new stage or optimizer subclasses (they import pytest; the rest does not).
 
@@ -24,6 +28,8 @@ _LAZY = {
     "StageTestCase": "personalign.testing.suites",
     "OptimizerTestCase": "personalign.testing.suites",
     "FaultInjector": "personalign.testing.faults",
+    "OpenAIServer": "personalign.testing.openai_server",
+    "Faults": "personalign.testing.openai_server",
 }
 
 

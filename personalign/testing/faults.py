@@ -158,8 +158,8 @@ def provider(name: str, handler: CustomLLM) -> Iterator[CustomLLM]:
 
 @contextlib.contextmanager
 def fast_lm_retries() -> Iterator[None]:
-    """``dspy.LM``'s retries of failed calls without their back-off sleeps (1 s, 2 s, ... in
-    ``dspy.clients.execution``), so a test with many injected faults stays short; the retries
+    """``dspy.LM``'s and :class:`personalign.lm.LM`'s retries of failed calls without their back-off
+    sleeps (1 s, 2 s, ... in ``dspy.clients.execution`` and :meth:`personalign.lm.retry.RetryPolicy.backoff`), so a test with many injected faults stays short; the retries
     themselves still happen (``stats["retries"]`` counts them).
 
     This patches DSPy's private ``execution._delay`` because DSPy 3.4.1 has no public back-off
@@ -169,14 +169,22 @@ def fast_lm_retries() -> Iterator[None]:
     (an arbitrary provider exception) as ``APIConnectionError`` without the hint, and raising
     ``APIConnectionError`` itself would read as an unreachable server
     (:func:`personalign.lm.retry.provider_exception`)."""
+    import os
+
     from dspy.clients import execution
 
     real = execution._delay
+    before = os.environ.get("PERSONALIGN_RETRY_BACKOFF")
     execution._delay = lambda exc, attempt: 0.0
+    os.environ["PERSONALIGN_RETRY_BACKOFF"] = "0"  # personalign.lm.LM's own retries (personalign.lm.retry.backoff_scale)
     try:
         yield
     finally:
         execution._delay = real
+        if before is None:
+            os.environ.pop("PERSONALIGN_RETRY_BACKOFF", None)
+        else:
+            os.environ["PERSONALIGN_RETRY_BACKOFF"] = before
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,7 +25,6 @@ pytest; nothing here reaches the network.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 
@@ -126,8 +125,7 @@ class StageTestCase:
         scored = [e for e in examples if getattr(e, "split", None) != "train"] or examples
         lm = self.make_lm(strategy) if info.uses_lm else None
         program = st.registry.create(strategy)
-        active = use(lm) if lm is not None else contextlib.nullcontext()
-        with active:
+        with use(lm):
             if info.trainable:
                 program, _ = st.default_optimizer(strategy, seed=0).compile(program, trainset=train)
             counter = PredictorCalls()

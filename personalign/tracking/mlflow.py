@@ -224,11 +224,17 @@ class MLflowCallback(RunCallback):
 
         result["mlflow_run_id"] = run.state["mlflow"]
         self.tracker.log_metrics(human_metrics(result))  # the human ceiling and the shares of it ({} without)
+        spent = result.get("spent") or {}  # tokens and dollars the run's responses reported, in all
+        self.tracker.log_metrics({f"spent_{k}": v for k, v in spent.items() if k != "priced"})
         log_summary(self.tracker, result)
 
     def _summary_sweep(self, run: RunInfo, result: dict) -> None:
         self.safely(lambda: self.tracker.log_metrics(
-            {k: result[k] for k in ("n_complete", "n_pruned", "n_fail", "ran", "seconds", "lm_calls")}))
+            {k: result[k] for k in ("n_complete", "n_pruned", "n_fail", "ran", "seconds", "lm_calls", "n_distinct",
+                                    "n_reused") if k in result}))
+        ref = result.get("reference") or {}
+        if "value" in ref:  # the stage's reference constant on the same rows, beside best_<objective>
+            self.safely(lambda: self.tracker.log_metrics({f"reference_{ref['objective']}": ref["value"]}))
         best = result.get("best")
         if best:
             self.safely(lambda: self.tracker.log_metrics({"best_" + k: v for k, v in (best.get("report") or {}).items()

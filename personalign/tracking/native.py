@@ -196,8 +196,9 @@ def _attribute(key: str, value):
 
 
 def _trace_cap_callback(cap: int, tags: dict[str, str]):
-    """A DSPy callback that counts traced top-level program calls and turns MLflow tracing off
-    (``mlflow.tracing.disable``) when a top-level call starts after ``cap`` traces."""
+    """A DSPy callback that counts top-level program calls as they begin and marks the first
+    ``cap`` of them (per thread: calls run side by side) as traced; :func:`_gated` passes only
+    those calls' events on to MLflow's callback, so the cap holds with any number in flight."""
     from dspy.utils.callback import BaseCallback
 
     class TraceCap(BaseCallback):
@@ -205,6 +206,11 @@ def _trace_cap_callback(cap: int, tags: dict[str, str]):
             self.stats = {"traced": 0, "limit": cap, "capped": False, "trace_ids": [], "calls": []}
             self._depth = threading.local()
             self._lock = threading.Lock()
+            self._started = 0  # top-level calls begun (more begin than have ended when calls are in flight)
+
+        def tracing(self) -> bool:
+            """Whether the current thread's top-level call is one of the traced ones."""
+            return getattr(self._depth, "traced", False)
 
         def on_module_start(self, call_id, instance, inputs):
             depth = getattr(self._depth, "n", 0)
@@ -214,15 +220,13 @@ def _trace_cap_callback(cap: int, tags: dict[str, str]):
                 self._depth.inputs = {**(inputs.get("kwargs") or {}),
                                       **{k: v for k, v in inputs.items() if k not in ("args", "kwargs")}}
                 with self._lock:
-                    if self.stats["traced"] >= cap and not self.stats["capped"]:
-                        import mlflow
-
-                        mlflow.tracing.disable()
-                        self.stats["capped"] = True
+                    self._started += 1
+                    self._depth.traced = self._started <= cap
+                    self.stats["capped"] = self.stats["capped"] or not self._depth.traced
 
         def on_module_end(self, call_id, outputs, exception=None):
             self._depth.n = max(0, getattr(self._depth, "n", 1) - 1)
-            if self._depth.n == 0:
+            if self._depth.n == 0 and self.tracing():
                 import mlflow
 
                 # MLflow's own callback runs after this one: the root span is still open when traced
@@ -237,6 +241,33 @@ def _trace_cap_callback(cap: int, tags: dict[str, str]):
                                                     "inputs": getattr(self._depth, "inputs", None) or {}})
 
     return TraceCap()
+
+
+_GATED_EVENTS = ("module", "lm", "adapter_format", "adapter_parse", "tool")
+
+
+def _gated(inner, counter):
+    """``inner`` (MLflow's DSPy callback) seeing only the events of the calls ``counter`` traces;
+    evaluation-level events always."""
+    from dspy.utils.callback import BaseCallback
+
+    class Gated(BaseCallback):
+        def on_evaluate_start(self, *a, **k):
+            return inner.on_evaluate_start(*a, **k)
+
+        def on_evaluate_end(self, *a, **k):
+            return inner.on_evaluate_end(*a, **k)
+
+    def forward(name):
+        def method(self, *a, **k):
+            if counter.tracing():
+                return getattr(inner, name)(*a, **k)
+        return method
+
+    for event in _GATED_EVENTS:
+        for end in ("start", "end"):
+            setattr(Gated, f"on_{event}_{end}", forward(f"on_{event}_{end}"))
+    return Gated()
 
 
 @contextlib.contextmanager
@@ -254,8 +285,8 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
       of calls per compile, already counted in the run's ``compile_lm_calls``. Sweeps
       (``personalign sweep``) log no traces: trials x examples would be millions.
     * **Cap**: at most ``limit`` traces per block (default :func:`max_traces`: 50, or
-      ``PERSONALIGN_MAX_TRACES``; 0 turns traces off) -- the first ``limit`` top-level calls, in
-      evaluation order; later calls run untraced (tracing is turned back on when the block ends).
+      ``PERSONALIGN_MAX_TRACES``; 0 turns traces off) -- the first ``limit`` top-level calls to
+      begin (in evaluation order at one call in flight); later calls run untraced.
       ``compare`` opens one block per strategy, so it keeps up to ``limit`` traces of each.
     * **Tags**: ``tags`` (e.g. ``{"strategy": "zero-shot"}``) are set on every trace, prefixed
       ``personalign.``, so the Traces tab can be filtered by strategy.
@@ -304,13 +335,11 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
     others = [c for c in current if c is not counter and not isinstance(c, MlflowCallback)]
     try:
         with mlflow.tracing.configure(span_processors=[_redact_span]), \
-                dspy.context(callbacks=[counter, *others, ml], track_usage=True):
+                dspy.context(callbacks=[counter, *others, _gated(ml, counter)], track_usage=True):
             yield counter.stats
     finally:
         mlflow.dspy.autolog(disable=True, silent=True)
         dspy.settings.configure(callbacks=before)
-        if counter.stats["capped"]:
-            mlflow.tracing.enable()
         with contextlib.suppress(Exception):
             mlflow.flush_trace_async_logging()  # when the user turned async logging on
 

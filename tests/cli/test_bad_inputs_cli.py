@@ -55,7 +55,7 @@ def test_predict_save_onto_an_existing_program_leaves_no_stale_files(tmp_path):
                            "-a", "The user is vegan.", "--strategy", "bm25", "--data", str(DEMO), "--save",
                            str(target), "--json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert sorted(p.name for p in target.iterdir()) == ["program.json"]  # bm25 has no weights: nothing else
+    assert sorted(p.name for p in target.iterdir()) == ["program.json", "signature.py"]  # bm25 has no weights: nothing stale
     meta = json.loads((target / "program.json").read_text())["metadata"]["personalign"]
     assert meta["strategy"] == "bm25"
 

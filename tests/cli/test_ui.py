@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -9,6 +10,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -54,7 +57,9 @@ def test_ui_command_is_offline_and_loopback(runs_dir, monkeypatch):
 
     monkeypatch.delenv("LITELLM_LOCAL_MODEL_COST_MAP", raising=False)
     argv, env = ui_command(port=5123)
-    assert argv[1:4] == ["-m", "mlflow", "server"]
+    assert argv[1:3] == ["-m", "personalign._mlflow_ui"]  # mlflow server behind an origin check
+    assert argv[argv.index("--allowed-hosts") + 1] == "127.0.0.1:5123"
+    assert argv[argv.index("--cors-allowed-origins") + 1] == "http://127.0.0.1:5123"
     assert argv[argv.index("--host") + 1] == "127.0.0.1" and argv[argv.index("--port") + 1] == "5123"
     assert argv[argv.index("--backend-store-uri") + 1] == f"sqlite:///{runs_dir / 'mlflow.db'}"
     assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True" and env["MLFLOW_DISABLE_TELEMETRY"] == "true"
@@ -72,6 +77,31 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_ui(*args: str, cwd: Path, env: dict[str, str], log: Path, timeout: float = 120) -> Iterator[str]:
+    """``personalign ui --port PORT *args`` (a free port) until it answers ``/health``: yields its base
+    URL; stopped with its whole process group afterwards. Its output goes to ``log``."""
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "personalign", "ui", "--port", str(port), *args], cwd=cwd, env=env,
+                              stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert server.poll() is None, log.read_text()[-3000:]
+            try:
+                if urllib.request.urlopen(f"{base}/health", timeout=2).read() == b"OK":
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the MLflow UI did not answer /health in {timeout:g} s: " + log.read_text()[-2000:])
+                time.sleep(0.5)
+        yield base
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
 
 
 @pytest.mark.slow  # starts the MLflow server (~10-30 s)

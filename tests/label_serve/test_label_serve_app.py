@@ -85,6 +85,52 @@ def test_bad_requests_get_400_with_the_reason_and_store_nothing(served):
     assert queue.store.labels() == []
 
 
+def test_only_the_pages_own_origin_is_answered(served):
+    """Issue 46: a page on another loopback port is another origin; it gets 403 and no CORS allowance."""
+    client, queue, _ = served
+    label = dict(annotator="alice", row_id="demo-000", value=True)
+    for origin in ("http://127.0.0.1:18100", "http://localhost", "http://attacker.example", "null"):
+        resp = client.post("/api/label", json=label, headers={"Origin": origin})
+        assert resp.status_code == 403 and "cross-origin request refused" in resp.json()["error"], origin
+        resp = client.get("/api/task", headers={"Origin": origin})
+        assert resp.status_code == 403 and "access-control-allow-origin" not in resp.headers
+        resp = client.options("/api/label", headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
+        assert resp.status_code == 403 and "access-control-allow-origin" not in resp.headers  # preflight
+    img = {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors"}  # an <img>/<script> elsewhere: no Origin
+    assert client.get("/api/state", params={"annotator": "alice"}, headers=img).status_code == 403
+    assert queue.store.labels() == []
+    link = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}  # a link followed from elsewhere
+    assert client.get("/", headers=link).status_code == 200
+    own = {"Origin": "http://127.0.0.1", "Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors"}
+    assert client.post("/api/label", json=label, headers=own).status_code == 200
+    assert client.get("/api/task", headers={"Host": "localhost:8765", "Origin": "http://localhost:8765"}).status_code == 200
+    assert client.get("/api/task", headers={"Host": "localhost:8765", "Origin": "http://127.0.0.1:8765"}).status_code == 403
+    assert [lab.row_id for lab in queue.store.labels()] == ["demo-000"]
+
+
+def test_a_body_over_the_bound_is_413_and_deep_json_is_400(served):
+    """Issue 46: 200 MB was buffered and accepted; deeply nested JSON was a 500 with a traceback."""
+    from personalign.labels.serve import MAX_BODY
+
+    client, queue, _ = served
+    json_type = {"Content-Type": "application/json"}
+    resp = client.post("/api/label", content=b" " * (MAX_BODY + 1), headers=json_type)
+    assert resp.status_code == 413 and resp.json() == {"error": "the request body is over 1024 KiB"}
+
+    def chunked():  # no Content-Length: read up to the bound, then refused
+        yield from (b" " * (MAX_BODY // 4) for _ in range(8))
+
+    assert client.post("/api/label", content=chunked(), headers=json_type).status_code == 413
+    label = b'{"annotator": "alice", "row_id": "demo-000", "value": true}'
+    assert client.post("/api/label", content=label + b" " * (MAX_BODY - len(label)), headers=json_type).status_code == 200
+    for depth in (100, 900, 100_000):
+        for body in ("[" * depth + "]" * depth, '{"annotator": "alice", "row_id": "demo-001", "value": '
+                     + "[" * depth + "]" * depth + "}", '{"annotator": ' + '{"a": ' * depth + "1" + "}" * depth + "}"):
+            resp = client.post("/api/label", content=body.encode(), headers=json_type)
+            assert resp.status_code == 400 and resp.json()["error"], (depth, resp.text[:200])
+    assert [lab.row_id for lab in queue.store.labels()] == ["demo-000"]
+
+
 def test_a_locked_store_answers_503_and_the_label_can_be_resent(served, monkeypatch):
     client, queue, db = served
     queue.store.close()

@@ -1,10 +1,13 @@
 """End to end in a real browser: headless Debian Chromium, driven by Selenium, labels three rows of
 ``personalign label serve`` with the keyboard only (with a skip and an undo on the way), then the
 store is checked. A screenshot is taken mid-labelling (``PERSONALIGN_SCREENSHOT_DIR=docs/img`` keeps
-it as ``label-serve.png``: the one in the docs)."""
+it as ``label-serve.png``: the one in the docs). A page on another loopback port can neither read
+the rows nor post a label; bidirectional control characters in a row are shown, not applied (the
+screenshot ``label-serve-bidi.png``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -12,27 +15,15 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--window-size=1100,900", "--hide-scrollbars", "--force-device-scale-factor=1")
+from tests.browser import chromium, fetches, needs_chromium, other_origin
+from tests.label_serve.conftest import write_rows
 
-pytestmark = pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-                                reason="needs Debian's chromium and chromium-driver (/usr/bin/chromium, "
-                                       "/usr/bin/chromedriver): apt-get install chromium chromium-driver")
+pytestmark = needs_chromium
 
 
 @pytest.fixture
 def browser(tmp_path):
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (the dev extra)")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)  # no Selenium Manager: offline
+    driver = chromium(tmp_path / "chromium-profile", "--window-size=1100,900")
     yield driver
     driver.quit()
 
@@ -75,5 +66,90 @@ def test_three_rows_labelled_with_the_keyboard(browser, demo_rows, tmp_path, sta
     with sqlite3.connect(db) as conn:
         stored = conn.execute("SELECT annotator, row_id, value FROM personalign_labels ORDER BY id").fetchall()
     assert stored == [("alice", "demo-000", "true"), ("alice", "demo-001", "false"), ("alice", "demo-002", "true")]
+    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    assert errors == []
+
+
+def _stored(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT annotator, row_id, value FROM personalign_labels ORDER BY id").fetchall()
+
+
+def test_a_page_on_another_loopback_port_cannot_read_rows_or_write_a_label(browser, demo_rows, tmp_path, start_server):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    db = tmp_path / "labels.db"
+    server = start_server(demo_rows, "relevance", f"sqlite:///{db}")
+    label = json.dumps({"annotator": "mallory", "row_id": "demo-000", "value": True})
+    with other_origin() as elsewhere:
+        browser.get(elsewhere)
+        seen = fetches(browser, [
+            ("read-task", server.url + "/api/task", {}),
+            ("read-state", server.url + "/api/state?annotator=alice", {}),
+            ("label", server.url + "/api/label",
+             {"method": "POST", "headers": {"Content-Type": "application/json"}, "body": label}),
+            ("label-no-cors", server.url + "/api/label",
+             {"method": "POST", "mode": "no-cors", "headers": {"Content-Type": "text/plain"}, "body": label}),
+            ("undo-no-cors", server.url + "/api/undo", {"method": "POST", "mode": "no-cors", "body": label}),
+        ])
+        for name in ("read-task", "read-state", "label"):
+            assert seen[name] == {"error": "TypeError: Failed to fetch"}, (name, seen[name])  # no CORS allowance
+        for name in ("label-no-cors", "undo-no-cors"):
+            assert seen[name] == {"status": 0, "type": "opaque", "body": None}, (name, seen[name])
+        browser.execute_script("""
+            const form = document.createElement("form");
+            form.method = "POST"; form.action = arguments[0]; form.enctype = "text/plain";
+            const field = document.createElement("input");
+            field.name = arguments[1].slice(0, -1) + ', "x": "'; field.value = '"}';
+            form.append(field); document.body.append(form); form.submit();""", server.url + "/api/label", label)
+        refused = WebDriverWait(browser, 15).until(
+            lambda d: d.current_url.startswith(server.url) and d.find_element("tag name", "body").text)
+        assert "cross-origin request refused" in refused
+    assert _stored(db) == []
+
+    browser.get(server.url + "/")  # the page's own origin: the same label is taken
+    own = fetches(browser, [("label", server.url + "/api/label",
+                             {"method": "POST", "headers": {"Content-Type": "application/json"}, "body": label})])
+    assert own["label"]["status"] == 200, own
+    assert _stored(db) == [("mallory", "demo-000", "true")]
+
+
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_bidi_controls_in_a_row_are_shown_not_applied(browser, tmp_path, start_server):
+    """Issue 46: a right-to-left override in a row made the page show text in an order other than
+    the one stored (``NAIRATEGEV TON`` read as ``NOT VEGETARIAN``)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    rows = write_rows(tmp_path / "rows.jsonl", [
+        {"id": "r\u202e1", "prompt": "Suggest a dinner for \u2067my family\u2069 tonight.",
+         "attribute": "The user is \u202eNAIRATEGEV TON\u202c and eats anything."},
+        {"id": "r2", "prompt": "Every control: " + BIDI, "attribute": "plain"}])
+    server = start_server(rows, "relevance", f"sqlite:///{tmp_path / 'labels.db'}", "--annotator", "alice")
+    browser.get(server.url + "/")
+    WebDriverWait(browser, 15).until(lambda d: "NAIRATEGEV" in d.find_element("id", "fields").text)
+    fields = browser.find_element("id", "fields")
+    assert "The user is U+202ENAIRATEGEV TONU+202C and eats anything." in fields.text
+    assert "Suggest a dinner for U+2067my familyU+2069 tonight." in fields.text
+    assert "U+202E" in browser.find_element("id", "meta").text
+    shown = browser.execute_script("return document.body.textContent")
+    assert not set(shown) & set(BIDI)  # every control was replaced by its mark
+    # the stored order is the order on screen: N is left of the final N of "NAIRATEGEV TON"
+    left, right = browser.execute_script("""
+        const walker = document.createTreeWalker(document.getElementById("fields"), NodeFilter.SHOW_TEXT);
+        let node;
+        while ((node = walker.nextNode()) && !node.data.startsWith("NAIRATEGEV")) {}
+        const at = (i) => { const r = document.createRange(); r.setStart(node, i); r.setEnd(node, i + 1);
+                            return r.getBoundingClientRect().left; };
+        return [at(0), at(node.data.indexOf(" TON") + 3)];""")
+    assert left < right
+    shot = tmp_path / "label-serve-bidi.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    if os.environ.get("PERSONALIGN_SCREENSHOT_DIR"):
+        shutil.copy(shot, Path(os.environ["PERSONALIGN_SCREENSHOT_DIR"]) / shot.name)
+    browser.find_element("tag name", "body").send_keys("n")
+    WebDriverWait(browser, 15).until(lambda d: "Every control" in d.find_element("id", "fields").text)
+    assert browser.find_element("id", "fields").text.count("U+") == len(BIDI)
     errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert errors == []

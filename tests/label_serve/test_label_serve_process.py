@@ -1,6 +1,6 @@
 """``personalign label serve`` as a process: SIGKILL while labels are being posted loses no label
 the server acknowledged and duplicates none; a restart resumes each annotator; bad input is one
-line and exit 2."""
+line and exit 2; a 200 MB body is refused unread; 20 annotators at once, with undo, get no 503."""
 
 from __future__ import annotations
 
@@ -150,3 +150,53 @@ def test_a_read_only_store_is_refused_at_start_and_keeps_its_labels(tmp_path, de
     finally:
         os.chmod(base / "store", 0o755)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_200_mb_body_is_refused_before_it_is_read(tmp_path, demo_rows, start_server):
+    """Issue 46: a 200 MB POST was buffered whole and accepted. Here only its headers are sent: the
+    413 comes back at once, and the server goes on answering."""
+    import json
+
+    server = start_server(demo_rows, "relevance", f"sqlite:///{tmp_path / 'labels.db'}")
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(f"POST /api/label HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {200 * 1024 * 1024}\r\n\r\n".encode() + b"{" * 1024)
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = conn.recv(4096)  # socket.timeout (10 s) if the server waited for the body
+            if not chunk:
+                break
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413 ") and json.loads(body) == {"error": "the request body is over 1024 KiB"}
+    assert server.label("alice", "demo-000", True)[0] == 200
+
+
+def test_twenty_annotators_at_once_with_undo_get_no_false_locked(tmp_path, start_server):
+    """Issue 46: 20 concurrent annotators with undo got 503 "locked for more than 5 s" from one
+    server (an undo's unread cursor kept SQLite's read lock after its commit; SQLite's busy
+    handler polls, so a writer could lose every poll for 5 s). Every request is answered 200 and
+    the store holds exactly each annotator's labels minus the undone ones."""
+    rows, db = _rows(tmp_path), tmp_path / "labels.db"
+    server = start_server(rows, "relevance", f"sqlite:///{db}")
+    failures: list = []
+
+    def annotator(k: int) -> None:
+        for i in range(24):
+            status, data = server.label(f"a{k:02d}", f"r{i:03d}", i % 2 == 0)
+            if status == 200 and i % 3 == 2:  # every third label is undone at once
+                status, data = server.request("/api/undo", {"annotator": f"a{k:02d}"})
+            if status != 200:
+                failures.append((k, i, status, data))
+
+    workers = [threading.Thread(target=annotator, args=(k,)) for k in range(20)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=300)
+    assert failures == []
+    with sqlite3.connect(db) as conn:
+        stored = set(conn.execute("SELECT annotator, row_id, value FROM personalign_labels").fetchall())
+    assert stored == {(f"a{k:02d}", f"r{i:03d}", "true" if i % 2 == 0 else "false")
+                      for k in range(20) for i in range(24) if i % 3 != 2}

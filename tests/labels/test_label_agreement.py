@@ -82,3 +82,34 @@ def test_merge_labels_majority_count_rate_and_ties():
     assert merge_labels(st, rows, ties="positive")[0][1]["relevant"] is True
     with pytest.raises(ConfigurationError):
         merge_labels(st, rows, ties="maybe")
+
+
+def test_identical_annotators_from_ten_shared_rows_without_a_difference():
+    from personalign.labels.agreement import identical_annotators, same_person
+
+    def items(n, differ=None):
+        out = {}
+        for i in range(n):
+            v = i % 3 == 0
+            out[f"i{i}"] = {"alice": v, "ls-user-2": v if i != differ else not v, "bob": i % 2 == 0}
+        return out
+
+    assert identical_annotators(items(9)) == []  # too few shared rows to tell a person from a copy
+    assert identical_annotators(items(10)) == [{"a": "alice", "b": "ls-user-2", "n": 10}]
+    assert identical_annotators(items(30, differ=17)) == []  # one difference: two people
+    assert same_person(items(10)) == [{"dropped": "ls-user-2", "kept": "alice", "n": 10}]  # the named one kept
+    chain = {f"i{i}": {"zoe": i % 2 == 0, "ls-user-7": i % 2 == 0, "ann": i % 2 == 0} for i in range(12)}
+    assert same_person(chain) == [{"dropped": "ls-user-7", "kept": "ann", "n": 12},  # one group, one name kept:
+                                  {"dropped": "zoe", "kept": "ann", "n": 12}]  # named, then most labels, then first
+
+
+def test_merge_leaves_out_rows_with_neither_annotations_nor_a_label():
+    from personalign.labels.merge import merge_labels
+    from personalign.stages import resolve_stage as get_stage
+
+    st = get_stage("relevance")
+    rows = [{"id": "r1", "annotations": {"a": True, "b": True}}, {"id": "r2"}, {"id": "r3", "relevant": False},
+            {"id": "r4", "relevant": None}]
+    merged, summary = merge_labels(st, rows)
+    assert [r["id"] for r in merged] == ["r1", "r3"]  # a gold label is kept, an unlabelled row left out
+    assert (summary["unannotated"], summary["unlabelled"], summary["dropped_rows"], summary["written"]) == (3, 2, [1, 3], 2)

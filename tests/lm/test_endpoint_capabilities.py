@@ -41,7 +41,7 @@ class _Handler(BaseHTTPRequestHandler):
             steps = [_lp('{"', -0.01, [('{"', -0.01)]), _lp("zq", -0.2, [("zq", -0.2)]),
                      _lp("_flag", -0.1, [("_flag", -0.1)]), _lp('":', -0.01, [('":', -0.01)]),
                      _lp(" true", -0.3, [(" true", -0.3), (" false", -1.5)]), _lp("}", -0.01, [("}", -0.01)])]
-        elif body.get("max_tokens") == 1:
+        elif (body.get("max_tokens") or body.get("max_completion_tokens")) == 1:  # OpenAI's two names
             content, steps = "Yes", [_lp("Yes", -0.1, [("Yes", -0.1), ("No", -2.4), ("yes", -5.0), ("Maybe", -6.0)])]
         else:
             content, steps = "Hello! How can I help?", [_lp("Hello", -0.5, [("Hello", -0.5), ("Hi", -1.2)])]

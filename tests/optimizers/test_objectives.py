@@ -171,7 +171,7 @@ def test_the_compile_summary_reports_the_choice():
     assert s["warnings"] == ["labeled predicts a single class on dev"]
     line = summary_line("zero-shot@labeled", info)
     assert line.startswith(f"zero-shot@labeled: dev f1 {s['dev_before']:.3f} -> {s['dev_after']:.3f}, chose uncompiled")
-    assert "(constant)" in line and f"{s['actual_lm_calls']} actual / {s['projected_lm_calls']} projected" in line
+    assert "(constant)" in line and f"{s['actual_lm_calls']} actual / {s['expected_lm_calls']} expected (at most {s['projected_lm_calls']})" in line
     assert summary(None) is None and summary_line("x", {"optimizer": None}) is None
 
 

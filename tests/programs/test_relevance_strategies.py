@@ -225,13 +225,17 @@ def test_yes_prob_rank_marks_the_train_rate_share_of_each_group_in_sharing_order
 
     from personalign.programs.relevance import yes_prob
 
+    from personalign.lm import scoring
+
     asked = []
 
-    def fake_margin(model, attribute, prompt):
+    def fake_margin(model, messages):  # the one margin a batch asks for, in the order it asks
+        request, fact = messages[-1]["content"].split("\n\n")[:2]
+        prompt, attribute = request.removeprefix("User's request: "), fact.removeprefix("User fact: ")
         asked.append((prompt, attribute))
         return float(attribute.rsplit(" ", 1)[1])
 
-    monkeypatch.setattr(yes_prob, "cached_margin", fake_margin)
+    monkeypatch.setattr(scoring, "cached_yes_no_margin", fake_margin)
     exs = [dspy.Example(attribute=f"attr {(i * 7) % 10}", prompt=f"prompt {g}", prompt_id=f"p{g}", user_id="u",
                         relevant=(i < 2)).with_inputs("attribute", "prompt")
            for i in range(10) for g in (1, 0)]  # interleaved prompts: sharing order must regroup them

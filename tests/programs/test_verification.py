@@ -280,8 +280,12 @@ def test_learned_verifier_compiles_with_f2_threshold_and_roundtrips(name, tmp_pa
     one = program(evidence=CONV, attribute="The user is vegan.")
     assert one.accepted is True
     if name == "minilm-logreg":
-        program.save_weights(tmp_path)
-        fresh = STRATEGIES.create(name).load_state(program.dump_state()).load_weights(tmp_path)
+        # 4 groups: too few to trust an absolute threshold on a new group, so the F2 threshold stays
+        # on the scorer and a within-unit rule (with its yes-rate guard) wraps it
+        scorer = getattr(program, "undecided", program)
+        assert scorer.threshold is not None
+        scorer.save_weights(tmp_path)
+        fresh = STRATEGIES.create(name).load_state(scorer.dump_state()).load_weights(tmp_path)
         assert [p.score for p in fresh.predict_batch(train[:6])] == pytest.approx([p.score for p in preds[:6]])
         bad = STRATEGIES.create(name, features=["sims"])
         from personalign.errors import DataError

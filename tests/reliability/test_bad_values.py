@@ -75,7 +75,7 @@ def test_num_retries_in_lm_kwargs_reaches_the_model(tmp_path, monkeypatch, mock_
     from personalign.lm import make_lm
 
     monkeypatch.setenv("PERSONALIGN_LM_KWARGS", '{"num_retries": 4}')
-    assert make_lm("mock/x", load=False).num_retries == 4
+    assert make_lm("mock/x", load=False).transient_retries == 4  # the one retry policy's count (DSPy's own: 0)
 
 
 # --- lone surrogates ----------------------------------------------------------------------------

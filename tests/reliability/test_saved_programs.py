@@ -151,7 +151,7 @@ def test_save_onto_a_program_replaces_it_whole_and_refuses_foreign_dirs(saved, t
     bm25 = STRATEGIES.create("bm25")
     bm25.threshold = 1.5
     save_program(bm25, saved, stage="relevance", strategy="bm25")
-    assert sorted(p.name for p in saved.iterdir()) == [PROGRAM_FILE]  # no old weights, no stray file
+    assert sorted(p.name for p in saved.iterdir()) == [PROGRAM_FILE, "signature.py"]  # no old weights, no stray file
     assert personalign.load_program(saved).threshold == 1.5
     assert not [p for p in saved.parent.iterdir() if p.name.startswith(".")]  # no temp dirs left
     foreign = tmp_path / "mine"

@@ -79,15 +79,17 @@ def test_compare_says_its_cost_before_the_first_model_call_and_the_counts_hold(t
     assert yes_prob["compile_lm_calls"] == 36  # a fresh cache: the fit's forward passes all ran, and count
     assert cost.total == 60 and report.to_dict()["projected_lm_calls"]["total"] == 60
     line = cost.line()
-    assert line.startswith("cost: at most 60 model calls on local/smollm2-135m-instruct")
-    assert "yes-prob 48 (36 fitting + 12 evaluation)" in line and "predict 12 evaluation" in line
+    assert line.startswith("cost: 60 model calls on local/smollm2-135m-instruct")  # a cold cache: all new
+    assert "yes-prob 48 (36 fitting + 12 evaluation; " in line and "predict 12 evaluation, " in line
+    assert " out tokens" in line and "$0 (no price on file for local/smollm2-135m-instruct)" in line
     assert "time unknown" in line  # nothing measured yet on this runs folder
 
     again = personalign.compare(str(task / "stage.toml"), "yes-prob", task / "data.jsonl", lm=TINY, n_boot=20,
                                 on_cost=costs.append)
     row = again.row("yes-prob")
     assert row["lm_calls"] == 0 and row["cached_lm_calls"] == 12  # the margins came from DSPy's cache, shown apart
-    assert "about" in costs[-1].line() and "measured by a run" in costs[-1].line()  # the first run measured the speed
+    assert costs[-1].line().startswith("cost: 0 new + 48 cached model calls")  # looked up before the run
+    assert costs[-1].seconds == 0.0 and costs[-1].speed["forward"]["source"] == "run"  # the first run measured it
 
 
 def test_the_line_says_no_model_calls_for_an_lm_free_run(task, runs_dir, capsys):
@@ -164,9 +166,9 @@ def test_a_sweep_projects_its_trials(task, engines, tmp_path):
                                storage=f"sqlite:///{tmp_path / 'optuna.db'}", lm=TINY, n_boot=20, export=False,
                                on_cost=costs.append, train_limit=12)
     (cost,) = costs
-    assert cost.trials == 2 and cost.total == 2 * max(s.total for s in cost.strategies)
-    assert report["lm_calls"] <= cost.total
-    assert "2 trials, each at most" in cost.line()
+    # the configurations the seeded sampler picks, replayed before the run: the calls the trials make
+    assert cost.trials == 2 and cost.new == report["lm_calls"]
+    assert cost.bound == 2 * 6 and "(up to 12) on" in cost.line()  # at most: every trial predict on the 6 dev rows
 
 
 # --- the confirmation: asked at a terminal only --------------------------------------------------
@@ -195,7 +197,7 @@ def test_the_gate_never_asks_when_stdin_is_not_a_terminal():
     stdin = _Stdin("", tty=False)
     cost_gate(10, stream=out, stdin=stdin)(_cost())  # 200 s estimated, over 10: runs on
     text = out.getvalue()
-    assert text.startswith("cost: at most 100 model calls on mock/x (predict 100 evaluation); about 3 min at 2 s per call "
+    assert text.startswith("cost: 100 model calls on mock/x (predict 100 evaluation); about 3 min at 2 s per call "
                            "(measured by a run on 2026-01-01)")
     assert "not asking (stdin is not a terminal): running" in text and stdin.tell() == 0
 
@@ -230,12 +232,14 @@ def test_the_command_line_runs_on_from_a_pipe_and_asks_at_a_terminal(task, tmp_p
     import pty
 
     runs = tmp_path / "runs"
-    _known_speed(runs, "mock/gate", 3.0)  # 24 calls x 3 s: past --confirm-over 5
+    _known_speed(runs, "mock/gate", 3.0)  # 12 calls x 3 s: past --confirm-over 5
     env = cli_env(runs, PYTHONPATH=str(ROOT))
     piped = subprocess.run(_compare_cli(task, runs), env=env, stdin=subprocess.DEVNULL, capture_output=True,
                            text=True, timeout=300)
     assert piped.returncode == 0, piped.stderr
-    assert piped.stderr.splitlines()[0].startswith("cost: at most 24 model calls on mock/gate (predict 24 evaluation)")
+    first = piped.stderr.splitlines()[0]
+    assert first.startswith("cost: 12 model calls (up to 24) on mock/gate (predict 12 evaluation, ")
+    assert "out tokens, up to 24)" in first  # a retry: the bound only
     assert "not asking (stdin is not a terminal): running" in piped.stderr
     assert list((runs / "compare").glob("*.json"))
 

@@ -257,7 +257,7 @@ def test_the_four_verbs_on_a_users_stage(form, task, entry_point_site, mock_lm, 
     if full:
         sw = personalign.sweep(ref, data, n_trials=3, storage=f"sqlite:///{tmp_path / 'optuna.db'}",
                                lm=mock_lm, callbacks=tracker, n_boot=20, export=False)
-        assert sw["n_complete"] + sw["n_pruned"] == 3 and sw.best is not None
+        assert sw["n_counted"] == min(3, sw["space_size"] or 3) and sw.best is not None  # repeats not counted
         assert sw["stage"] == "option-follows" and sw["study"].startswith("option-follows-")
 
 

@@ -50,7 +50,7 @@ def test_the_cli_on_a_users_stage(form, task, entry_point_site, tmp_path):
         sw = json.loads(_cli(["sweep", ref, "--data", data, "--n-trials", "3", "--lm", MOCK, "--n-boot", "20",
                               "--storage", f"sqlite:///{tmp_path / 'optuna.db'}", "--json", *track],
                              env, tmp_path).stdout)
-        assert sw["n_complete"] + sw["n_pruned"] == 3 and sw["stage"] == "option-follows"
+        assert sw["n_counted"] == min(3, sw["space_size"] or 3) and sw["stage"] == "option-follows"  # repeats not counted
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 
 from personalign.errors import ConfigurationError
+from personalign.sweeps.attrs import trial_report
 from tests.conftest import DEMO, ROOT, cli_env
 from tests.sweep.conftest import MOCK_SPACE
 
@@ -119,14 +120,16 @@ def test_median_pruner_stops_trials_on_minibatch_scores(runs_dir, mock_lm, tmp_p
     space = tmp_path / "prune.toml"
     space.write_text(MOCK_SPACE.replace('kind = "none"', 'kind = "median"\nn_startup_trials = 2\nn_warmup_steps = 0')
                      .replace("minibatch_size = 3", "minibatch_size = 2"))
-    out = _sweep(runs_dir, space, n_trials=10, limit=10, seed=3)
+    # seed 0: trials whose random mock answers score above 0 on early minibatches (with trial seeds
+    # hashed from the study's seed, seed 3 draws ten trials scoring 0 until the last step: nothing to prune)
+    out = _sweep(runs_dir, space, n_trials=10, limit=10, seed=0)
     study = _load(out)
     pruned = [t for t in study.get_trials() if t.state.name == "PRUNED"]
     assert out["n_complete"] + out["n_pruned"] == 10
     assert pruned, "with 5 minibatches and a median of earlier trials, some trial is pruned"
     for t in pruned:
         assert max(t.intermediate_values) < 4  # stopped before the last minibatch
-        assert t.user_attrs["report"]["n_scored"] < 10
+        assert trial_report(t)["n_scored"] < 10
     status = {r.data.tags["personalign.trial"]: (r.info.status, r.data.tags.get("optuna.state"))
               for r in _children(runs_dir, out["study"])}
     assert all(status[str(t.number)] == ("FINISHED", "PRUNED") for t in pruned)
@@ -184,15 +187,20 @@ def test_real_models_end_to_end(runs_dir, tmp_path):
                             lm="local/smollm2-135m-instruct").to_dict()
     study = _load(out)
     errors = [t.user_attrs.get("error") for t in study.get_trials() if t.state == TrialState.FAIL]
-    assert (out["n_complete"], out["n_fail"], out["lm"]) == (3, 0, "local/smollm2-135m-instruct"), errors
+    # zero-shot has one configuration: a repeat of it reuses its value and is not counted
+    assert (out["n_counted"], out["n_fail"], out["lm"]) == (3, 0, "local/smollm2-135m-instruct"), errors
     judge_calls = []
     for t in study.get_trials(states=(TrialState.COMPLETE,)):
-        report = t.user_attrs["report"]
+        report = trial_report(t)
         assert report["n"] == 4 and report["failures"] == 0
         if t.params["strategy"] == "zero-shot":
             judge_calls.append(report["lm_calls"])
-    if judge_calls:  # the first zero-shot trial called the model (a repeat may hit the LM cache)
-        assert max(judge_calls) == 4 and out["lm_calls"] >= 4
+    if judge_calls:
+        # 4 pairs, each sent to the model at least once in all; two zero-shot trials in flight at
+        # once (n_jobs=2) share identical requests (coalesced) or the LM cache, so the 4 calls may
+        # be split between them (CI saw 3 + 1) and no more than 4 a trial is sent
+        assert sum(judge_calls) >= 4 and max(judge_calls) <= 4, judge_calls
+        assert out["lm_calls"] >= sum(judge_calls)
     program, meta = personalign.load_program(out["program"], with_metadata=True)
     assert meta["strategy"] == out["best"]["params"]["strategy"]
 
@@ -246,7 +254,7 @@ def test_dev_split_trials_are_scored_by_the_set_objective_on_train_groups(runs_d
     out = _sweep(runs_dir, mock_space, n_trials=2, split="dev", tracked=False, export=False, study_name="dev")
     assert out["n_complete"] == 2
     for t in _load(out).get_trials(states=(TrialState.COMPLETE,)):
-        report = t.user_attrs["report"]
+        report = trial_report(t)
         assert report["objective"] == "f1" and report["n"] == len(dev)
         assert t.value == pytest.approx(report["f1"])
     dev_prompts = {ex.prompt_id for ex in dev}
@@ -276,7 +284,7 @@ def test_the_sampler_and_the_pruner_are_injected_as_optuna_does(runs_dir, mock_l
     assert (out["n_pruned"], out["n_complete"], out["n_fail"]) == (2, 0, 0)
     assert sampler.names.count("strategy") == 2 and "temperature" in sampler.names
     for t in _load(out).get_trials():
-        assert sorted(t.intermediate_values) == [0] and t.user_attrs["report"]["n_scored"] == 3
+        assert sorted(t.intermediate_values) == [0] and trial_report(t)["n_scored"] == 3
 
 
 def test_the_default_sampler_and_pruner_come_from_the_seed_and_the_space(runs_dir, mock_lm, tmp_path, monkeypatch):

@@ -133,8 +133,9 @@ def test_worker_liveness():
     assert worker_alive(worker_id()) is True
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-    host, boot, _, ticks = worker_id().split("|")
-    assert worker_alive(f"{host}|{boot}|{child.pid}|{ticks}") is False  # gone (pid reuse: start time differs)
+    host, boot, ns, _, ticks, _ = worker_id().split("|")
+    assert worker_alive(f"{host}|{boot}|{ns}|{child.pid}|{ticks}|tok") is False  # gone (pid reuse: start time differs)
+    assert worker_alive(f"{host}|{boot}|{child.pid}|{ticks}") is False  # an older version's id: read as before
     assert worker_alive(f"other-host|{boot}|1|1") is None  # another machine: only heartbeats can tell
     assert worker_alive(None) is None
 
@@ -145,9 +146,10 @@ def test_stale_trials_by_pid_and_by_journal_heartbeat(tmp_path):
     alive, dead, remote_fresh, remote_old = (study.ask() for _ in range(4))
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-    host, boot, _, ticks = worker_id().split("|")
+    host, boot, ns, _, ticks, _ = worker_id().split("|")
     storage.set_trial_system_attr(trial_id(storage, "s", alive.number), WORKER_ATTR, worker_id())
-    storage.set_trial_system_attr(trial_id(storage, "s", dead.number), WORKER_ATTR, f"{host}|{boot}|{child.pid}|{ticks}")
+    storage.set_trial_system_attr(trial_id(storage, "s", dead.number), WORKER_ATTR,
+                                  f"{host}|{boot}|{ns}|{child.pid}|{ticks}|tok")
     for t, beat in ((remote_fresh, time.time()), (remote_old, time.time() - 600)):
         storage.set_trial_system_attr(trial_id(storage, "s", t.number), WORKER_ATTR, "elsewhere|x|1|1")
         storage.set_trial_system_attr(trial_id(storage, "s", t.number), HEARTBEAT_ATTR, beat)

@@ -19,8 +19,8 @@ from personalign.sweeps.storage import BaseHeartbeat, trial_id
 def _dead_local_worker() -> str:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
-    host, boot, _, ticks = worker_id().split("|")
-    return f"{host}|{boot}|{child.pid}|{ticks}"
+    host, boot, ns, _, ticks, _ = worker_id().split("|")
+    return f"{host}|{boot}|{ns}|{child.pid}|{ticks}|gone"
 
 
 def _running(study, storage, worker: str, heartbeat: float | None = None):

@@ -11,35 +11,22 @@ Skips with the reason when Chromium, its driver or Selenium is missing. With
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.cli.test_ui import _free_port as free_port
+from tests.browser import chromium, needs_chromium
+from tests.cli.test_ui import running_ui
 from tests.conftest import ROOT, cli_env
 
-CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--hide-scrollbars", "--force-device-scale-factor=1")
-
-pytestmark = [
-    pytest.mark.skipif(
-        not (CHROMIUM.exists() and DRIVER.exists()) or importlib.util.find_spec("selenium") is None,
-        reason="needs Debian chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver; "
-               "apt-get install chromium chromium-driver) and selenium (the dev extra)"),
-    pytest.mark.slow,  # a compare (~30 s) and the MLflow server (~10-30 s to start)
-]
+pytestmark = [needs_chromium, pytest.mark.slow]  # a compare (~30 s) and the MLflow server (~10-30 s to start)
 
 
 @pytest.fixture(scope="module")
@@ -56,39 +43,15 @@ def served(tmp_path_factory):
     result = json.loads(proc.stdout)
     # the result file holds the rows (ids, gold) too; --json prints the summary
     result = {**result, **json.loads(Path(result["result_file"]).read_text())}
-    port = free_port()
     log = tmp / "ui.log"
-    server = subprocess.Popen([sys.executable, "-m", "personalign", "ui", "--port", str(port)], cwd=tmp, env=env,
-                              stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(240):
-            assert server.poll() is None, log.read_text()[-3000:]
-            try:
-                if urllib.request.urlopen(f"{base}/health", timeout=2).read() == b"OK":
-                    break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("the MLflow UI did not answer /health in 120 s: " + log.read_text()[-2000:])
+    with running_ui(cwd=tmp, env=env, log=log, timeout=120) as base:
         printed = re.search(r"http://127\.0\.0\.1:\d+/\S*", log.read_text())
         yield result, printed.group(0) if printed else None, base
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    for flag in (*FLAGS, f"--user-data-dir={profile}", "--window-size=1500,800"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(str(DRIVER)))  # no Selenium Manager: offline
+    driver = chromium(tmp_path_factory.mktemp("chromium-profile"), "--window-size=1500,800")
     yield driver
     driver.quit()
 

@@ -163,12 +163,12 @@ class YesProb(_Positive, ThresholdedScorer):
         return self
 
     def score_batch(self, examples: Sequence) -> list[float]:
-        from personalign.lm.scoring import cached_yes_no_margin
+        from personalign.lm.scoring import cached_yes_no_margins
 
         model = _lm_model(self.fitted_model)
         self.fitted_model = model
         sign = 1.0 if self.positive else -1.0
-        return [sign * cached_yes_no_margin(model, self.messages(ex)) for ex in examples]
+        return [sign * m for m in cached_yes_no_margins(model, [self.messages(ex) for ex in examples])]
 
     def dump_state(self, *args, **kwargs) -> dict:
         return {"threshold": self.threshold, "model": self.fitted_model}

@@ -150,7 +150,6 @@ def build_profile_bank(histories: Mapping[str, Sequence[Any]], path: str | Path,
     Returns:
         ``{"path", "n_users", "profiles": {user_id: Prediction}}``.
     """
-    import contextlib
 
     from personalign.data import ProfileExample, write_examples
     from personalign.lm import use
@@ -158,7 +157,7 @@ def build_profile_bank(histories: Mapping[str, Sequence[Any]], path: str | Path,
     builder = builder or ProfileBuilder()
     preds: dict[str, Any] = {}
     rows = []
-    with use(lm) if lm is not None else contextlib.nullcontext():
+    with use(lm):
         for uid, items in histories.items():
             pred = builder(items=list(items))
             preds[uid] = pred

@@ -59,6 +59,13 @@ class RelevanceScorer(ThresholdedScorer):
     """A relevance strategy that scores (attribute, prompt) pairs in bulk: ``Prediction(relevant,
     score)``, relevant when ``score >= threshold`` (:class:`~personalign.programs.common.scorer.ThresholdedScorer`)."""
 
+    def messages(self, example) -> list[dict]:
+        """The yes/no question of ``example``'s pair: the prompt of the one forward pass the
+        model-reading strategies share (:func:`personalign.lm.scoring.relevance_messages`)."""
+        from personalign.lm.scoring import relevance_messages
+
+        return relevance_messages(example.attribute, example.prompt)
+
     output_field = "relevant"
     positive_output = True
 

@@ -32,6 +32,7 @@ FIELD = bool_field(RelevanceSignature)
 
 class _Judge(dspy.Module):
     uses_lm = True
+    gives_score = True  # its predictions carry a score: a compile fits a decision rule on it (and scores fit rows)
 
     def forward(self, attribute: str, prompt: str) -> dspy.Prediction:
         out, score = scored(self.judge, FIELD, attribute=attribute, prompt=prompt)

@@ -43,13 +43,11 @@ def cached_margin(model: str, attribute: str, prompt: str) -> float:
 def margins(model: str, examples: Sequence) -> list[float]:
     """:func:`cached_margin` of every example's (attribute, prompt), shape (n,), in the caller's
     order; computed grouped by request (and user) so the KV prefix is reused between pairs."""
-    from personalign.lm.scoring import sharing_order
+    from personalign.lm.scoring import cached_yes_no_margins, relevance_messages, sharing_order
 
     keys = [(ex.prompt, str(getattr(ex, "user_id", "") or ""), ex.attribute) for ex in examples]
-    out = [0.0] * len(examples)
-    for i in sharing_order(keys):
-        out[i] = cached_margin(model, examples[i].attribute, examples[i].prompt)
-    return out
+    return cached_yes_no_margins(model, [relevance_messages(ex.attribute, ex.prompt) for ex in examples],
+                                 sharing_order(keys))
 
 
 class YesProbability(RelevanceScorer):

@@ -53,6 +53,7 @@ def _short(text, limit: int = MAX_FIELD_CHARS) -> str:
 
 class _Verifier(dspy.Module):
     uses_lm = True
+    gives_score = True  # its predictions carry a score: a compile fits a decision rule on it (and scores fit rows)
     output_tokens = 512  # reserved for the answer (the embedded backend's default budget)
 
     def budget(self, attribute: str = "", reason: str = ""):
