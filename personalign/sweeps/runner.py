@@ -330,11 +330,12 @@ class Sweep:
 class _NoInterruptTraceback(logging.Filter):
     """Drops Optuna's "Trial N failed ..." records with their traceback: for a failed trial the
     sweep prints its own one line (``trial N FAIL ... error``); on Ctrl-C or SIGTERM the trial is
-    marked FAIL by Optuna and the CLI prints the one line."""
+    marked FAIL by Optuna and the CLI prints the one line; so does a :class:`PersonalignError` that
+    stops the sweep (``--max-cost`` reached, a model that refuses: one line, no traceback)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, (KeyboardInterrupt, TrialFailed, Surplus))
+        return not isinstance(exc, (KeyboardInterrupt, PersonalignError, TrialFailed, Surplus))
 
 
 def _quiet_interrupts() -> None:

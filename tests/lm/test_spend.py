@@ -230,3 +230,19 @@ def test_compile_and_eval_record_their_spend_and_a_compile_stops_at_max_cost_in_
     assert not (tmp_path / "stopped").exists()
     # the stop is raised once, not logged by the teleprompter for every example left
     assert "max-cost" not in said, said[-2000:]
+
+
+def test_a_sweep_stopped_by_max_cost_says_one_line_without_a_traceback(tmp_path):
+    """A trial that reaches ``--max-cost`` stops the sweep: exit 1, one ``error:`` line, none of
+    Optuna's "Trial N failed ..." tracebacks."""
+    space = tmp_path / "space.toml"
+    space.write_text('strategies = ["zero-shot"]\n[pruner]\nkind = "none"\n[lm]\noptimizer = ["none"]\n')
+    with openai_server() as srv:
+        proc = _cli("sweep", "relevance", "--data", str(DEMO), "--space", str(space), "--n-trials", "2",
+                    "--lm", PRICED, "--api-base", srv.api_base, "--no-cache", "--no-track", "--n-boot", "50",
+                    "--storage", f"sqlite:///{tmp_path / 'study.db'}", "--max-cost", "0.0006",
+                    runs=tmp_path / "runs")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "stopped at $" in errors[0], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "failed with parameters" not in proc.stderr, proc.stderr[-2000:]
