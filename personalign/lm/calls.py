@@ -35,11 +35,17 @@ def _active() -> tuple:
     return tuple(dspy.settings.get(STACK) or ())
 
 
-def count_call(model: str | None, *, seconds: float = 0.0, prompt_tokens: int = 0) -> None:
+def count_call(model: str | None, *, seconds: float = 0.0, prompt_tokens: int = 0, usage: Any = None) -> None:
     """One forward pass of ``model`` that ran (call it where the model is invoked), ``seconds``
-    long, evaluating ``prompt_tokens`` tokens: counted by every active :class:`CallCounter`."""
+    long, evaluating ``prompt_tokens`` tokens: counted by every active :class:`CallCounter`.
+    ``usage``: the ``prompt_tokens``/``completion_tokens`` an endpoint reported for it (a dict or
+    an object with those attributes), added to the counters' :attr:`CallCounter.tokens`."""
+    billed = None
+    if usage:
+        get = usage.get if isinstance(usage, dict) else (lambda k: getattr(usage, k, None))
+        billed = {k: int(get(k) or 0) for k in ("prompt_tokens", "completion_tokens")}
     for counter in _active():
-        counter.add(FORWARD, seconds=seconds, prompt_tokens=prompt_tokens, model=model)
+        counter.add(FORWARD, seconds=seconds, prompt_tokens=prompt_tokens, model=model, usage=billed)
 
 
 def count_cached(model: str | None, key: Any = None) -> None:
@@ -70,7 +76,8 @@ class CallCounter:
         calls: calls that reached a model: DSPy LM calls (cache hits excluded) plus forward passes.
         cached: calls a cache answered (DSPy's cache, a forward-pass cache).
         forward_passes: the forward passes among ``calls``.
-        tokens: model -> ``{"prompt_tokens", "completion_tokens"}`` of the DSPy calls.
+        tokens: model -> ``{"prompt_tokens", "completion_tokens"}`` of the DSPy calls and of the
+            forward passes an endpoint reported usage for.
         seconds: ``{"generation": s, "forward": s}``: time spent in calls by kind (generation:
             every DSPy LM call's duration, cache hits included, which take ~0 s).
         on_call: called with no argument after each call counted (cached or not) -- a progress bar.
@@ -87,16 +94,21 @@ class CallCounter:
         self._forward_cached = 0
         self._generation_done = 0
         self._generation_real = 0
+        self._forward_usage: dict[str, dict[str, int]] = {}
         self._started: dict[str, float] = {}
         self._seen: set = set()
         self._cms: list = []
 
     # -- counting ------------------------------------------------------------------------------
     def add(self, kind: str, *, cached: bool = False, seconds: float = 0.0, prompt_tokens: int = 0,
-            model: str | None = None, key: Any = None) -> None:
+            model: str | None = None, key: Any = None, usage: dict[str, int] | None = None) -> None:
         """Count one call of ``kind`` (``"forward"``; DSPy calls come through the callback); a cached
-        one with a ``key`` counts once (see :func:`count_cached`)."""
+        one with a ``key`` counts once (see :func:`count_cached`); ``usage``: its billed tokens."""
         with self._lock:
+            if usage and model:
+                kept = self._forward_usage.setdefault(model, {"prompt_tokens": 0, "completion_tokens": 0})
+                for k in kept:
+                    kept[k] += int(usage.get(k) or 0)
             if cached and key is not None:
                 if key in self._seen:
                     return
@@ -126,13 +138,19 @@ class CallCounter:
         with self._lock:
             self._generation_real = sum(len(v) for v in data.values())
             self._refresh()
-        self.tokens = {
+            forward = {m: dict(u) for m, u in self._forward_usage.items()}
+        tokens = {
             model: {
                 "prompt_tokens": int(sum((e.get("prompt_tokens") or 0) for e in entries)),
                 "completion_tokens": int(sum((e.get("completion_tokens") or 0) for e in entries)),
             }
             for model, entries in data.items()
         }
+        for model, used in forward.items():
+            kept = tokens.setdefault(model, {"prompt_tokens": 0, "completion_tokens": 0})
+            for k in kept:
+                kept[k] += used[k]
+        self.tokens = tokens
 
     @property
     def generations(self) -> int:

@@ -235,16 +235,20 @@ def yes_no_margin(lm, messages: Sequence[dict], *, top_logprobs: int = 20) -> fl
 
     Raises:
         ConfigurationError: the endpoint returned no ``top_logprobs`` (one line naming it).
+        BudgetExceeded: the run's ``--max-cost`` would be passed (:func:`personalign.lm.spend.charged`).
     """
     import time
 
     from personalign.lm.calls import count_call
 
     from personalign.lm.client import within_window
+    from personalign.lm.spend import charged  # --max-cost holds forward passes too
 
     t0 = time.perf_counter()
-    resp = within_window(lm, lambda: _call(lm, list(messages), max_tokens=1, logprobs=True, top_logprobs=top_logprobs))
-    count_call(lm.model, seconds=time.perf_counter() - t0)  # a forward pass through the endpoint: a model call
+    resp = within_window(lm, lambda: charged(lambda: _call(lm, list(messages), max_tokens=1, logprobs=True,
+                                                           top_logprobs=top_logprobs)))
+    # a forward pass through the endpoint: a model call, billed at the usage it reports
+    count_call(lm.model, seconds=time.perf_counter() - t0, usage=getattr(resp, "usage", None))
     choice = resp.choices[0]
     lp = getattr(choice, "logprobs", None)
     content = (lp.get("content") if isinstance(lp, dict) else getattr(lp, "content", None)) if lp else None

@@ -284,5 +284,24 @@ def guarded(lm, call) -> Any:
         held.settle(gate.reserved, tap.usage if tap.seen else None)
 
 
-__all__ = ["BUDGET_KEY", "Budget", "arm", "budget", "check_max_cost", "current", "guarded", "output_bound",
+def charged(call) -> Any:
+    """``call()`` -- one request sent outside ``dspy.LM.__call__`` (an endpoint's forward pass for a
+    yes/no margin: :func:`personalign.lm.serving.yes_no_margin`) -- held to the run's budget (when
+    one is entered): its projected dollars reserved before it is sent, then charged at the ``usage``
+    of its response (nothing when it failed).
+
+    Raises:
+        BudgetExceeded: the call would pass the budget (nothing sent)."""
+    held = current()
+    if held is None:
+        return call()
+    reserved, resp = held.reserve(), None
+    try:
+        resp = call()
+        return resp
+    finally:
+        held.settle(reserved, getattr(resp, "usage", None) if resp is not None else None)
+
+
+__all__ = ["BUDGET_KEY", "Budget", "arm", "budget", "charged", "check_max_cost", "current", "guarded", "output_bound",
            "rendered", "sample_tokens", "spent", "spent_fields", "total_spent"]

@@ -246,3 +246,28 @@ def test_a_sweep_stopped_by_max_cost_says_one_line_without_a_traceback(tmp_path)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "stopped at $" in errors[0], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "failed with parameters" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_served_yes_prob_is_charged_and_held_to_max_cost():
+    """yes-prob through an endpoint reads its margins from one-token forward passes (sent outside
+    ``dspy.LM.__call__``): their tokens and dollars are in the row's spend, and ``max_cost`` stops
+    them before the call that would pass it."""
+    from personalign.errors import BudgetExceeded
+
+    def run(**kw):
+        costs: list = []
+        report = personalign.compare("relevance", "yes-prob", DEMO, split="val", lm=PRICED, api_base=srv.api_base,
+                                     n_boot=50, callbacks=[personalign.ConfigureCache(enabled=False)],
+                                     on_cost=costs.append, **kw)
+        return report, costs[0]
+
+    with openai_server() as srv:  # the stopped run first: margins a run computed are kept in memory
+        with pytest.raises(BudgetExceeded, match="nothing written"):
+            run(max_cost=0.0003)  # the whole run is projected at $0.0007
+        stopped = srv.stats()["requests"]
+        report, cost = run()
+        made = srv.stats()["requests"] - stopped
+    row = _row(report, "yes-prob")
+    assert row["spent_input_tokens"] > 0 and row["spent_dollars"] > 0 and row["priced"]
+    assert cost.dollars > 0.0003 and 0.5 <= row["spent_dollars"] / cost.dollars <= 1.5, (row, cost.dollars)
+    assert 1 < stopped < made, (stopped, made)
