@@ -68,6 +68,14 @@ class RateLimitedError(PersonalignError):
     exit_code = 1
 
 
+class LMCallFailed(PersonalignError):
+    """A model call the run cannot do without (a forward pass of a batch of yes/no margins, which
+    a scored strategy fits and scores together) failed after every retry the retry policy allows:
+    the run stops, writing nothing half; the message names the model and the failure. Exit code 1."""
+
+    exit_code = 1
+
+
 class BudgetExceeded(PersonalignError):
     """The next model call would pass ``--max-cost``: the run stops before it, writing nothing
     half; the message says how far it got. Exit code 1."""

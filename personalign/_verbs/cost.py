@@ -172,10 +172,12 @@ class Cost:
 
     @property
     def dollars(self) -> float:
-        """The projected dollars of the new calls (0 without a price on file)."""
-        from personalign.lm.prices import dollars
+        """The projected dollars of the new calls (0 without a price on file): the strategies' sum."""
+        return sum(d for d, _ in self.dollars_by_strategy()) if self.new else 0.0
 
-        return dollars(self.model, self.input_tokens, self.output_tokens) if self.new else 0.0
+    def dollars_by_strategy(self) -> list[tuple[float, int]]:
+        """(projected dollars, new calls) of each strategy (dollars 0 without a price on file)."""
+        return [(_dollars(self.model, s) if self.priced else 0.0, s.new) for s in self.strategies]
 
     def money(self) -> str:
         """``"; 9,120 input + 24,576 output tokens at most, $0.0161 (litellm's price map)"``."""

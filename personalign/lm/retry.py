@@ -18,6 +18,7 @@ predictor call inside a DSPy teleprompter is made again). Every failure is one o
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -150,7 +151,7 @@ class RetryPolicy:
         """What one failed model call was, for :class:`personalign.lm.LM`'s retries:
         ``("limited" | "overloaded" | "transient" | None, Retry-After seconds or None)``.
         ``limited``: HTTP 429 / a ``RateLimitError``; ``overloaded``: 503; ``transient``: a timeout,
-        another 5xx, a dropped or refused connection; None: anything else (a bad request, a
+        another 5xx, a dropped or refused connection, a reply that is not JSON; None: anything else (a bad request, a
         missing key, a prompt too long, our own errors) -- not sent again here."""
         chain = _chain(exc)
         if any(isinstance(e, PersonalignError) for e in chain):
@@ -168,7 +169,8 @@ class RetryPolicy:
             # connection: the server is down; the runner stops the run: fatal_lm_error)
             return None, hint
         if any(s >= 500 for s in statuses) or any(n in _TRANSIENT for n in names) \
-                or any(isinstance(e, (ConnectionError, TimeoutError)) for e in chain):
+                or any(isinstance(e, (ConnectionError, TimeoutError, json.JSONDecodeError)) for e in chain):
+            # a reply that is not JSON: a gateway's error page in front of the provider (502 HTML)
             return "transient", hint
         return None, hint
 

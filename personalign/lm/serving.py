@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from personalign.errors import ConfigurationError
+from personalign.errors import ConfigurationError, PersonalignError
 from personalign.redaction import redact
 
 PROBE_FIELD = "zq_flag"  # a key no unconstrained model writes for "Say hello."
@@ -236,6 +236,7 @@ def yes_no_margin(lm, messages: Sequence[dict], *, top_logprobs: int = 20) -> fl
     Raises:
         ConfigurationError: the endpoint returned no ``top_logprobs`` (one line naming it).
         BudgetExceeded: the run's ``--max-cost`` would be passed (:func:`personalign.lm.spend.charged`).
+        LMCallFailed: the call failed after the retry policy's retries (a timeout, 5xx, garbage).
     """
     import time
 
@@ -245,8 +246,20 @@ def yes_no_margin(lm, messages: Sequence[dict], *, top_logprobs: int = 20) -> fl
     from personalign.lm.spend import charged  # --max-cost holds forward passes too
 
     t0 = time.perf_counter()
-    resp = within_window(lm, lambda: charged(lambda: _call(lm, list(messages), max_tokens=1, logprobs=True,
-                                                           top_logprobs=top_logprobs)))
+    try:
+        resp = within_window(lm, lambda: charged(lambda: _call(lm, list(messages), max_tokens=1, logprobs=True,
+                                                               top_logprobs=top_logprobs)))
+    except PersonalignError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- after its retries: one line, the run stops (LMCallFailed)
+        from personalign.errors import LMCallFailed, brief
+        from personalign.lm.retry import fatal_lm_error
+
+        fatal = fatal_lm_error(exc)
+        if fatal is not None:
+            raise fatal from exc
+        raise LMCallFailed(f"a yes/no margin from {lm.model} failed after its retries "
+                           f"({brief(exc)}); nothing written") from exc
     # a forward pass through the endpoint: a model call, billed at the usage it reports
     count_call(lm.model, seconds=time.perf_counter() - t0, usage=getattr(resp, "usage", None))
     choice = resp.choices[0]

@@ -149,6 +149,7 @@ class Budget:
         self.max_usd, self.model = float(max_usd), model
         self.per_call, self.projected = 0.0, None
         self.spent, self.reserved, self.calls = 0.0, 0.0, 0
+        self.dearest = 0.0  # the most one call has cost so far: a call reserves at least this
         self.started, self.flight = 0, 0  # calls sent to the model; sent and not yet ended
         self._lock = threading.Lock()
 
@@ -164,16 +165,17 @@ class Budget:
         from personalign.errors import BudgetExceeded
 
         with self._lock:
-            if self.per_call > 0 and self.spent + self.reserved + self.per_call > self.max_usd + 1e-12:
+            per_call = max(self.per_call, self.dearest)
+            if per_call > 0 and self.spent + self.reserved + per_call > self.max_usd + 1e-12:
                 of = f" of {self.projected:,}" if self.projected is not None else ""
                 d = 4 if self.max_usd >= 0.0001 or self.max_usd == 0 else 6  # $0.00004 is not $0.0000
                 more = f" + up to ${self.reserved:.{d}f} for {self.flight:,} in flight" if self.flight else ""
                 raise BudgetExceeded(f"--max-cost: stopped at ${self.spent:.{d}f}{more} of ${self.max_usd:.{d}f} "
                                      f"after {self.started:,}{of} calls sent (the next would pass it at "
-                                     f"${self.per_call:.6f} a call); nothing written")
-            self.reserved += self.per_call
+                                     f"${per_call:.6f} a call); nothing written")
+            self.reserved += per_call
             self.started, self.flight = self.started + 1, self.flight + 1
-            return self.per_call
+            return per_call
 
     def settle(self, reserved: float, usage: Any = None) -> None:
         """A call ended: its reservation released, its ``usage`` (None: answered by a cache, or
@@ -188,6 +190,7 @@ class Budget:
             self.reserved = max(0.0, self.reserved - reserved)
             self.flight -= reserved > 0 and self.flight > 0
             self.spent += cost
+            self.dearest = max(self.dearest, cost)
             self.calls += usage is not None and bool(usage)
 
 
@@ -222,10 +225,12 @@ def budget(max_usd: float | None, model: str | None) -> Iterator[Budget | None]:
 
 def arm(cost) -> None:
     """Give the run's budget (if any) the projected dollars of one call of ``cost``
-    (:class:`personalign._verbs.cost.Cost`): its projected dollars over its new calls."""
+    (:class:`personalign._verbs.cost.Cost`): the dearest strategy's projected dollars over its new
+    calls (an average over strategies would let a generation reserve the price of a one-token
+    forward pass and pass the budget)."""
     held = current()
     if held is not None:
-        held.arm(cost.dollars / cost.new if cost.new else 0.0, cost.new)
+        held.arm(max((d / n for d, n in cost.dollars_by_strategy() if n), default=0.0), cost.new)
 
 
 class _Gate:

@@ -135,3 +135,29 @@ def test_an_interrupt_with_calls_in_flight_waits_for_them_and_writes_nothing(tmp
     assert stats["requests"] < 27  # it stopped submitting
     assert not list((tmp_path / "runs").rglob("*.json")) or all(
         json.loads(p.read_text()).get("complete") is not True for p in (tmp_path / "runs").rglob("relevance-*.json"))
+
+
+def test_a_reply_that_is_not_json_is_retried_and_after_its_retries_stops_a_margin_batch_in_one_line(tmp_path):
+    """A gateway's HTML error page (200, not JSON) is a transient failure: a yes-prob run on a server
+    sending one now and then completes with the figures of a clean server; a margin that keeps
+    failing stops the run with one :class:`LMCallFailed` line, not a traceback."""
+    from personalign.errors import LMCallFailed
+    from personalign.lm.client import LM
+    from personalign.lm.serving import yes_no_margin
+
+    def run(api_base):
+        return _row(personalign.compare("relevance", "yes-prob", DEMO, split="val", lm="openai/mock",
+                                        api_base=api_base, n_boot=50,
+                                        callbacks=[personalign.ConfigureCache(enabled=False)]), "yes-prob")
+
+    with openai_server(faults={"not_json": 0.05}) as srv:
+        noisy = run(srv.api_base)
+        garbled = srv.stats()["faults"]["not_json"]
+    with openai_server() as srv:
+        clean = run(srv.api_base)
+    assert garbled > 0 and noisy["predictions"] == clean["predictions"] and noisy["f1"] == clean["f1"]
+    with openai_server(faults={"not_json": 1.0}) as srv:
+        lm = LM("openai/mock", api_base=srv.api_base, api_key="none", cache=False)
+        with pytest.raises(LMCallFailed, match=r"yes/no margin from openai/mock failed after its retries") as err:
+            yes_no_margin(lm, [{"role": "user", "content": "Is this relevant? Answer yes or no."}])
+        assert "\n" not in str(err.value) and srv.stats()["faults"]["not_json"] == 1 + LM.transient_retries

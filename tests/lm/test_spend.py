@@ -271,3 +271,36 @@ def test_a_served_yes_prob_is_charged_and_held_to_max_cost():
     assert row["spent_input_tokens"] > 0 and row["spent_dollars"] > 0 and row["priced"]
     assert cost.dollars > 0.0003 and 0.5 <= row["spent_dollars"] / cost.dollars <= 1.5, (row, cost.dollars)
     assert 1 < stopped < made, (stopped, made)
+
+
+def test_max_cost_holds_what_the_server_bills_when_strategies_cost_unlike_amounts(tmp_path, monkeypatch):
+    """Generations beside one-token forward passes, after a run measured the outputs (the projection
+    is a mean, not a bound): what the server billed never passes ``max_cost`` (a fresh-clone try
+    saw $0.0024 spent on a $0.0020 cap, exit 0: each call reserved the strategies' average price)."""
+    from personalign.errors import BudgetExceeded
+    from personalign.lm.prices import dollars
+
+    monkeypatch.setenv("PERSONALIGN_CACHE_DIR", str(tmp_path / "cache"))  # speed.json kept between the runs
+
+    def run(srv, **kw):
+        lm = make_lm(PRICED, api_base=srv.api_base, cache=False)  # its capability check, before the count
+        before = srv.stats()
+        report = None
+        try:
+            report = personalign.compare("relevance", "zero-shot,cot,yes-prob", DEMO, split="val", lm=lm,
+                                         n_boot=50, on_cost=lambda cost: None, **kw)
+        finally:
+            after = srv.stats()
+            billed.append(dollars(PRICED, after["prompt_tokens"] - before["prompt_tokens"],
+                                  after["completion_tokens"] - before["completion_tokens"]))
+        return report
+
+    billed: list = []
+    with openai_server() as srv:
+        whole = run(srv).data["spent"]["dollars"]
+    assert whole == pytest.approx(billed[-1])
+    for share in (0.5, 0.9):
+        with openai_server() as srv:
+            with pytest.raises(BudgetExceeded):
+                run(srv, max_cost=whole * share)
+        assert billed[-1] <= whole * share, (billed[-1], whole * share)
