@@ -70,10 +70,10 @@ def _timed(cmd: list[str]) -> tuple[float, dict]:
     return wall, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _compare(api_base: str, data: Path, limit: int, *extra: str) -> list[str]:
+def _compare(api_base: str, data: Path, limit: int, *extra: str, track: bool = False) -> list[str]:
     return [PY, "-m", "personalign", "compare", "relevance", "--data", str(data), "--split", "val", "--limit",
             str(limit), "--strategies", "zero-shot", "--lm", "openai/mock", "--api-base", api_base, "--no-cache",
-            "--no-track", "--json", "--n-boot", "200", *extra]
+            *([] if track else ["--no-track"]), "--json", "--n-boot", "200", *extra]
 
 
 def _row(result: dict) -> dict:
@@ -93,6 +93,10 @@ def eval_section(srv: Server, data: Path, limit: int, latency: float, runs: int)
         ratios_eval.append(row["seconds"] / res_b["evaluation_seconds"]), ratios_proc.append(wall_a / wall_b)
         log(f"eval run {k + 1}: personalign eval {row['seconds']:.2f} s (process {wall_a:.1f} s), plain DSPy eval "
             f"{res_b['evaluation_seconds']:.2f} s (process {wall_b:.1f} s, {res_b['num_threads']} threads)")
+    # the default: MLflow tracking on (a trace for each of the first PERSONALIGN_MAX_TRACES calls)
+    tracked_wall, tracked = _timed(_compare(srv.api_base, data, limit, track=True))
+    tracked_eval = _row(tracked)["seconds"]
+    log(f"eval with MLflow tracking (the default): {tracked_eval:.2f} s (process {tracked_wall:.1f} s)")
     from personalign.lm.flight import HOSTED_CONCURRENCY
 
     calls = row["lm_calls"]
@@ -111,6 +115,10 @@ def eval_section(srv: Server, data: Path, limit: int, latency: float, runs: int)
         _fig("process.ratio_vs_dspy", "personalign / plain DSPy whole process, median of pairs (target <= 1.0)",
              med(ratios_proc), "ratio", runs),
         _fig("eval.lm_calls", "personalign model calls (evaluation)", calls, "calls", runs),
+        _fig("eval.tracked_seconds", "personalign compare with MLflow tracking on (the default; traces of the "
+             "first 50 calls): evaluation wall (s), one run", tracked_eval, "seconds", 1),
+        _fig("eval.tracked_ratio", "evaluation wall tracked / untracked median (--no-track)",
+             tracked_eval / med(ours_eval), "ratio", 1),
     ]
     return figures, {"personalign_f1": row["f1"], "personalign_yes_rate": row.get("yes_rate"),
                      "dspy_accuracy": res_b["score"], "floor_seconds": floor}

@@ -120,6 +120,9 @@ class Cost:
         work: seconds of the run's work besides model calls (fitting, decision rules, intervals),
             as the same command took them when it last ran on this cache; None: not known.
         name: the command's fingerprint, under which :func:`measured` keeps that work.
+        in_flight: the calls the run keeps in flight (:func:`personalign.lm.concurrency`; 1 for
+            the embedded engine, which serves one call at a time): the time is the new calls in
+            rounds of this many. Taken from the context the projection is made in when not given.
     """
 
     verb: str
@@ -131,6 +134,15 @@ class Cost:
     work: float | None = None
     name: str | None = None
     started: float | None = field(default=None, repr=False, compare=False)
+    in_flight: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.in_flight is None:
+            self.in_flight = _in_flight(self.model)
+        if self.speed is None and self.model:  # no run measured it yet: the capability check timed one call
+            from personalign.lm.serving import probed_speed
+
+            self.speed = probed_speed(self.model)
 
     @property
     def total(self) -> int:
@@ -229,7 +241,7 @@ class Cost:
                 own = (s.speed or {}).get(s.kind) or speed.get(s.kind)
                 if own is None:
                     return None
-                total += s.new * float(own["seconds_per_call"])
+                total += math.ceil(s.new / max(1, self.in_flight or 1)) * float(own["seconds_per_call"])
         return total
 
     @property
@@ -255,7 +267,10 @@ class Cost:
         head = f"cost: {count} model calls{up} on {printable(str(self.model))} ({trials}{each}){self.money()}"
         seconds = self.seconds
         if seconds is None:
-            return head + "; time unknown (`personalign doctor --bench` measures this model's speed)"
+            from personalign.lm._models import is_local
+
+            how = "`personalign doctor --bench` measures" if is_local(str(self.model)) else "a first run measures"
+            return head + f"; time unknown ({how} this model's speed)"
         work = f" + {duration(self.work)} of other work (as this command took it last)" if self.work else ""
         if not self.call_seconds:
             return head + f"; no new call{'; about ' + duration(self.work) + ' of other work (as this command took it last)' if self.work else ''}"
@@ -267,7 +282,8 @@ class Cost:
                         for k, v in sorted(self.per_call().items()))
         own = "; a strategy that ran here before at its own speed" if any(s.new and s.speed for s in self.strategies) \
             else ""
-        return head + f"; about {duration(seconds)} at {how}{own}{work}"
+        flight = f" with {self.in_flight} in flight" if (self.in_flight or 1) > 1 else ""
+        return head + f"; about {duration(seconds)} at {how}{flight}{own}{work}"
 
     def to_dict(self) -> dict[str, Any]:
         """The projection as recorded in a result file (``projected_lm_calls``)."""
@@ -280,6 +296,22 @@ class Cost:
                                 "shared": s.shared, "unchecked": s.unchecked, "input_tokens": s.input_tokens,
                                 "output_tokens": s.output_tokens,
                                 "dollars": round(_dollars(self.model, s), 8)} for s in self.strategies]}
+
+
+def _in_flight(model: str | None) -> int:
+    """The calls in flight of a run on ``model`` (the context's ``concurrency``, else the model's
+    default); 1 for the embedded engine whatever was asked (it serves one call at a time)."""
+    if model is None:
+        return 1
+    import dspy
+
+    from personalign.lm import CONCURRENCY_KEY
+    from personalign.lm._models import is_local
+    from personalign.lm.flight import in_flight_default
+
+    if is_local(model):
+        return 1
+    return max(1, int(dspy.settings.get(CONCURRENCY_KEY) or in_flight_default(model)))
 
 
 def _dollars(model: str | None, row: StrategyCost) -> float:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
@@ -68,6 +69,7 @@ class Endpoint:
 
 
 _endpoints: dict[str, Endpoint] = {}
+_seconds: dict[str, float] = {}  # model -> seconds of its capability check's first answered call
 _lock = threading.Lock()
 
 
@@ -118,8 +120,11 @@ def probe(lm, *, quiet: bool = False) -> Endpoint:
     dialect, top, reached, last_error = None, 0, False, None
     for candidate in DIALECTS:
         try:
+            t0 = time.perf_counter()
             resp = _call(lm, messages, max_tokens=16, logprobs=True, top_logprobs=5,
                          response_format=response_format(PROBE_SCHEMA, candidate))
+            with _lock:
+                _seconds[lm.model] = time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001 -- a 4xx for an unknown dialect, or no server at all
             last_error = exc
             continue
@@ -148,6 +153,21 @@ def probe(lm, *, quiet: bool = False) -> Endpoint:
     if not quiet:
         sys.stderr.write(endpoint.summary() + "\n")
     return endpoint
+
+
+def probed_speed(model: str) -> dict | None:
+    """The seconds of the capability check's call to ``model``'s endpoint in this process, as a
+    speed (:func:`personalign.lm.speed.known_speed`'s shape: ``{"generation": {...}}``) for a
+    first run's time estimate; None when it was not probed. A short completion (16 tokens at most):
+    for a hosted model, whose call is mostly waiting, near a call's time; a lower bound otherwise."""
+    import datetime
+
+    with _lock:
+        seconds = _seconds.get(model)
+    if seconds is None:
+        return None
+    return {"generation": {"seconds_per_call": seconds, "calls": 1, "source": "the capability check",
+                           "measured": datetime.date.today().isoformat()}}
 
 
 def known(model: str) -> Endpoint | None:
@@ -238,7 +258,6 @@ def yes_no_margin(lm, messages: Sequence[dict], *, top_logprobs: int = 20) -> fl
         BudgetExceeded: the run's ``--max-cost`` would be passed (:func:`personalign.lm.spend.charged`).
         LMCallFailed: the call failed after the retry policy's retries (a timeout, 5xx, garbage).
     """
-    import time
 
     from personalign.lm.calls import count_call
 

@@ -39,7 +39,7 @@ def test_a_valid_entry_is_known_and_drives_the_line(speed_path):
     _write(speed_path, {"generation": GOOD})
     speed = known_speed("mock/x")
     assert speed == {"generation": GOOD}
-    line = Cost("compare", "mock/x", [StrategyCost("predict", evaluation=100)], speed=speed).line()
+    line = Cost("compare", "mock/x", [StrategyCost("predict", evaluation=100)], speed=speed, in_flight=1).line()
     assert "about 3 min at 2 s per call (measured by a run on 2026-01-01)" in line
 
 

@@ -178,7 +178,29 @@ def _cost(seconds_per_call: float = 2.0):
 
     speed = {"generation": {"seconds_per_call": seconds_per_call, "calls": 10, "source": "run",
                             "measured": "2026-01-01T00:00:00+00:00"}}
-    return Cost("compare", "mock/x", [StrategyCost("predict", evaluation=100)], speed=speed)
+    return Cost("compare", "mock/x", [StrategyCost("predict", evaluation=100)], speed=speed, in_flight=1)
+
+
+def test_the_time_counts_calls_in_rounds_of_the_runs_concurrency_and_the_engine_one_at_a_time():
+    """100 calls at 2 s: 200 s one at a time, 4 rounds (8 s) at 32 in flight -- the context's
+    concurrency (``personalign.lm.use``) when not given; the embedded engine serves one call at a
+    time whatever was asked."""
+    import dspy
+
+    from personalign import Cost
+    from personalign._verbs.cost import StrategyCost
+    from personalign.lm import CONCURRENCY_KEY
+
+    speed = {"generation": {"seconds_per_call": 2.0, "calls": 10, "source": "run", "measured": "2026-01-01"}}
+    rows = [StrategyCost("predict", evaluation=100)]
+    assert Cost("compare", "mock/x", rows, speed=speed, in_flight=1).seconds == 200
+    many = Cost("compare", "mock/x", rows, speed=speed, in_flight=32)
+    assert many.seconds == 8 and "about 8 s at 2 s per call (measured by a run on 2026-01-01) with 32 in flight" \
+        in many.line()
+    with dspy.context(**{CONCURRENCY_KEY: 4}):
+        assert Cost("compare", "mock/x", rows, speed=speed).seconds == 50
+        embedded = Cost("compare", "local/qwen2.5-coder-1.5b-instruct", rows, speed=speed)
+    assert embedded.in_flight == 1 and embedded.seconds == 200 and "in flight" not in embedded.line()
 
 
 class _Stdin(io.StringIO):
@@ -232,7 +254,7 @@ def test_the_command_line_runs_on_from_a_pipe_and_asks_at_a_terminal(task, tmp_p
     import pty
 
     runs = tmp_path / "runs"
-    _known_speed(runs, "mock/gate", 3.0)  # 12 calls x 3 s: past --confirm-over 5
+    _known_speed(runs, "mock/gate", 6.0)  # 12 calls in one round of 32 in flight x 6 s: past --confirm-over 5
     env = cli_env(runs, PYTHONPATH=str(ROOT))
     piped = subprocess.run(_compare_cli(task, runs), env=env, stdin=subprocess.DEVNULL, capture_output=True,
                            text=True, timeout=300)
@@ -244,7 +266,7 @@ def test_the_command_line_runs_on_from_a_pipe_and_asks_at_a_terminal(task, tmp_p
     assert list((runs / "compare").glob("*.json"))
 
     asked = tmp_path / "asked"
-    _known_speed(asked, "mock/gate", 3.0)
+    _known_speed(asked, "mock/gate", 6.0)
     master, slave = pty.openpty()
     try:
         proc = subprocess.Popen(_compare_cli(task, asked), env=cli_env(asked, PYTHONPATH=str(ROOT)), stdin=slave,
