@@ -111,7 +111,8 @@ def check_attributes(attributes: Sequence[str]) -> list[str]:
 
 def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy: str | None = None,
                       program=None, lm: str | None = None, data: str | Path | None = None,
-                      seed: int = 0, split: str | None = None, save: str | Path | None = None) -> list[dict[str, Any]]:
+                      seed: int = 0, split: str | None = None, save: str | Path | None = None,
+                      api_base: str | None = None) -> list[dict[str, Any]]:
     """Which of a user's ``attributes`` should change the answer to ``prompt``.
 
     Args:
@@ -124,6 +125,7 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
         data: training data for a trainable strategy compiled on the fly (default
             :func:`default_training_data`, the packaged demo labels; every row is used, or only
             ``split``).
+        api_base: an OpenAI-compatible server for a non-embedded ``lm`` (as ``compare``'s).
         save: save the program compiled on the fly to this (new or empty) directory, then predict
             with it. A program fitted on rows of splits other than ``train`` warns that ``eval`` on
             them would score rows it was fitted on; one fitted on the packaged demo labels says so
@@ -176,9 +178,10 @@ def predict_relevance(attributes: Sequence[str] | str, prompt: str, *, strategy:
     uses_lm = bool(getattr(program, "uses_lm", False)) if name is None else registry.info(name).uses_lm
     lm_obj = None
     if uses_lm:
-        from personalign.lm import resolve_lm
+        from personalign.lm import make_lm, resolve_lm
 
-        lm_obj = resolve_lm(model_string)
+        lm_obj = make_lm(model_string, api_base=api_base) if api_base and isinstance(model_string, str) \
+            else resolve_lm(model_string)
     if program is None:
         program, info = compile_strategy(name, data=data, split=split, lm=lm_obj, seed=seed)
         if data is None and registry.info(name).trainable:

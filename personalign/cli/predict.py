@@ -35,6 +35,8 @@ def relevance(
                                            help="Relevance strategy (default minilm-logreg)."),
     program: Optional[Path] = typer.Option(None, "--program", help="A saved program directory (see --save)."),
     lm: Optional[str] = typer.Option(None, "--lm", help=LM_HELP, callback=lm_option),
+    api_base: Optional[str] = typer.Option(None, "--api-base", callback=api_base_option, envvar="PERSONALIGN_API_BASE",
+                                           help="OpenAI-compatible server for a non-embedded --lm (env PERSONALIGN_API_BASE)."),
     data: Optional[Path] = typer.Option(None, "--data",
                                         help="Labelled relevance JSONL to fit a trainable strategy on "
                                              "(default: the demo labels packaged with personalign)."),
@@ -63,7 +65,7 @@ def relevance(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         rows = personalign.predict_relevance(attrs, prompt, strategy=strategy, program=program, lm=lm, data=data,
-                                             seed=seed, split=fit_split, save=save)
+                                             seed=seed, split=fit_split, save=save, api_base=api_base)
     notes = [f"{'warning' if 'fitted on every row' in str(w.message) else 'note'}: {w.message}" for w in caught
              if issubclass(w.category, UserWarning) and "site-packages" not in str(w.filename)]
     for line in notes:

@@ -161,3 +161,19 @@ def test_a_reply_that_is_not_json_is_retried_and_after_its_retries_stops_a_margi
         with pytest.raises(LMCallFailed, match=r"yes/no margin from openai/mock failed after its retries") as err:
             yes_no_margin(lm, [{"role": "user", "content": "Is this relevant? Answer yes or no."}])
         assert "\n" not in str(err.value) and srv.stats()["faults"]["not_json"] == 1 + LM.transient_retries
+
+
+def test_predict_relevance_takes_api_base_like_every_verb(tmp_path):
+    """``predict relevance --api-base URL`` reaches the served model (it had only the environment
+    variable: ``No such option: --api-base``)."""
+    from tests.conftest import cli_env
+
+    with openai_server() as srv:
+        proc = subprocess.run([sys.executable, "-m", "personalign", "predict", "relevance", "--prompt", "Plan a trip",
+                               "-a", "likes museums", "-a", "is vegan", "--strategy", "zero-shot", "--lm",
+                               "openai/mock", "--api-base", srv.api_base, "--json"], capture_output=True, text=True,
+                              cwd=ROOT, env=cli_env(tmp_path / "runs"), timeout=300)
+        sent = srv.stats()["requests"]
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    rows = json.loads(proc.stdout)["predictions"]
+    assert [r["attribute"] for r in rows] == ["likes museums", "is vegan"] and sent >= 3  # the probe + 2 rows
