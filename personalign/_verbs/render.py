@@ -239,8 +239,11 @@ def sweep_lines(result: dict) -> list[str]:
     from personalign.metrics.cluster import format_figure, resampling_note
 
     metric = result.get("objective") or result["metric"]
-    out = [f"study {result['study']} in {result['storage']}: {result['n_complete']} complete, "
-           f"{result['n_pruned']} pruned, {result['n_fail']} failed of {result['n_trials']} requested "
+    reused = result.get("n_reused") or 0
+    counted = f"; {result['n_counted']} counted" if "n_counted" in result else ""
+    out = [f"study {result['study']} in {result['storage']}: {result['n_complete']} complete"
+           f"{f' ({reused} of them reused)' if reused else ''}, {result['n_pruned']} pruned, "
+           f"{result['n_fail']} failed{counted} of {result['n_trials']} requested "
            f"(this run: {result['ran']} trials, {result['seconds']:.1f} s, {result['lm_calls']} LM calls)"]
     if "n_distinct" in result:
         size = result.get("space_size")
