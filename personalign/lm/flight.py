@@ -236,11 +236,11 @@ def map_in_flight(fn: Callable[[int, Any], Any], items: Sequence, concurrency: i
 
     threads = [threading.Thread(target=worker, daemon=True, name=f"personalign-call-{k}")
                for k in range(min(concurrency, n))]
-    for t in threads:
-        t.start()
     error: BaseException | None = None
     finished = 0
     try:
+        for t in threads:  # inside the try: an interrupt while they start drains those started
+            t.start()
         while finished < n:
             try:
                 i, exc = done.get(timeout=0.2)
@@ -258,7 +258,8 @@ def map_in_flight(fn: Callable[[int, Any], Any], items: Sequence, concurrency: i
         stop.set()
         deadline = time.monotonic() + drain_seconds
         for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
+            if t.ident is not None:  # started
+                t.join(max(0.0, deadline - time.monotonic()))
         raise
     if error is not None:
         raise error
