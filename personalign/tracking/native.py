@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import threading
@@ -295,8 +296,10 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
       ``api_base`` from LM attributes. Limit: a span's exception event (message, stack trace)
       is stored as raised -- MLflow's span processors cannot edit events; hosted providers mask
       keys in their error messages.
-    * **Export**: synchronous (``MLFLOW_ENABLE_ASYNC_TRACE_LOGGING=false`` unless set): every
-      trace is in the store when the block ends.
+    * **Export**: MLflow's asynchronous export (``MLFLOW_ENABLE_ASYNC_TRACE_LOGGING=true`` unless
+      set), flushed when the block ends: every trace is in the store then. Exported as each call
+      ended (synchronous), 32 calls in flight wrote to one SQLite store at once: the 192-row
+      hosted evaluation took 38 s tracked against 4 s untracked; 6.7 s with the async export.
 
     Yields ``{"traced", "limit", "capped", "trace_ids", "calls"}`` (updated as calls run; see
     :func:`link_traces`); ``calls`` holds one ``{"trace_id", "inputs", "raised"}`` per traced call,
@@ -309,9 +312,10 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
     if cap == 0:
         yield {"traced": 0, "limit": 0, "capped": False, "trace_ids": [], "calls": []}
         return
-    # Export each trace when it ends (a few ms for a capped number of traces) instead of through
-    # MLflow's background queue, which logs a "flushing the queue" line at every program exit.
-    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+    # Export through MLflow's background queue (flushed when the block ends, below); its at-exit
+    # flush says so at INFO on every program exit: kept to warnings.
+    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "true")
+    logging.getLogger("mlflow.tracing.export.async_export_queue").setLevel(logging.WARNING)
     import dspy
     import mlflow
 
@@ -341,7 +345,7 @@ def lm_traces(tracker, *, limit: int | None = None, tags: dict[str, Any] | None 
         mlflow.dspy.autolog(disable=True, silent=True)
         dspy.settings.configure(callbacks=before)
         with contextlib.suppress(Exception):
-            mlflow.flush_trace_async_logging()  # when the user turned async logging on
+            mlflow.flush_trace_async_logging()  # every trace of the block in the store
 
 
 def link_traces(tracker, stats: dict, run_id: str | None = None) -> None:
