@@ -4,7 +4,8 @@ a model string or ``dspy.LM``, callbacks -- typed results out. The command line 
 
 from personalign._verbs.compare import compare
 from personalign._verbs.compile import compile
-from personalign._verbs.cost import Cost, cost_gate
+from personalign._verbs.cost import Cost
+from personalign._verbs.cost_gate import cost_gate
 from personalign._verbs.evaluate import evaluate, load_program
 from personalign._verbs.predict import predict
 from personalign._verbs.relevance import predict_relevance

@@ -4,7 +4,7 @@ and, when the model's speed on this machine is known (:mod:`personalign.lm.speed
 doctor --bench``, or the calls of an earlier run), the time the new ones take. Every verb that
 calls a model hands a :class:`Cost` (:mod:`personalign._verbs.projection` projects it) to its
 ``on_cost`` hook before the first call (default: the line on stderr when ``progress``);
-:func:`cost_gate` is the command line's hook: the line, then a question when the estimate passes
+:func:`personalign._verbs.cost_gate.cost_gate` is the command line's hook: the line, then a question when the estimate passes
 ``--confirm-over`` and stdin is a terminal (never otherwise: CI and pipes run on).
 
 What counts as a call is what :class:`personalign.lm.CallCounter` counts (a DSPy LM call, a
@@ -138,7 +138,9 @@ class Cost:
 
     def __post_init__(self) -> None:
         if self.in_flight is None:
-            self.in_flight = _in_flight(self.model)
+            from personalign.lm.flight import run_in_flight
+
+            self.in_flight = run_in_flight(self.model)
         if self.speed is None and self.model:  # no run measured it yet: the capability check timed one call
             from personalign.lm.serving import probed_speed
 
@@ -267,7 +269,7 @@ class Cost:
         head = f"cost: {count} model calls{up} on {printable(str(self.model))} ({trials}{each}){self.money()}"
         seconds = self.seconds
         if seconds is None:
-            from personalign.lm._models import is_local
+            from personalign.lm import is_local
 
             how = "`personalign doctor --bench` measures" if is_local(str(self.model)) else "a first run measures"
             return head + f"; time unknown ({how} this model's speed)"
@@ -296,22 +298,6 @@ class Cost:
                                 "shared": s.shared, "unchecked": s.unchecked, "input_tokens": s.input_tokens,
                                 "output_tokens": s.output_tokens,
                                 "dollars": round(_dollars(self.model, s), 8)} for s in self.strategies]}
-
-
-def _in_flight(model: str | None) -> int:
-    """The calls in flight of a run on ``model`` (the context's ``concurrency``, else the model's
-    default); 1 for the embedded engine whatever was asked (it serves one call at a time)."""
-    if model is None:
-        return 1
-    import dspy
-
-    from personalign.lm import CONCURRENCY_KEY
-    from personalign.lm._models import is_local
-    from personalign.lm.flight import in_flight_default
-
-    if is_local(model):
-        return 1
-    return max(1, int(dspy.settings.get(CONCURRENCY_KEY) or in_flight_default(model)))
 
 
 def _dollars(model: str | None, row: StrategyCost) -> float:
@@ -350,35 +336,6 @@ def announce(cost: Cost, on_cost: Callable[[Cost], None] | None, progress: bool)
     elif progress:
         sys.stderr.write(cost.line() + "\n")
         sys.stderr.flush()
-
-
-def cost_gate(confirm_over: float | None = None, *, assume_yes: bool = False, stream=None,
-              stdin=None) -> Callable[[Cost], None]:
-    """The command line's ``on_cost``: print :meth:`Cost.line` on ``stream`` (stderr); when the
-    estimate passes ``confirm_over`` seconds and ``assume_yes`` is off, ask on a terminal and raise
-    :class:`personalign.errors.Declined` unless the answer is yes. Never asks when ``stdin`` is not
-    a terminal (CI, a pipe, a scheduler): it says so and the run goes on."""
-
-    def on_cost(cost: Cost) -> None:
-        from personalign.errors import Declined
-
-        out, inp = stream or sys.stderr, stdin or sys.stdin
-        out.write(cost.line() + "\n")
-        seconds = cost.seconds
-        if assume_yes or confirm_over is None or seconds is None or seconds <= confirm_over:
-            out.flush()
-            return
-        over = f"the estimate ({duration(seconds)}) passes --confirm-over {confirm_over:g} s"
-        if inp is None or not inp.isatty():
-            out.write(f"note: {over}; not asking (stdin is not a terminal): running\n")
-            out.flush()
-            return
-        out.write(f"{over}. Run it? [y/N] ")
-        out.flush()
-        if inp.readline().strip().lower() not in ("y", "yes"):
-            raise Declined(f"not run: {over} and the answer was not yes (--yes skips the question)")
-
-    return on_cost
 
 
 @contextlib.contextmanager
@@ -428,4 +385,4 @@ def calls_bar(description: str, total: int, enabled: bool):
         bar.update(task, total=max(done, 1), completed=max(done, 1))
 
 
-__all__ = ["Cost", "StrategyCost", "announce", "calls_bar", "cost_gate", "duration", "measured", "speed_key"]
+__all__ = ["Cost", "StrategyCost", "announce", "calls_bar", "duration", "measured", "speed_key"]

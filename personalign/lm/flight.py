@@ -266,6 +266,21 @@ def map_in_flight(fn: Callable[[int, Any], Any], items: Sequence, concurrency: i
     return results
 
 
+def run_in_flight(model: str | None) -> int:
+    """The calls in flight of a run on ``model``: the context's ``concurrency``
+    (:func:`personalign.lm.use`), else the model's default (:func:`in_flight_default`); 1 for the
+    embedded engine whatever was asked (it serves one call at a time) and without a model."""
+    if model is None:
+        return 1
+    import dspy
+
+    from personalign.lm import CONCURRENCY_KEY, is_local
+
+    if is_local(model):
+        return 1
+    return max(1, int(dspy.settings.get(CONCURRENCY_KEY) or in_flight_default(model)))
+
+
 def in_flight_default(model: str | None) -> int:
     """The calls a run keeps in flight when none is asked: 1 for the embedded engine (one call at
     a time is what its CPU gives), :data:`HOSTED_CONCURRENCY` for any other model."""
@@ -295,4 +310,5 @@ def check_concurrency(value: Any) -> int | None:
 
 
 __all__ = ["CUT", "DRAIN_SECONDS", "HOSTED_CONCURRENCY", "MAX_CONCURRENCY", "Window", "WindowStats",
-           "check_concurrency", "coalesced", "in_flight_default", "map_in_flight", "request_key", "window_for"]
+           "check_concurrency", "coalesced", "in_flight_default", "map_in_flight", "request_key", "run_in_flight",
+           "window_for"]
